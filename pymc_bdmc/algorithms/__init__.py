@@ -1,0 +1,1 @@
+"""Annealing algorithms over a frozen plan."""

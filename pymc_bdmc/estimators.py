@@ -1,0 +1,161 @@
+"""Evidence estimates from log importance weights, and the bounds BDMC reports.
+
+Forward AIS weights ``w`` satisfy ``E[w] = p(y)``; reverse AIS weights ``v`` satisfy
+``E[v] = 1 / p(y)`` (Grosse, Ghahramani & Adams 2015, eqs. 25-31). Hence
+
+* ``lower = log mean(w)`` is a stochastic lower bound: ``E[lower] <= log p(y)`` and
+  ``P(lower > log p(y) + b) < exp(-b)``;
+* ``upper = -log mean(v)`` is a stochastic upper bound, with the mirrored statements. Note the
+  order: the reverse weights are averaged *before* taking ``-log``; ``log mean(1/v)`` is not a
+  bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import logsumexp
+
+__all__ = [
+    "EvidenceBounds",
+    "bootstrap_se",
+    "evidence_bounds",
+    "importance_ess",
+    "log_mean_exp",
+]
+
+
+def log_mean_exp(log_w: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """Stable ``log(mean(exp(log_w)))``; ``-inf`` entries count as zero weights."""
+    log_w = np.asarray(log_w, dtype=float)
+    n = log_w.size if axis is None else log_w.shape[axis]
+    return logsumexp(log_w, axis=axis) - np.log(n)
+
+
+def importance_ess(log_w: np.ndarray) -> float:
+    """Effective sample size ``(sum w)^2 / sum w^2`` of importance weights."""
+    log_w = np.asarray(log_w, dtype=float)
+    if not np.any(np.isfinite(log_w)):
+        return 0.0
+    return float(np.exp(2 * logsumexp(log_w) - logsumexp(2 * log_w)))
+
+
+def bootstrap_se(rng: np.random.Generator, log_w: np.ndarray, n_boot: int = 1000) -> float:
+    """Bootstrap standard error of ``log_mean_exp(log_w)`` over chains."""
+    log_w = np.asarray(log_w, dtype=float)
+    if log_w.size < 2:
+        return np.nan
+    idx = rng.integers(0, log_w.size, size=(n_boot, log_w.size))
+    return float(np.std(log_mean_exp(log_w[idx], axis=1), ddof=1))
+
+
+@dataclass(frozen=True)
+class EvidenceBounds:
+    """Stochastic bounds on ``log p(y)`` from forward and (optionally) reverse runs.
+
+    Attributes
+    ----------
+    lower, upper : float
+        ``log mean w_forward`` and ``-log mean w_reverse`` (NaN without a reverse run).
+    gap : float
+        ``upper - lower`` (NaN without a reverse run).
+    lower_se, upper_se : float
+        Bootstrap standard errors over chains.
+    lower_mean_log_weight, upper_mean_log_weight : float
+        The looser bounds ``mean(log w_forward)`` and ``-mean(log w_reverse)``.
+    ess_forward, ess_reverse : float
+        Effective sample sizes of the weights.
+    confidence : float
+        Level of the Markov-inequality bounds.
+    lower_markov, upper_markov : float
+        ``lower - log(1/(1-confidence))`` and ``upper + log(1/(1-confidence))``: with probability
+        at least ``confidence`` each, ``log p(y)`` lies above ``lower_markov`` and below
+        ``upper_markov`` (paper §4.1).
+    """
+
+    lower: float
+    upper: float
+    lower_se: float
+    upper_se: float
+    lower_mean_log_weight: float
+    upper_mean_log_weight: float
+    ess_forward: float
+    ess_reverse: float
+    confidence: float
+
+    @property
+    def gap(self) -> float:
+        """Width of the sandwich, in nats."""
+        return self.upper - self.lower
+
+    @property
+    def markov_slack(self) -> float:
+        """``log(1 / (1 - confidence))``: the Markov-inequality margin of each bound."""
+        return float(-np.log1p(-self.confidence))
+
+    @property
+    def lower_markov(self) -> float:
+        """Lower bound holding with probability at least ``confidence``."""
+        return self.lower - self.markov_slack
+
+    @property
+    def upper_markov(self) -> float:
+        """Upper bound holding with probability at least ``confidence``."""
+        return self.upper + self.markov_slack
+
+    def __str__(self) -> str:
+        rows = [
+            ("lower  (forward, log-mean-exp)", self.lower, self.lower_se),
+            ("upper  (reverse, -log-mean-exp)", self.upper, self.upper_se),
+            ("gap", self.gap, np.nan),
+        ]
+        lines = [f"{'log p(y)':<34}{'estimate':>12}{'se':>9}"]
+        for name, value, se in rows:
+            se_text = "" if np.isnan(se) else f"{se:9.3f}"
+            lines.append(f"{name:<34}{value:12.3f}{se_text}")
+        lines.append(
+            f"with probability >= {self.confidence:.0%} each: log p(y) >= {self.lower_markov:.3f}"
+            + ("" if np.isnan(self.upper) else f", log p(y) <= {self.upper_markov:.3f}")
+        )
+        return "\n".join(lines)
+
+
+def evidence_bounds(
+    rng: np.random.Generator,
+    log_w_forward: np.ndarray,
+    log_w_reverse: np.ndarray | None = None,
+    confidence: float = 0.95,
+) -> EvidenceBounds:
+    """Summarize forward (and reverse) log weights into :class:`EvidenceBounds`.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        For the bootstrap standard errors.
+    log_w_forward : ndarray, shape (chains,)
+        Forward log weights, each an unbiased estimate of ``p(y)`` on the Z scale.
+    log_w_reverse : ndarray, shape (chains,), optional
+        Reverse log weights, each an unbiased estimate of ``1 / p(y)`` on the Z scale.
+    confidence : float, default 0.95
+    """
+    lower = float(log_mean_exp(log_w_forward))
+    lower_se = bootstrap_se(rng, log_w_forward)
+    if log_w_reverse is None:
+        upper = upper_se = upper_mean = ess_rev = np.nan
+    else:
+        upper = -float(log_mean_exp(log_w_reverse))
+        upper_se = bootstrap_se(rng, log_w_reverse)
+        upper_mean = -float(np.mean(log_w_reverse))
+        ess_rev = importance_ess(log_w_reverse)
+    return EvidenceBounds(
+        lower=lower,
+        upper=upper,
+        lower_se=lower_se,
+        upper_se=upper_se,
+        lower_mean_log_weight=float(np.mean(log_w_forward)),
+        upper_mean_log_weight=upper_mean,
+        ess_forward=importance_ess(log_w_forward),
+        ess_reverse=ess_rev,
+        confidence=confidence,
+    )

@@ -1,0 +1,1 @@
+"""Transition kernels and their pilot tuning."""

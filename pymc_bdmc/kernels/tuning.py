@@ -1,0 +1,285 @@
+"""Pilot tuning of the annealing path and HMC kernels, frozen into an :class:`AnnealingPlan`.
+
+AIS and reverse AIS are valid for *any* fixed sequence of temperatures and transition kernels,
+but not for kernels tuned on the measured chains' own history. So everything is tuned once, on a
+separate pilot population, and frozen; the measured forward run and the reverse run use the frozen
+plan, the reverse run visiting its kernels in reverse order. The pilot starts from its own prior
+draws and never sees the generating parameters of simulated data.
+
+The pilot is an adaptive-tempering SMC run. At each pilot temperature it
+
+1. picks the next ``beta`` so that ``(beta' - beta) * sd(log-likelihood)`` (the standard
+   deviation of the incremental log weight) equals ``pilot_step_length`` nats;
+2. reweights, and resamples systematically when the ESS falls below half the population;
+3. sets the diagonal inverse mass matrix to the population's weighted variance;
+4. runs a few HMC transitions, steering the step size toward ``target_accept``.
+
+From the pilot's record, ``schedule="adaptive"`` places the measured run's ``n_steps``
+temperatures at equal increments of the estimated thermodynamic length
+``Lambda(beta) = integral sd_beta(log-likelihood) d beta``. Per-step weight variance is then even
+along the path, which for a fixed budget keeps the variance of log-weights (and so the bias of the
+bounds) down. Step sizes and mass matrices are interpolated to every temperature in ``log beta``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pymc_bdmc.estimators import log_mean_exp
+from pymc_bdmc.kernels.hmc import HMCParams, PartsFn, hmc_step
+from pymc_bdmc.model.density import DensityParts
+from pymc_bdmc.resampling import systematic_resample
+
+__all__ = ["AnnealingPlan", "PilotResult", "thermodynamic_schedule", "tune_plan"]
+
+#: Smallest variance allowed in the diagonal inverse mass matrix (guards collapsed pilots).
+MIN_VARIANCE = 1e-12
+#: Smallest relative growth of beta per pilot step (bounds the pilot's length on long paths).
+MIN_PILOT_GROWTH = 0.05
+#: Largest number of pilot temperatures.
+MAX_PILOT_STEPS = 2000
+
+
+@dataclass(frozen=True)
+class AnnealingPlan:
+    """Frozen schedule and HMC kernels: everything the measured runs do, fixed in advance.
+
+    Attributes
+    ----------
+    betas : ndarray, shape (n_steps + 1,)
+        Inverse temperatures, ``betas[0] = 0`` and ``betas[-1] = 1``.
+    step_size : ndarray, shape (n_steps + 1,)
+        HMC step size of the kernel targeting ``betas[t]`` (NaN at both ends, where none runs).
+    inv_mass : ndarray, shape (n_steps + 1, n_dim)
+        Diagonal inverse mass matrix of that kernel.
+    n_leapfrog : int
+    jitter : float
+    """
+
+    betas: np.ndarray
+    step_size: np.ndarray
+    inv_mass: np.ndarray
+    n_leapfrog: int
+    jitter: float
+
+    @property
+    def n_steps(self) -> int:
+        """Number of annealing steps (one fewer than temperatures)."""
+        return len(self.betas) - 1
+
+    def kernel(self, t: int) -> HMCParams:
+        """The frozen HMC parameters of the transition targeting ``betas[t]``."""
+        if not 0 < t < self.n_steps:
+            raise IndexError(f"No transition is defined at step {t} of {self.n_steps}.")
+        return HMCParams(float(self.step_size[t]), self.inv_mass[t], self.n_leapfrog, self.jitter)
+
+
+@dataclass(frozen=True)
+class PilotResult:
+    """What the pilot run measured (reported; never used as the evidence estimate).
+
+    Attributes
+    ----------
+    log_z : float
+        The pilot's own SMC estimate of ``log p(y)`` (a rough check, from few particles).
+    betas : ndarray
+        Temperatures the pilot visited, from 0 to 1.
+    sd_log_likelihood : ndarray
+        Weighted standard deviation of the log-likelihood at each of them.
+    step_size, variance : ndarray
+        Tuned step size and diagonal variance at each of them.
+    acceptance_rate : ndarray
+        Mean acceptance of the pilot's transitions there.
+    n_resampled : int
+    """
+
+    log_z: float
+    betas: np.ndarray = field(repr=False)
+    sd_log_likelihood: np.ndarray = field(repr=False)
+    step_size: np.ndarray = field(repr=False)
+    variance: np.ndarray = field(repr=False)
+    acceptance_rate: np.ndarray = field(repr=False)
+    n_resampled: int = 0
+
+    @property
+    def n_steps(self) -> int:
+        """Number of pilot temperatures after 0."""
+        return len(self.betas) - 1
+
+
+def _normalized(log_w: np.ndarray) -> np.ndarray:
+    w = np.exp(log_w - np.max(log_w))
+    return w / w.sum()
+
+
+def _weighted_moments(values: np.ndarray, weights: np.ndarray):
+    mean = weights @ values
+    return mean, weights @ (values - mean) ** 2
+
+
+def _next_beta(beta: float, sd: float, step_length: float) -> float:
+    if not np.isfinite(sd) or sd <= 0:
+        return 1.0
+    increment = step_length / sd
+    if beta > 0:
+        increment = max(increment, MIN_PILOT_GROWTH * beta)
+    return float(min(1.0, beta + increment))
+
+
+def run_pilot(
+    rng: np.random.Generator,
+    x0: np.ndarray,
+    parts0: DensityParts,
+    parts_fn: PartsFn,
+    *,
+    n_leapfrog: int,
+    target_accept: float,
+    jitter: float,
+    step_length: float = 0.5,
+    adapt_per_step: int = 3,
+    initial_step_size: float = 0.5,
+    on_step: Callable[[float], None] | None = None,
+) -> PilotResult:
+    """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc)."""
+    n_chains = len(x0)
+    x, parts = x0, parts0
+    log_w = np.zeros(n_chains)
+    beta, log_z, n_resampled = 0.0, 0.0, 0
+    log_eps = float(np.log(initial_step_size))
+    weights = np.full(n_chains, 1.0 / n_chains)
+    _, variance = _weighted_moments(x, weights)
+    sd = float(np.sqrt(_weighted_moments(parts.log_likelihood, weights)[1]))
+    record = {"beta": [0.0], "sd": [sd], "eps": [np.exp(log_eps)],
+              "var": [np.maximum(variance, MIN_VARIANCE)], "acc": [np.nan]}
+    while beta < 1.0 and len(record["beta"]) <= MAX_PILOT_STEPS:
+        new_beta = 1.0 if len(record["beta"]) == MAX_PILOT_STEPS else _next_beta(beta, sd,
+                                                                                 step_length)
+        log_w = log_w + (new_beta - beta) * parts.log_likelihood
+        beta = new_beta
+        weights = _normalized(log_w)
+        if 1.0 / np.sum(weights**2) < 0.5 * n_chains:
+            log_z += float(log_mean_exp(log_w))
+            idx = systematic_resample(rng, weights, n_chains)
+            x, parts, log_w = x[idx], parts.select(idx), np.zeros(n_chains)
+            weights = np.full(n_chains, 1.0 / n_chains)
+            n_resampled += 1
+        variance = np.maximum(_weighted_moments(x, weights)[1], MIN_VARIANCE)
+        rates = []
+        for _ in range(adapt_per_step):
+            params = HMCParams(float(np.exp(log_eps)), variance, n_leapfrog, jitter)
+            x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
+            rate = float(np.mean(info.acceptance_rate))
+            rates.append(rate)
+            # Robbins-Monro step on log(eps) toward the target acceptance (pilot only).
+            log_eps += 2.0 * (rate - target_accept)
+        sd = float(np.sqrt(_weighted_moments(parts.log_likelihood, weights)[1]))
+        record["beta"].append(beta)
+        record["sd"].append(sd)
+        record["eps"].append(float(np.exp(log_eps)))
+        record["var"].append(variance)
+        record["acc"].append(float(np.mean(rates)))
+        if on_step is not None:
+            on_step(beta)
+    log_z += float(log_mean_exp(log_w))
+    return PilotResult(
+        log_z=log_z,
+        betas=np.array(record["beta"]),
+        sd_log_likelihood=np.array(record["sd"]),
+        step_size=np.array(record["eps"]),
+        variance=np.array(record["var"]),
+        acceptance_rate=np.array(record["acc"]),
+        n_resampled=n_resampled,
+    )
+
+
+def thermodynamic_schedule(betas: np.ndarray, sd_log_likelihood: np.ndarray,
+                           n_steps: int) -> np.ndarray:
+    """Place ``n_steps + 1`` temperatures at equal increments of thermodynamic length.
+
+    ``Lambda(beta)`` is integrated from the pilot's measured ``sd_beta(log-likelihood)``, with
+    the geometric mean of the two ends on each interval (exact when ``sd`` is proportional to
+    ``1 / beta``, the usual behaviour once the likelihood dominates the prior).
+    """
+    sd = np.maximum(np.nan_to_num(sd_log_likelihood, nan=0.0, posinf=0.0), 0.0)
+    sd_interval = np.sqrt(sd[:-1] * sd[1:])
+    sd_interval[0] = 0.5 * (sd[0] + sd[1])  # from beta = 0, where 1/beta behaviour cannot hold
+    length = np.concatenate([[0.0], np.cumsum(np.diff(betas) * sd_interval)])
+    if not length[-1] > 0:  # the likelihood does not vary: any path is exact
+        return np.linspace(0.0, 1.0, n_steps + 1)
+    # Ties in length (flat stretches) would make interpolation ill-defined; keep them increasing.
+    length = length + np.linspace(0.0, 1e-12 * length[-1], len(length))
+    out = np.interp(np.linspace(0.0, length[-1], n_steps + 1), length, betas)
+    out[0], out[-1] = 0.0, 1.0
+    return np.maximum.accumulate(out)
+
+
+def plan_from_pilot(pilot: PilotResult, betas: np.ndarray, n_leapfrog: int,
+                    jitter: float) -> AnnealingPlan:
+    """Freeze the pilot's tuned kernels, interpolated in ``log beta``, onto ``betas``."""
+    n_steps = len(betas) - 1
+    n_dim = pilot.variance.shape[1]
+    step_size = np.full(n_steps + 1, np.nan)
+    inv_mass = np.full((n_steps + 1, n_dim), np.nan)
+    inner = np.arange(1, n_steps)
+    if inner.size:
+        grid = np.log(pilot.betas[1:])
+        where = np.log(np.maximum(betas[inner], pilot.betas[1] * 1e-12))
+        step_size[inner] = np.exp(np.interp(where, grid, np.log(pilot.step_size[1:])))
+        log_var = np.log(pilot.variance[1:])
+        for d in range(n_dim):
+            inv_mass[inner, d] = np.exp(np.interp(where, grid, log_var[:, d]))
+    return AnnealingPlan(np.asarray(betas, dtype=float).copy(), step_size, inv_mass,
+                         n_leapfrog, jitter)
+
+
+def tune_plan(
+    rng: np.random.Generator,
+    x0: np.ndarray,
+    parts0: DensityParts,
+    parts_fn: PartsFn,
+    *,
+    schedule: np.ndarray | str,
+    n_steps: int,
+    n_leapfrog: int = 10,
+    target_accept: float = 0.9,
+    jitter: float = 0.2,
+    on_step: Callable[[float], None] | None = None,
+) -> tuple[AnnealingPlan, PilotResult]:
+    """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The pilot's own random stream (independent of the measured runs).
+    x0 : ndarray, shape (pilot_chains, n_dim)
+        Exact prior draws for the pilot population.
+    parts0 : DensityParts
+        Densities at ``x0``.
+    parts_fn : callable
+        Batched model evaluation.
+    schedule : "adaptive" or ndarray
+        ``"adaptive"`` for the thermodynamic-length schedule, or fixed inverse temperatures.
+    n_steps : int
+        Number of annealing steps of the measured runs.
+    n_leapfrog : int, default 10
+    target_accept : float, default 0.9
+        Mean Metropolis acceptance probability the step size is steered to.
+    jitter : float, default 0.2
+    on_step : callable, optional
+        Called with the pilot's inverse temperature after each pilot step.
+
+    Returns
+    -------
+    plan : AnnealingPlan
+    pilot : PilotResult
+    """
+    pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
+                      target_accept=target_accept, jitter=jitter, on_step=on_step)
+    if isinstance(schedule, str):
+        betas = thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, n_steps)
+    else:
+        betas = np.asarray(schedule, dtype=float)
+    return plan_from_pilot(pilot, betas, n_leapfrog, jitter), pilot

@@ -1,0 +1,1 @@
+"""Compiled densities, exact simulation and input checks for PyMC models."""

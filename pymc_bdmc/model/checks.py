@@ -1,0 +1,153 @@
+"""Checks of a model and its inputs that run before any sampling.
+
+Every failure raises :class:`BDMCInputError` (a ``ValueError``) whose message says what is wrong
+and what to do about it. None of these checks modifies the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pymc as pm
+from pymc.distributions.continuous import FlatRV, HalfFlatRV
+
+from pymc_bdmc.model.density import DensityParts, FlatLayout, _observed_data_value
+
+__all__ = [
+    "BDMCInputError",
+    "check_finite_start",
+    "check_model",
+    "check_positive_int",
+]
+
+
+class BDMCInputError(ValueError):
+    """A model or argument that pymc_bdmc cannot use, found before sampling."""
+
+
+def check_positive_int(value, name: str, minimum: int = 1) -> int:
+    """Return ``value`` as an int, or raise if it is not an integer ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise BDMCInputError(f"`{name}` must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def _imputed_observations(model: pm.Model) -> list[str]:
+    # PyMC turns NaN / masked observations into a free `<name>_unobserved` variable and an
+    # observed `<name>_observed` one; the evidence would then silently integrate over them.
+    free = {rv.name for rv in model.free_RVs}
+    return [
+        rv.name.removesuffix("_observed")
+        for rv in model.observed_RVs
+        if rv.name.endswith("_observed")
+        and rv.name.removesuffix("_observed") + "_unobserved" in free
+    ]
+
+
+def check_model(
+    model: pm.Model,
+    *,
+    potentials_in_likelihood: bool = False,
+    needs_simulation: bool = False,
+    gradient_kernel: bool = True,
+) -> None:
+    """Raise :class:`BDMCInputError` if ``model`` cannot be used for evidence estimation.
+
+    Parameters
+    ----------
+    model : pm.Model
+    potentials_in_likelihood : bool, default False
+        Whether the user declared that ``pm.Potential`` terms belong to the likelihood.
+    needs_simulation : bool, default False
+        True for bidirectional Monte Carlo, which simulates data from the model: Potentials are
+        then refused whatever their role, because they are not part of the generative process.
+    gradient_kernel : bool, default True
+        True when the transition kernel needs gradients (all free variables continuous).
+    """
+    if not model.observed_RVs:
+        raise BDMCInputError(
+            "The model has no observed variables, so there is no evidence p(y) to estimate. "
+            "Pass data with `observed=` to the likelihood."
+        )
+
+    imputed = _imputed_observations(model)
+    if imputed:
+        raise BDMCInputError(
+            f"Observed data of {imputed} contain NaN or masked values; PyMC would impute them as "
+            "free variables and the evidence would integrate over them. Drop or fill the missing "
+            "entries before estimating the evidence."
+        )
+
+    for rv in model.observed_RVs:
+        data = _observed_data_value(model.rvs_to_values[rv])
+        if data is None:
+            continue
+        if np.issubdtype(data.dtype, np.number) and not np.all(np.isfinite(data)):
+            bad = int(np.size(data) - np.count_nonzero(np.isfinite(data)))
+            raise BDMCInputError(
+                f"Observed data of {rv.name!r} contain {bad} non-finite value(s) (NaN or inf). "
+                "Remove or fix them before estimating the evidence."
+            )
+
+    if model.potentials:
+        names = [p.name for p in model.potentials]
+        if needs_simulation:
+            raise BDMCInputError(
+                f"The model has Potentials {names}. Bidirectional Monte Carlo simulates data from "
+                "the model's generative process, which Potentials are not part of, so the "
+                "upper bound would not be valid. Express them as distributions, or use "
+                "`sample_ais(..., potentials_in_likelihood=True)` for a lower bound only."
+            )
+        if not potentials_in_likelihood:
+            raise BDMCInputError(
+                f"The model has Potentials {names}; it is ambiguous whether they belong to the "
+                "prior or to the likelihood. If they are likelihood terms, pass "
+                "`potentials_in_likelihood=True` (they are then tempered with the likelihood)."
+            )
+
+    flat = [rv.name for rv in model.free_RVs if isinstance(rv.owner.op, FlatRV | HalfFlatRV)]
+    if flat:
+        raise BDMCInputError(
+            f"Free variables {flat} have improper Flat/HalfFlat priors: the evidence is not "
+            "defined and AIS cannot start from exact prior draws. Give them proper priors."
+        )
+
+    if gradient_kernel:
+        discrete = [
+            rv.name for rv in model.free_RVs
+            if model.rvs_to_values[rv].dtype.startswith(("int", "uint", "bool"))
+        ]
+        if discrete:
+            raise BDMCInputError(
+                f"Free variables {discrete} are discrete, and the vectorized HMC kernel needs "
+                "gradients. Marginalize them out (e.g. with pm.Mixture), or pass PyMC step methods "
+                "for them with `step=` (Gibbs-type steps such as pm.CategoricalGibbsMetropolis)."
+            )
+
+
+def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
+                       x: np.ndarray) -> None:
+    """Raise if the prior or the likelihood is not finite at any starting state."""
+    bad_prior = ~np.isfinite(parts.log_prior)
+    bad_lik = ~np.isfinite(parts.log_likelihood)
+    if not (bad_prior.any() or bad_lik.any()):
+        return
+    first = int(np.flatnonzero(bad_prior | bad_lik)[0])
+    point = {k: np.round(v, 4).tolist() for k, v in layout.unravel(x[first]).items()}
+    raise BDMCInputError(
+        f"The density is not finite at {int(np.count_nonzero(bad_prior | bad_lik))} of "
+        f"{len(parts.log_prior)} {where} (log prior: {parts.log_prior[first]}, log-likelihood: "
+        f"{parts.log_likelihood[first]}, at unconstrained point {point}). Check that the data "
+        "lie in the support of the likelihood for every parameter value the prior allows, and "
+        "that the prior puts no mass on invalid parameters."
+    )
+
+
+def unsampleable_prior_message(names: Iterable[str], reason: str) -> str:
+    """Message for priors that cannot be drawn from exactly."""
+    return (
+        f"Cannot draw exactly from the prior ({reason}). AIS and BDMC start from exact prior "
+        f"draws; give {list(names) or 'the offending variables'} a distribution with a random "
+        "method (for pm.CustomDist, pass `random=` or `dist=`)."
+    )

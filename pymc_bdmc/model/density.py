@@ -1,0 +1,334 @@
+"""Compiled log-densities of a PyMC model over a flat unconstrained vector.
+
+This is the only module that builds PyTensor graphs from a ``pm.Model``. Everything downstream
+(kernels, AIS, tuning) sees NumPy arrays of shape ``(chains, n_dim)``.
+
+Design notes
+------------
+* One batched function returns the log prior, the log-likelihood and both of their gradients for
+  ``K`` chains at once. The tempered density ``prior + beta * loglik`` and its gradient are formed
+  from these parts in NumPy, so a single compilation serves every temperature, and a change of
+  ``beta`` between annealing steps costs no model evaluation: AIS needs the log-likelihood of the
+  same state for its weight anyway.
+* The observed data are replaced, in the graph, by shared variables owned by this object. The
+  user's model is never touched, and bidirectional Monte Carlo can swap in simulated data with
+  ``set_observed`` without recompiling or cloning the model (clones reorder value variables).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.pytensorf import compile as compile_pytensor
+from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
+from pymc.util import get_default_varnames
+from pytensor.compile.builders import OpFromGraph
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Constant
+from pytensor.graph.traversal import graph_inputs
+from pytensor.graph.replace import graph_replace, vectorize_graph
+from pytensor.tensor.blockwise import Blockwise
+
+__all__ = ["DensityParts", "FlatLayout", "ModelDensity"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FlatLayout:
+    """Where each unconstrained value variable lives in the flat vector.
+
+    Mapping is always by name: a cloned model may order its value variables differently.
+    """
+
+    names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    slices: tuple[slice, ...]
+
+    @classmethod
+    def from_point(cls, names, point: Mapping[str, np.ndarray]) -> FlatLayout:
+        """Build the layout of ``names`` (in this order) from a point giving their shapes."""
+        shapes, slices, start = [], [], 0
+        for name in names:
+            shape = tuple(np.shape(point[name]))
+            size = int(np.prod(shape, dtype=int))
+            shapes.append(shape)
+            slices.append(slice(start, start + size))
+            start += size
+        return cls(tuple(names), tuple(shapes), tuple(slices))
+
+    @property
+    def size(self) -> int:
+        """Length of the flat vector."""
+        return self.slices[-1].stop if self.slices else 0
+
+    def ravel(self, point: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Map a point (name -> array, one chain) to a flat float64 vector."""
+        out = np.empty(self.size)
+        for name, shape, slc in zip(self.names, self.shapes, self.slices, strict=True):
+            value = np.asarray(point[name], dtype=float)
+            if value.shape != shape:
+                raise ValueError(f"Value of {name!r} has shape {value.shape}, expected {shape}.")
+            out[slc] = value.ravel()
+        return out
+
+    def unravel(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Map flat vectors ``(..., size)`` back to named arrays ``(..., *shape)``."""
+        x = np.asarray(x)
+        lead = x.shape[:-1]
+        return {
+            name: x[..., slc].reshape(lead + shape)
+            for name, shape, slc in zip(self.names, self.shapes, self.slices, strict=True)
+        }
+
+    def coordinate_labels(self) -> list[str]:
+        """One readable label per flat coordinate, e.g. ``w[0, 1]``."""
+        labels = []
+        for name, shape in zip(self.names, self.shapes, strict=True):
+            if not shape:
+                labels.append(name)
+            else:
+                labels.extend(f"{name}[{', '.join(map(str, idx))}]" for idx in np.ndindex(*shape))
+        return labels
+
+
+@dataclass(frozen=True, slots=True)
+class DensityParts:
+    """Log prior, log-likelihood and their gradients for a batch of chains.
+
+    Attributes
+    ----------
+    log_prior, log_likelihood : ndarray, shape (chains,)
+    grad_log_prior, grad_log_likelihood : ndarray, shape (chains, n_dim)
+    """
+
+    log_prior: np.ndarray
+    log_likelihood: np.ndarray
+    grad_log_prior: np.ndarray
+    grad_log_likelihood: np.ndarray
+
+    def tempered_logp(self, beta: float | np.ndarray) -> np.ndarray:
+        """``log p(x) + beta * log p(y | x)``, taking ``0 * -inf`` as 0 (the prior at beta=0)."""
+        beta = np.asarray(beta, dtype=float)
+        tempered = self.log_prior + beta * self.log_likelihood
+        return np.where(beta == 0, self.log_prior, tempered)
+
+    def tempered_grad(self, beta: float | np.ndarray) -> np.ndarray:
+        """Gradient of :meth:`tempered_logp` with respect to the flat vector."""
+        beta = np.asarray(beta, dtype=float)
+        if beta.ndim == 1:
+            beta = beta[:, None]
+        return self.grad_log_prior + beta * self.grad_log_likelihood
+
+    def take(self, mask: np.ndarray, other: DensityParts) -> DensityParts:
+        """Rows of ``other`` where ``mask`` is true, rows of ``self`` elsewhere."""
+        col = mask[:, None]
+        return DensityParts(
+            np.where(mask, other.log_prior, self.log_prior),
+            np.where(mask, other.log_likelihood, self.log_likelihood),
+            np.where(col, other.grad_log_prior, self.grad_log_prior),
+            np.where(col, other.grad_log_likelihood, self.grad_log_likelihood),
+        )
+
+    def select(self, index: np.ndarray) -> DensityParts:
+        """Rows ``index`` of every part (used when resampling particles)."""
+        return DensityParts(
+            self.log_prior[index],
+            self.log_likelihood[index],
+            self.grad_log_prior[index],
+            self.grad_log_likelihood[index],
+        )
+
+
+def _observed_data_value(value) -> np.ndarray | None:
+    """The numeric value behind an observed variable, or None for a symbolic expression."""
+    if isinstance(value, Constant):
+        return np.asarray(value.data)
+    if isinstance(value, SharedVariable):
+        return np.asarray(value.get_value())
+    return None
+
+
+class ModelDensity:
+    """Compiled, batched log-densities of a PyMC model in its unconstrained space.
+
+    Parameters
+    ----------
+    model : pm.Model
+        The model. It is read, never modified.
+    potentials_in_likelihood : bool, default False
+        Add ``pm.Potential`` terms to the log-likelihood (they are then tempered with it).
+    compile_kwargs : dict, optional
+        Passed to :func:`pymc.pytensorf.compile` (e.g. ``{"mode": "NUMBA"}``).
+
+    Notes
+    -----
+    The log prior is ``model.varlogp``: the density of the free variables in the transformed
+    space, including the log-Jacobian of every default transform. Its normalising constant is 1,
+    which is what makes the AIS weight an estimate of ``p(y)`` itself.
+    """
+
+    def __init__(self, model: pm.Model, *, potentials_in_likelihood: bool = False,
+                 compile_kwargs: dict | None = None):
+        self.model = model
+        self.compile_kwargs = dict(compile_kwargs or {})
+        self.n_compilations = 0
+        initial_point = model.initial_point()
+        self.value_vars = list(model.value_vars)
+        self.layout = FlatLayout.from_point([v.name for v in self.value_vars], initial_point)
+        self._initial_point = initial_point
+
+        # Observed data become shared variables owned here (replaced in every graph we build).
+        self.observed_names: list[str] = []
+        self._data_shared: dict[str, SharedVariable] = {}
+        self._data_replace: dict = {}
+        for rv in model.observed_RVs:
+            value = model.rvs_to_values[rv]
+            data = _observed_data_value(value)
+            self.observed_names.append(rv.name)
+            if data is None:
+                continue
+            shared = pytensor.shared(np.array(data, copy=True), name=f"{rv.name}_bdmc_data")
+            self._data_shared[rv.name] = shared
+            self._data_replace[value] = shared
+
+        log_prior = model.varlogp
+        log_lik = model.observedlogp
+        if potentials_in_likelihood and model.potentials:
+            log_lik = log_lik + model.potentiallogp
+        (prior_x, lik_x), x = join_nonshared_inputs(
+            point=initial_point, outputs=[log_prior, log_lik], inputs=self.value_vars
+        )
+        prior_x, lik_x = self._replace_data([prior_x, lik_x])
+        # A likelihood free of the parameters is legitimate (its gradient is zero).
+        grad_prior = pytensor.grad(rewrite_pregrad(prior_x), x, disconnected_inputs="ignore")
+        grad_lik = pytensor.grad(rewrite_pregrad(lik_x), x, disconnected_inputs="ignore")
+        self._parts_fn, self.batching = self._compile_batched(
+            x, [prior_x, lik_x, grad_prior, grad_lik]
+        )
+        self._constrain_fn = None
+        self._pointwise_fn = None
+
+    # -- compilation -------------------------------------------------------------------------
+    def _replace_data(self, outputs):
+        if not self._data_replace:
+            return list(outputs)
+        return list(graph_replace(list(outputs), self._data_replace, strict=False))
+
+    def _validation_points(self) -> np.ndarray:
+        # Three distinct points near the initial point, made without any random generator.
+        x0 = self.layout.ravel(self._initial_point)
+        wiggle = np.sin(np.arange(1, self.n_dim + 1) * 1.7)
+        return np.stack([x0, x0 + 0.1 * wiggle, x0 - 0.2 * wiggle[::-1]])
+
+    def _compile_batched(self, x, outputs, **kwargs):
+        """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
+
+        ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain
+        graph before use; where it fails or disagrees (it mis-broadcasts some PyMC graphs), a
+        ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function instead.
+        """
+        batch_x = pt.matrix("x_batch", dtype=x.dtype)
+        points = self._validation_points()
+        try:
+            fn = self._compile([batch_x], vectorize_graph(outputs, replace={x: batch_x}),
+                               **kwargs)
+            batched = fn(points)
+            single = self._compile([x], outputs, **kwargs)
+            for i, point in enumerate(points):
+                for b, s in zip(batched, single(point), strict=True):
+                    if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
+                        raise ValueError("vectorized graph disagrees with the per-chain graph")
+            return fn, "vectorized"
+        except Exception as err:  # noqa: BLE001 - any failure means: use the safe fallback
+            logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
+        # OpFromGraph needs shared variables (our data) as explicit, un-batched inputs.
+        shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
+        core = OpFromGraph([x, *shared], list(outputs), inline=False)
+
+        def dims(prefix, variables):
+            return ",".join(
+                "(" + ",".join(f"{prefix}{i}_{d}" for d in range(v.ndim)) + ")"
+                for i, v in enumerate(variables)
+            )
+
+        signature = f"(n){',' if shared else ''}{dims('s', shared)}->{dims('o', outputs)}"
+        result = Blockwise(core, signature=signature)(batch_x, *shared)
+        return self._compile([batch_x], result if isinstance(result, list) else [result],
+                             **kwargs), "blockwise"
+
+    def _compile(self, inputs, outputs, **kwargs):
+        self.n_compilations += 1
+        with self.model:
+            fn = compile_pytensor(inputs, outputs, **{**self.compile_kwargs, **kwargs})
+        fn.trust_input = True
+        return fn
+
+    # -- evaluation --------------------------------------------------------------------------
+    @property
+    def n_dim(self) -> int:
+        """Number of unconstrained coordinates."""
+        return self.layout.size
+
+    def parts(self, x: np.ndarray) -> DensityParts:
+        """Evaluate prior, likelihood and gradients for a batch ``x`` of shape (chains, n_dim)."""
+        x = np.ascontiguousarray(x, dtype=float)
+        prior, lik, grad_prior, grad_lik = self._parts_fn(x)
+        # NaN log densities are treated as impossible states: they can never be accepted.
+        prior = np.where(np.isnan(prior), -np.inf, prior)
+        lik = np.where(np.isnan(lik), -np.inf, lik)
+        return DensityParts(prior, lik, grad_prior, grad_lik)
+
+    def logp_dlogp(self, x: np.ndarray, beta: float | np.ndarray):
+        """Tempered log-density ``prior + beta * loglik`` and its gradient, batched."""
+        p = self.parts(x)
+        return p.tempered_logp(beta), p.tempered_grad(beta)
+
+    def pointwise_log_likelihood(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Elementwise log-likelihood of each observed variable, shape (chains, *obs_shape)."""
+        if self._pointwise_fn is None:
+            pointwise = self.model.logp(vars=self.model.observed_RVs, sum=False)
+            outs, x_in = join_nonshared_inputs(self._initial_point, pointwise, self.value_vars)
+            self._pointwise_fn, _ = self._compile_batched(x_in, self._replace_data(outs))
+        values = self._pointwise_fn(np.ascontiguousarray(x, dtype=float))
+        return dict(zip(self.observed_names, values, strict=True))
+
+    def constrain(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Constrained free variables and Deterministics for a batch of flat vectors."""
+        if self._constrain_fn is None:
+            outs = list(get_default_varnames(self.model.unobserved_value_vars,
+                                             include_transformed=False))
+            new_outs, x_in = join_nonshared_inputs(self._initial_point, outs, self.value_vars)
+            fn, _ = self._compile_batched(x_in, self._replace_data(new_outs),
+                                          on_unused_input="ignore")
+            self._constrain_fn = ([o.name for o in outs], fn)
+        names, fn = self._constrain_fn
+        values = fn(np.ascontiguousarray(np.atleast_2d(x), dtype=float))
+        return dict(zip(names, values, strict=True))
+
+    # -- data --------------------------------------------------------------------------------
+    def observed_data(self) -> dict[str, np.ndarray]:
+        """The data the compiled densities currently condition on (copies)."""
+        return {name: np.array(s.get_value()) for name, s in self._data_shared.items()}
+
+    def set_observed(self, data: Mapping[str, np.ndarray]) -> None:
+        """Condition the compiled densities on new observed values (no recompilation)."""
+        for name, value in data.items():
+            if name not in self._data_shared:
+                raise ValueError(
+                    f"Observed variable {name!r} has symbolic data and cannot be replaced."
+                )
+            shared = self._data_shared[name]
+            old = shared.get_value()
+            value = np.asarray(value, dtype=old.dtype)
+            if value.shape != old.shape:
+                raise ValueError(
+                    f"New data for {name!r} has shape {value.shape}, expected {old.shape}."
+                )
+            shared.set_value(value.copy())

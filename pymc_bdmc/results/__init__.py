@@ -1,0 +1,1 @@
+"""Result assembly (xarray DataTree)."""

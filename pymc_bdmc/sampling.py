@@ -1,0 +1,379 @@
+"""User entry points: ``sample_ais`` (lower bound on real data) and ``sample_bdmc`` (sandwich).
+
+This module is the driver: seeding, checks, compilation, progress, timing and result assembly.
+The algorithms themselves live in :mod:`pymc_bdmc.algorithms` and :mod:`pymc_bdmc.kernels`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import xarray as xr
+from pymc.model import modelcontext
+from pymc.progress_bar import create_simple_progress
+
+from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
+from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.tuning import tune_plan
+from pymc_bdmc.model.checks import (
+    BDMCInputError,
+    check_finite_start,
+    check_model,
+    check_positive_int,
+    unsampleable_prior_message,
+)
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.results.datatree import build_datatree
+from pymc_bdmc.schedules import ADAPTIVE, ScheduleName, make_schedule
+
+__all__ = ["sample_ais", "sample_bdmc"]
+
+logger = logging.getLogger("pymc_bdmc")
+
+_STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "reverse", "summary")
+
+
+@dataclass(frozen=True)
+class _Settings:
+    n_steps: int
+    chains: int
+    betas: np.ndarray
+    n_leapfrog: int
+    target_accept: float
+    step_size_jitter: float
+    pilot_chains: int
+    confidence: float
+    adaptive: bool
+
+
+def _validate(n_steps, chains, schedule, n_leapfrog, target_accept, step_size_jitter,
+              pilot_chains, confidence) -> _Settings:
+    chains = check_positive_int(chains, "chains")
+    if not isinstance(schedule, str) and n_steps is not None:
+        n_steps = check_positive_int(n_steps, "n_steps")
+    betas = make_schedule(schedule, n_steps)
+    n_leapfrog = check_positive_int(n_leapfrog, "n_leapfrog")
+    if not 0 < target_accept < 1:
+        raise BDMCInputError(f"`target_accept` must be in (0, 1), got {target_accept}.")
+    if not 0 <= step_size_jitter < 1:
+        raise BDMCInputError(f"`step_size_jitter` must be in [0, 1), got {step_size_jitter}.")
+    if not 0 < confidence < 1:
+        raise BDMCInputError(f"`confidence` must be in (0, 1), got {confidence}.")
+    pilot_chains = check_positive_int(
+        max(chains, 64) if pilot_chains is None else pilot_chains, "pilot_chains", minimum=2
+    )
+    return _Settings(len(betas) - 1, chains, betas, n_leapfrog, float(target_accept),
+                     float(step_size_jitter), pilot_chains, float(confidence),
+                     isinstance(schedule, str) and schedule == ADAPTIVE)
+
+
+def _streams(random_seed) -> dict[str, np.random.Generator]:
+    # Independent child streams: the pilot never shares randomness with the measured runs.
+    root = np.random.default_rng(random_seed)
+    return dict(zip(_STREAMS, root.spawn(len(_STREAMS)), strict=True))
+
+
+def _progress_enabled(progressbar: bool) -> bool:
+    return bool(progressbar) and not os.environ.get("CI")
+
+
+@contextmanager
+def _phase(progress, description: str, total: int):
+    task = progress.add_task(description, completed=0, total=total)
+
+    def advance():
+        progress.advance(task)
+
+    yield advance
+
+
+@contextmanager
+def _pilot_phase(progress):
+    # The pilot's length is not known in advance: show progress in sqrt(beta), which moves
+    # roughly evenly along a typical path.
+    task = progress.add_task("Pilot tuning", completed=0, total=100)
+
+    def report(beta: float):
+        progress.update(task, refresh=False, completed=round(100 * np.sqrt(beta)))
+
+    yield report
+
+
+def _draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> np.ndarray:
+    try:
+        return simulator.draw_prior(n, rng)
+    except NotImplementedError as err:
+        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+
+
+def _compile(model, potentials_in_likelihood, compile_kwargs):
+    start = time.perf_counter()
+    density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
+                           compile_kwargs=compile_kwargs)
+    simulator = ModelSimulator(model, density.layout, compile_kwargs=compile_kwargs)
+    return density, simulator, time.perf_counter() - start
+
+
+def _run(
+    *,
+    model: pm.Model,
+    settings: _Settings,
+    density: ModelDensity,
+    simulator: ModelSimulator,
+    streams: dict[str, np.random.Generator],
+    truth: JointDraw | None,
+    progressbar: bool,
+    attrs: dict,
+) -> xr.DataTree:
+    s = settings
+    parts_fn = density.parts
+    x_pilot = _draw_prior(simulator, s.pilot_chains, streams["pilot_init"])
+    parts_pilot = parts_fn(x_pilot)
+    check_finite_start(parts_pilot, "prior draws", density.layout, x_pilot)
+    x0 = _draw_prior(simulator, s.chains, streams["forward_init"])
+    parts0 = parts_fn(x0)
+    check_finite_start(parts0, "prior draws", density.layout, x0)
+
+    start = time.perf_counter()
+    # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
+    progress = create_simple_progress(_progress_enabled(progressbar))
+    with progress:
+        with _pilot_phase(progress) as report:
+            plan, pilot = tune_plan(
+                streams["pilot"], x_pilot, parts_pilot, parts_fn,
+                schedule=ADAPTIVE if s.adaptive else s.betas, n_steps=s.n_steps,
+                n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
+                jitter=s.step_size_jitter, on_step=report,
+            )
+        logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
+                    pilot.n_steps, pilot.n_resampled, pilot.log_z)
+        with _phase(progress, "Forward AIS", s.n_steps) as advance:
+            forward = ais_forward(streams["forward"], x0, parts0, plan, parts_fn, on_step=advance)
+        reverse = None
+        if truth is not None:
+            with _phase(progress, "Reverse AIS", s.n_steps) as advance:
+                reverse = ais_reverse(streams["reverse"], truth.x, s.chains, plan, parts_fn,
+                                      on_step=advance)
+    sampling_time = time.perf_counter() - start
+
+    bounds = evidence_bounds(
+        streams["summary"], forward.log_weight,
+        None if reverse is None else reverse.log_weight, confidence=s.confidence,
+    )
+    _log_diagnostics(bounds, forward, reverse)
+    attrs = {
+        **attrs,
+        "algorithm": "bdmc" if truth is not None else "ais",
+        "kernel": "hmc",
+        "n_steps": s.n_steps,
+        "chains": s.chains,
+        "pilot_chains": s.pilot_chains,
+        "pilot_log_z": pilot.log_z,
+        "pilot_steps": pilot.n_steps,
+        "schedule": "adaptive" if s.adaptive else "fixed",
+        "target_accept": s.target_accept,
+        "sampling_time": sampling_time,
+    }
+    return build_datatree(
+        rng=streams["summary"],
+        density=density,
+        plan=plan,
+        forward=forward,
+        reverse=reverse,
+        bounds=bounds,
+        observed=density.observed_data(),
+        generating_values=None if truth is None else _generating_values(density, truth),
+        attrs=attrs,
+    )
+
+
+def _generating_values(density: ModelDensity, truth: JointDraw) -> dict[str, np.ndarray]:
+    # Constrained free variables and Deterministics at theta*, from the same constrain map.
+    return {k: v[0] for k, v in density.constrain(truth.x[None, :]).items()}
+
+
+def _log_diagnostics(bounds, forward, reverse) -> None:
+    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
+    if dead:
+        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
+    for name, run in (("forward", forward), ("reverse", reverse)):
+        if run is not None and run.n_divergent.sum():
+            logger.warning("%d divergent HMC trajectories in the %s run.",
+                           int(run.n_divergent.sum()), name)
+    if bounds.ess_forward < 2:
+        logger.warning(
+            "The forward weights have an effective sample size of %.1f: the lower bound rests on "
+            "one chain. Increase `n_steps`.", bounds.ess_forward,
+        )
+
+
+_COMMON_DOC = """
+    n_steps : int, default 1000
+        Number of annealing steps (intermediate distributions). Ignored if ``schedule`` is an
+        array, whose length then sets it.
+    chains : int, default 32
+        Independent annealing chains per direction, evaluated together in one batched call.
+    model : pm.Model, optional
+        The model; taken from the ``with`` context when omitted. It is never modified.
+    schedule : {"adaptive", "sigmoid", "linear", "geometric"} or array_like, default "adaptive"
+        Inverse temperatures. ``"adaptive"`` lets the pilot run place ``n_steps`` temperatures
+        at equal thermodynamic length (even weight variance per step); ``"sigmoid"`` is the
+        BDMC paper's schedule (§6.2, delta=4); or an explicit array rising from 0 to 1.
+    n_leapfrog : int, default 10
+        Leapfrog steps per HMC transition (one transition per temperature).
+    target_accept : float, default 0.9
+        Acceptance rate the pilot run tunes the step sizes for.
+    step_size_jitter : float, default 0.2
+        Relative jitter of the step size, drawn independently of the state.
+    pilot_chains : int, optional
+        Size of the pilot population (default ``max(chains, 64)``).
+    confidence : float, default 0.95
+        Level of the Markov-inequality bounds ``lower_markov`` / ``upper_markov``.
+    random_seed : int, array_like of int, SeedSequence or Generator, optional
+        Seed of every random choice; the same seed gives the same result.
+    progressbar : bool, default True
+        Show a progress bar (never in CI, where the ``CI`` environment variable is set).
+    compile_kwargs : dict, optional
+        Passed to :func:`pymc.pytensorf.compile`, e.g. ``{"mode": "NUMBA"}``.
+"""
+
+
+def sample_ais(
+    n_steps: int | None = 1000,
+    chains: int = 32,
+    *,
+    model: pm.Model | None = None,
+    schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
+    n_leapfrog: int = 10,
+    target_accept: float = 0.9,
+    step_size_jitter: float = 0.2,
+    pilot_chains: int | None = None,
+    confidence: float = 0.95,
+    potentials_in_likelihood: bool = False,
+    random_seed=None,
+    progressbar: bool = True,
+    compile_kwargs: dict | None = None,
+) -> xr.DataTree:
+    """Estimate a stochastic lower bound on ``log p(y)`` by annealed importance sampling.
+
+    Runs AIS from exact prior draws to the posterior along ``p(x) p(y|x)^beta`` with a
+    vectorized HMC kernel, whose step sizes and mass matrices are tuned on a separate pilot run
+    and then frozen.
+
+    Parameters
+    ----------%s
+    potentials_in_likelihood : bool, default False
+        Declare that the model's ``pm.Potential`` terms are likelihood terms (tempered with it).
+        Without it, a model with Potentials is refused.
+
+    Returns
+    -------
+    xarray.DataTree
+        With groups ``posterior`` (weighted-resampled final states), ``sample_stats``,
+        ``observed_data``, ``evidence`` (``lower``; ``upper`` and ``gap`` are NaN) and
+        ``annealing``.
+
+    Notes
+    -----
+    ``lower = log mean_k w_k`` with ``E[w_k] = p(y)``: on average it underestimates ``log p(y)``
+    and it overestimates it by more than ``b`` nats with probability below ``exp(-b)``
+    (Grosse, Ghahramani & Adams 2015, §4.1).
+
+    Examples
+    --------
+    >>> import pymc as pm, pymc_bdmc as pmb
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 1)
+    ...     _ = pm.Normal("y", mu, 1, observed=[0.3, -0.2])
+    ...     result = pmb.sample_ais(n_steps=100, chains=8, random_seed=1, progressbar=False)
+    >>> float(result["evidence"]["lower"]) < 0
+    True
+    """
+    model = modelcontext(model)
+    settings = _validate(n_steps, chains, schedule, n_leapfrog, target_accept, step_size_jitter,
+                         pilot_chains, confidence)
+    check_model(model, potentials_in_likelihood=potentials_in_likelihood)
+    streams = _streams(random_seed)
+    density, simulator, compile_time = _compile(model, potentials_in_likelihood, compile_kwargs)
+    return _run(model=model, settings=settings, density=density, simulator=simulator,
+                streams=streams, truth=None, progressbar=progressbar,
+                attrs={"compile_time": compile_time})
+
+
+def sample_bdmc(
+    n_steps: int | None = 1000,
+    chains: int = 32,
+    *,
+    model: pm.Model | None = None,
+    schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
+    n_leapfrog: int = 10,
+    target_accept: float = 0.9,
+    step_size_jitter: float = 0.2,
+    pilot_chains: int | None = None,
+    confidence: float = 0.95,
+    random_seed=None,
+    progressbar: bool = True,
+    compile_kwargs: dict | None = None,
+) -> xr.DataTree:
+    """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
+
+    Simulates ``(theta*, y*)`` from the model's prior predictive, then runs forward AIS on
+    ``y*`` (stochastic lower bound) and reverse AIS from ``theta*``, an exact posterior sample
+    (stochastic upper bound), through the same frozen kernels. The gap measures how far the
+    estimator is from the truth on data like the model's own.
+
+    Parameters
+    ----------%s
+
+    Returns
+    -------
+    xarray.DataTree
+        As :func:`sample_ais`, plus ``generating_values`` (``theta*``); ``observed_data`` holds
+        ``y*``, and the ``evidence`` group has ``lower``, ``upper`` and ``gap``.
+
+    Notes
+    -----
+    Reverse AIS weights ``v_k`` satisfy ``E[v_k] = 1 / p(y*)``, so
+    ``upper = -log mean_k v_k`` overestimates ``log p(y*)`` on average, and underestimates it
+    by more than ``b`` nats with probability below ``exp(-b)`` (Grosse, Ghahramani & Adams
+    2015, §4.2.1). The plan is tuned on prior draws only, never on ``theta*``, so ``theta*``
+    remains an exact posterior sample given the plan.
+
+    Examples
+    --------
+    >>> import pymc as pm, pymc_bdmc as pmb
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 1)
+    ...     _ = pm.Normal("y", mu, 1, shape=5, observed=[0.0] * 5)
+    ...     result = pmb.sample_bdmc(n_steps=200, chains=16, random_seed=1, progressbar=False)
+    >>> float(result["evidence"]["gap"]) < 1
+    True
+    """
+    model = modelcontext(model)
+    settings = _validate(n_steps, chains, schedule, n_leapfrog, target_accept, step_size_jitter,
+                         pilot_chains, confidence)
+    check_model(model, needs_simulation=True)
+    streams = _streams(random_seed)
+    density, simulator, compile_time = _compile(model, False, compile_kwargs)
+    try:
+        truth = simulator.draw_joint(streams["simulate"])
+    except NotImplementedError as err:
+        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+    density.set_observed(truth.observed)
+    check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
+                       density.layout, truth.x[None, :])
+    return _run(model=model, settings=settings, density=density, simulator=simulator,
+                streams=streams, truth=truth, progressbar=progressbar,
+                attrs={"compile_time": compile_time})
+
+
+sample_ais.__doc__ = sample_ais.__doc__ % _COMMON_DOC
+sample_bdmc.__doc__ = sample_bdmc.__doc__ % _COMMON_DOC

@@ -1,0 +1,32 @@
+import logging
+
+import numpy as np
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help="also run slow statistical tests")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="slow statistical test: run with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _global_numpy_state_untouched():
+    """The library must never draw from (or reseed) NumPy's global random state."""
+    before = np.random.get_state()[1].copy()
+    yield
+    assert np.array_equal(before, np.random.get_state()[1]), "global NumPy RNG state changed"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs():
+    logging.getLogger("pymc_bdmc").setLevel(logging.WARNING)
+    yield
