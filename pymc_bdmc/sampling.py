@@ -38,6 +38,10 @@ __all__ = ["sample_ais", "sample_bdmc"]
 
 logger = logging.getLogger("pymc_bdmc")
 
+#: HMC transitions at beta=1 that spread reverse chains out from the exact sample (they keep
+#: each chain's start an exact posterior draw, and decorrelate the reverse weights).
+REVERSE_SPREAD_TRANSITIONS = 10
+
 _STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "reverse", "summary")
 
 
@@ -47,6 +51,8 @@ class _Settings:
     chains: int
     betas: np.ndarray
     n_leapfrog: int
+    transitions_per_step: int
+    reverse_spread: int
     target_accept: float
     step_size_jitter: float
     pilot_chains: int
@@ -54,13 +60,14 @@ class _Settings:
     adaptive: bool
 
 
-def _validate(n_steps, chains, schedule, n_leapfrog, target_accept, step_size_jitter,
-              pilot_chains, confidence) -> _Settings:
+def _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
+              step_size_jitter, pilot_chains, confidence) -> _Settings:
     chains = check_positive_int(chains, "chains")
     if not isinstance(schedule, str) and n_steps is not None:
         n_steps = check_positive_int(n_steps, "n_steps")
     betas = make_schedule(schedule, n_steps)
     n_leapfrog = check_positive_int(n_leapfrog, "n_leapfrog")
+    transitions_per_step = check_positive_int(transitions_per_step, "transitions_per_step")
     if not 0 < target_accept < 1:
         raise BDMCInputError(f"`target_accept` must be in (0, 1), got {target_accept}.")
     if not 0 <= step_size_jitter < 1:
@@ -70,7 +77,8 @@ def _validate(n_steps, chains, schedule, n_leapfrog, target_accept, step_size_ji
     pilot_chains = check_positive_int(
         max(chains, 64) if pilot_chains is None else pilot_chains, "pilot_chains", minimum=2
     )
-    return _Settings(len(betas) - 1, chains, betas, n_leapfrog, float(target_accept),
+    return _Settings(len(betas) - 1, chains, betas, n_leapfrog, transitions_per_step,
+                     REVERSE_SPREAD_TRANSITIONS, float(target_accept),
                      float(step_size_jitter), pilot_chains, float(confidence),
                      isinstance(schedule, str) and schedule == ADAPTIVE)
 
@@ -151,17 +159,20 @@ def _run(
                 streams["pilot"], x_pilot, parts_pilot, parts_fn,
                 schedule=ADAPTIVE if s.adaptive else s.betas, n_steps=s.n_steps,
                 n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
-                jitter=s.step_size_jitter, on_step=report,
+                jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
+                on_step=report,
             )
         logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
                     pilot.n_steps, pilot.n_resampled, pilot.log_z)
         with _phase(progress, "Forward AIS", s.n_steps) as advance:
-            forward = ais_forward(streams["forward"], x0, parts0, plan, parts_fn, on_step=advance)
+            forward = ais_forward(streams["forward"], x0, parts0, plan.betas,
+                                  plan.transition(parts_fn), on_step=advance)
         reverse = None
         if truth is not None:
             with _phase(progress, "Reverse AIS", s.n_steps) as advance:
-                reverse = ais_reverse(streams["reverse"], truth.x, s.chains, plan, parts_fn,
-                                      on_step=advance)
+                reverse = ais_reverse(streams["reverse"], truth.x, s.chains, plan.betas,
+                                      plan.transition(parts_fn), parts_fn, on_step=advance,
+                                      spread_transitions=s.reverse_spread)
     sampling_time = time.perf_counter() - start
 
     bounds = evidence_bounds(
@@ -227,11 +238,14 @@ _COMMON_DOC = """
         Inverse temperatures. ``"adaptive"`` lets the pilot run place ``n_steps`` temperatures
         at equal thermodynamic length (even weight variance per step); ``"sigmoid"`` is the
         BDMC paper's schedule (§6.2, delta=4); or an explicit array rising from 0 to 1.
-    n_leapfrog : int, default 10
-        Leapfrog steps per HMC transition (one transition per temperature).
+    n_leapfrog : int, default 3
+        Leapfrog steps per HMC transition. Short trajectories are cheap and avoid the
+        periodic "resonance" of long fixed trajectories on near-Gaussian posteriors.
+    transitions_per_step : int, default 2
+        HMC transitions at each temperature.
     target_accept : float, default 0.9
         Acceptance rate the pilot run tunes the step sizes for.
-    step_size_jitter : float, default 0.2
+    step_size_jitter : float, default 0.5
         Relative jitter of the step size, drawn independently of the state.
     pilot_chains : int, optional
         Size of the pilot population (default ``max(chains, 64)``).
@@ -252,9 +266,10 @@ def sample_ais(
     *,
     model: pm.Model | None = None,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
-    n_leapfrog: int = 10,
+    n_leapfrog: int = 3,
+    transitions_per_step: int = 2,
     target_accept: float = 0.9,
-    step_size_jitter: float = 0.2,
+    step_size_jitter: float = 0.5,
     pilot_chains: int | None = None,
     confidence: float = 0.95,
     potentials_in_likelihood: bool = False,
@@ -298,8 +313,8 @@ def sample_ais(
     True
     """
     model = modelcontext(model)
-    settings = _validate(n_steps, chains, schedule, n_leapfrog, target_accept, step_size_jitter,
-                         pilot_chains, confidence)
+    settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
+                         target_accept, step_size_jitter, pilot_chains, confidence)
     check_model(model, potentials_in_likelihood=potentials_in_likelihood)
     streams = _streams(random_seed)
     density, simulator, compile_time = _compile(model, potentials_in_likelihood, compile_kwargs)
@@ -314,9 +329,10 @@ def sample_bdmc(
     *,
     model: pm.Model | None = None,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
-    n_leapfrog: int = 10,
+    n_leapfrog: int = 3,
+    transitions_per_step: int = 2,
     target_accept: float = 0.9,
-    step_size_jitter: float = 0.2,
+    step_size_jitter: float = 0.5,
     pilot_chains: int | None = None,
     confidence: float = 0.95,
     random_seed=None,
@@ -358,8 +374,8 @@ def sample_bdmc(
     True
     """
     model = modelcontext(model)
-    settings = _validate(n_steps, chains, schedule, n_leapfrog, target_accept, step_size_jitter,
-                         pilot_chains, confidence)
+    settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
+                         target_accept, step_size_jitter, pilot_chains, confidence)
     check_model(model, needs_simulation=True)
     streams = _streams(random_seed)
     density, simulator, compile_time = _compile(model, False, compile_kwargs)

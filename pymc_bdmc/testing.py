@@ -9,7 +9,7 @@ model was built with.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pymc as pm
@@ -37,11 +37,14 @@ class AnalyticModel:
         data; ``log_evidence()`` uses the data the model was built with.
     data : dict
         The data the model was built with.
+    constants : dict
+        Covariates and hyperparameters (e.g. the design matrix ``x``), for exact posteriors.
     """
 
     model: pm.Model
     log_evidence_fn: Callable[[Mapping[str, np.ndarray]], float]
     data: dict
+    constants: dict = field(default_factory=dict)
 
     def log_evidence(self, observed: Mapping[str, np.ndarray] | None = None) -> float:
         """Exact ``log p(y)`` of ``observed`` (default: the model's own data)."""
@@ -67,7 +70,8 @@ def linear_regression(n_obs: int = 50, n_coef: int = 5, prior_sd: float = 2.0,
     def log_evidence(observed):
         return stats.multivariate_normal(np.zeros(n_obs), cov).logpdf(observed["y"])
 
-    return AnalyticModel(model, log_evidence, {"y": y})
+    return AnalyticModel(model, log_evidence, {"y": y},
+                         {"x": x, "prior_sd": prior_sd, "noise_sd": noise_sd})
 
 
 def normal_inverse_gamma_regression(n_obs: int = 30, n_coef: int = 3, a: float = 3.0,

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_bdmc.kernels.hmc import PartsFn, hmc_step
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.model.density import DensityParts
 
 __all__ = ["AISRun", "ais_forward", "ais_reverse"]
@@ -68,13 +67,28 @@ def ais_forward(
     rng: np.random.Generator,
     x0: np.ndarray,
     parts0: DensityParts,
-    plan: AnnealingPlan,
-    parts_fn: PartsFn,
+    betas: np.ndarray,
+    transition: Transition,
     on_step: Callable[[], None] | None = None,
 ) -> AISRun:
-    """Run forward AIS from exact prior draws ``x0`` through the frozen ``plan``."""
-    betas = plan.betas
-    n_steps = plan.n_steps
+    """Run forward AIS from exact prior draws ``x0``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    x0 : ndarray, shape (chains, n_dim)
+        Exact prior draws.
+    parts0 : DensityParts
+        Densities at ``x0``.
+    betas : ndarray, shape (n_steps + 1,)
+        The frozen schedule.
+    transition : callable
+        ``transition(rng, x, parts, t)`` applies the frozen kernel that leaves ``f_t``
+        invariant (e.g. :meth:`AnnealingPlan.transition`).
+    on_step : callable, optional
+        Called after every annealing step.
+    """
+    n_steps = len(betas) - 1
     x, parts = x0, parts0
     log_w = np.zeros(len(x0))
     acceptance = np.full(n_steps + 1, np.nan)
@@ -84,7 +98,7 @@ def ais_forward(
         log_w = log_w + _weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
         mean_log_w[t] = np.mean(log_w)
         if t < n_steps:
-            x, parts, info = hmc_step(rng, x, parts, betas[t], plan.kernel(t), parts_fn)
+            x, parts, info = transition(rng, x, parts, t)
             acceptance[t] = np.mean(info.acceptance_rate)
             n_divergent[t] = np.count_nonzero(info.divergent)
         if on_step is not None:
@@ -96,20 +110,29 @@ def ais_reverse(
     rng: np.random.Generator,
     x_star: np.ndarray,
     n_chains: int,
-    plan: AnnealingPlan,
-    parts_fn: PartsFn,
+    betas: np.ndarray,
+    transition: Transition,
+    parts_fn: Callable[[np.ndarray], DensityParts],
     on_step: Callable[[], None] | None = None,
+    spread_transitions: int = 0,
 ) -> AISRun:
     """Run reverse AIS from exact posterior samples.
 
     ``x_star`` is one sample of shape (n_dim,), which every chain starts from (BDMC on one
-    simulated data set), or one sample per chain, shape (n_chains, n_dim).
+    simulated data set), or one sample per chain, shape (n_chains, n_dim). The other arguments
+    are as for :func:`ais_forward`; ``parts_fn`` evaluates the densities at the start.
+
+    ``spread_transitions`` kernel steps at ``beta = 1`` are applied first, independently per
+    chain. They leave the posterior invariant, so each chain still starts from an exact posterior
+    sample, but the chains no longer share one starting point: their weights are less correlated
+    and the upper bound less variable.
     """
-    betas = plan.betas
-    n_steps = plan.n_steps
+    n_steps = len(betas) - 1
     x_star = np.asarray(x_star, dtype=float)
     x = np.tile(x_star, (n_chains, 1)) if x_star.ndim == 1 else x_star.copy()
     parts = parts_fn(x)
+    for _ in range(spread_transitions):
+        x, parts, _ = transition(rng, x, parts, n_steps)
     log_v = np.zeros(n_chains)
     acceptance = np.full(n_steps + 1, np.nan)
     mean_log_v = np.zeros(n_steps + 1)
@@ -118,7 +141,7 @@ def ais_reverse(
         log_v = log_v - _weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
         mean_log_v[t - 1] = np.mean(log_v)
         if t > 1:
-            x, parts, info = hmc_step(rng, x, parts, betas[t - 1], plan.kernel(t - 1), parts_fn)
+            x, parts, info = transition(rng, x, parts, t - 1)
             acceptance[t - 1] = np.mean(info.acceptance_rate)
             n_divergent[t - 1] = np.count_nonzero(info.divergent)
         if on_step is not None:

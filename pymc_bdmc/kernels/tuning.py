@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pymc_bdmc.estimators import log_mean_exp
-from pymc_bdmc.kernels.hmc import HMCParams, PartsFn, hmc_step
+from pymc_bdmc.kernels.base import Transition
+from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -52,11 +53,16 @@ class AnnealingPlan:
     betas : ndarray, shape (n_steps + 1,)
         Inverse temperatures, ``betas[0] = 0`` and ``betas[-1] = 1``.
     step_size : ndarray, shape (n_steps + 1,)
-        HMC step size of the kernel targeting ``betas[t]`` (NaN at both ends, where none runs).
+        HMC step size of the kernel targeting ``betas[t]``; NaN at ``t = 0`` (the prior is
+        sampled exactly). The kernel at ``t = n_steps`` (the posterior) is used only to spread
+        reverse chains out from the exact sample.
     inv_mass : ndarray, shape (n_steps + 1, n_dim)
         Diagonal inverse mass matrix of that kernel.
     n_leapfrog : int
     jitter : float
+    transitions_per_step : int
+        HMC transitions applied at each temperature (a power of a reversible kernel is
+        reversible, so reverse runs stay valid).
     """
 
     betas: np.ndarray
@@ -64,6 +70,7 @@ class AnnealingPlan:
     inv_mass: np.ndarray
     n_leapfrog: int
     jitter: float
+    transitions_per_step: int = 1
 
     @property
     def n_steps(self) -> int:
@@ -72,9 +79,26 @@ class AnnealingPlan:
 
     def kernel(self, t: int) -> HMCParams:
         """The frozen HMC parameters of the transition targeting ``betas[t]``."""
-        if not 0 < t < self.n_steps:
+        if not 0 < t <= self.n_steps:
             raise IndexError(f"No transition is defined at step {t} of {self.n_steps}.")
         return HMCParams(float(self.step_size[t]), self.inv_mass[t], self.n_leapfrog, self.jitter)
+
+    def transition(self, parts_fn: PartsFn) -> Transition:
+        """The plan's kernels as a :class:`~pymc_bdmc.kernels.base.Transition`."""
+
+        def apply(rng, x, parts, t):
+            beta, params = float(self.betas[t]), self.kernel(t)
+            x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
+            for _ in range(self.transitions_per_step - 1):
+                x, parts, more = hmc_step(rng, x, parts, beta, params, parts_fn)
+                info = HMCInfo(info.acceptance_rate + more.acceptance_rate,
+                               info.accepted | more.accepted, info.divergent | more.divergent)
+            if self.transitions_per_step > 1:
+                info = HMCInfo(info.acceptance_rate / self.transitions_per_step, info.accepted,
+                               info.divergent)
+            return x, parts, info
+
+        return apply
 
 
 @dataclass(frozen=True)
@@ -217,13 +241,13 @@ def thermodynamic_schedule(betas: np.ndarray, sd_log_likelihood: np.ndarray,
 
 
 def plan_from_pilot(pilot: PilotResult, betas: np.ndarray, n_leapfrog: int,
-                    jitter: float) -> AnnealingPlan:
+                    jitter: float, transitions_per_step: int = 1) -> AnnealingPlan:
     """Freeze the pilot's tuned kernels, interpolated in ``log beta``, onto ``betas``."""
     n_steps = len(betas) - 1
     n_dim = pilot.variance.shape[1]
     step_size = np.full(n_steps + 1, np.nan)
     inv_mass = np.full((n_steps + 1, n_dim), np.nan)
-    inner = np.arange(1, n_steps)
+    inner = np.arange(1, n_steps + 1)
     if inner.size:
         grid = np.log(pilot.betas[1:])
         where = np.log(np.maximum(betas[inner], pilot.betas[1] * 1e-12))
@@ -232,7 +256,7 @@ def plan_from_pilot(pilot: PilotResult, betas: np.ndarray, n_leapfrog: int,
         for d in range(n_dim):
             inv_mass[inner, d] = np.exp(np.interp(where, grid, log_var[:, d]))
     return AnnealingPlan(np.asarray(betas, dtype=float).copy(), step_size, inv_mass,
-                         n_leapfrog, jitter)
+                         n_leapfrog, jitter, transitions_per_step)
 
 
 def tune_plan(
@@ -246,6 +270,7 @@ def tune_plan(
     n_leapfrog: int = 10,
     target_accept: float = 0.9,
     jitter: float = 0.2,
+    transitions_per_step: int = 1,
     on_step: Callable[[float], None] | None = None,
 ) -> tuple[AnnealingPlan, PilotResult]:
     """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
@@ -268,6 +293,8 @@ def tune_plan(
     target_accept : float, default 0.9
         Mean Metropolis acceptance probability the step size is steered to.
     jitter : float, default 0.2
+    transitions_per_step : int, default 1
+        HMC transitions at each temperature of the measured runs.
     on_step : callable, optional
         Called with the pilot's inverse temperature after each pilot step.
 
@@ -282,4 +309,4 @@ def tune_plan(
         betas = thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, n_steps)
     else:
         betas = np.asarray(schedule, dtype=float)
-    return plan_from_pilot(pilot, betas, n_leapfrog, jitter), pilot
+    return plan_from_pilot(pilot, betas, n_leapfrog, jitter, transitions_per_step), pilot

@@ -39,6 +39,11 @@ __all__ = ["DensityParts", "FlatLayout", "ModelDensity"]
 
 logger = logging.getLogger(__name__)
 
+#: Backend for functions called only a handful of times (validation references, constraining
+#: results): Python-mode compilation takes a fraction of a second, where a cold Numba
+#: compilation of the same graph can take tens of seconds.
+ONE_SHOT_MODE = "FAST_COMPILE"
+
 
 @dataclass(frozen=True, slots=True)
 class FlatLayout:
@@ -116,7 +121,8 @@ class DensityParts:
     def tempered_logp(self, beta: float | np.ndarray) -> np.ndarray:
         """``log p(x) + beta * log p(y | x)``, taking ``0 * -inf`` as 0 (the prior at beta=0)."""
         beta = np.asarray(beta, dtype=float)
-        tempered = self.log_prior + beta * self.log_likelihood
+        with np.errstate(invalid="ignore"):  # 0 * -inf is resolved just below
+            tempered = self.log_prior + beta * self.log_likelihood
         return np.where(beta == 0, self.log_prior, tempered)
 
     def tempered_grad(self, beta: float | np.ndarray) -> np.ndarray:
@@ -227,20 +233,23 @@ class ModelDensity:
         wiggle = np.sin(np.arange(1, self.n_dim + 1) * 1.7)
         return np.stack([x0, x0 + 0.1 * wiggle, x0 - 0.2 * wiggle[::-1]])
 
-    def _compile_batched(self, x, outputs, **kwargs):
+    def _compile_batched(self, x, outputs, hot: bool = True, **kwargs):
         """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
 
         ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain
         graph before use; where it fails or disagrees (it mis-broadcasts some PyMC graphs), a
         ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function instead.
+        ``hot=False`` compiles with :data:`ONE_SHOT_MODE` (for functions called rarely).
         """
+        if not hot:
+            kwargs = {**kwargs, "mode": ONE_SHOT_MODE}
         batch_x = pt.matrix("x_batch", dtype=x.dtype)
         points = self._validation_points()
         try:
             fn = self._compile([batch_x], vectorize_graph(outputs, replace={x: batch_x}),
                                **kwargs)
             batched = fn(points)
-            single = self._compile([x], outputs, **kwargs)
+            single = self._compile([x], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
             for i, point in enumerate(points):
                 for b, s in zip(batched, single(point), strict=True):
                     if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
@@ -295,7 +304,8 @@ class ModelDensity:
         if self._pointwise_fn is None:
             pointwise = self.model.logp(vars=self.model.observed_RVs, sum=False)
             outs, x_in = join_nonshared_inputs(self._initial_point, pointwise, self.value_vars)
-            self._pointwise_fn, _ = self._compile_batched(x_in, self._replace_data(outs))
+            self._pointwise_fn, _ = self._compile_batched(x_in, self._replace_data(outs),
+                                                          hot=False)
         values = self._pointwise_fn(np.ascontiguousarray(x, dtype=float))
         return dict(zip(self.observed_names, values, strict=True))
 
@@ -305,7 +315,7 @@ class ModelDensity:
             outs = list(get_default_varnames(self.model.unobserved_value_vars,
                                              include_transformed=False))
             new_outs, x_in = join_nonshared_inputs(self._initial_point, outs, self.value_vars)
-            fn, _ = self._compile_batched(x_in, self._replace_data(new_outs),
+            fn, _ = self._compile_batched(x_in, self._replace_data(new_outs), hot=False,
                                           on_unused_input="ignore")
             self._constrain_fn = ([o.name for o in outs], fn)
         names, fn = self._constrain_fn

@@ -16,7 +16,7 @@ import pymc as pm
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import reseed_rngs
 
-from pymc_bdmc.model.density import FlatLayout
+from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
 
 __all__ = ["JointDraw", "ModelSimulator"]
 
@@ -65,9 +65,12 @@ class ModelSimulator:
         self._free_names = [rv.name for rv in free]
         self._observed_names = [rv.name for rv in observed]
         self._n_free = len(free)
+        # Called a few hundred times at most: a fast-compiling backend costs less overall than
+        # a cold Numba compilation of the random graph.
         with model:
             self._fn = compile_pytensor(
-                [], [*transformed, *free, *observed], random_seed=0, **(compile_kwargs or {})
+                [], [*transformed, *free, *observed], random_seed=0,
+                **{**(compile_kwargs or {}), "mode": ONE_SHOT_MODE},
             )
         self._rngs = [
             v for v in self._fn.get_shared()
