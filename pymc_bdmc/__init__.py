@@ -9,7 +9,8 @@ import logging
 
 __version__ = "0.1.0"
 
-from pymc_bdmc import schedules
+from pymc_bdmc import schedules, testing
+from pymc_bdmc.compare import bayes_factor, compare
 from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
 from pymc_bdmc.model.checks import BDMCInputError
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
@@ -18,10 +19,13 @@ __all__ = [
     "BDMCInputError",
     "EvidenceBounds",
     "__version__",
+    "bayes_factor",
+    "compare",
     "log_mean_exp",
     "sample_ais",
     "sample_bdmc",
     "schedules",
+    "testing",
 ]
 
 _log = logging.getLogger("pymc_bdmc")

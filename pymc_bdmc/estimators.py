@@ -90,6 +90,17 @@ class EvidenceBounds:
         return self.upper - self.lower
 
     @property
+    def posterior_kl_bound(self) -> float:
+        """Stochastic upper bound on ``KL(q || p(x | y))`` for the forward runs' final states.
+
+        ``q`` is the distribution of one forward chain's final state, *unweighted*. By the BDMC
+        paper's eq. 37, ``KL(q || p) <= log p(y) - E[log w]``; replacing ``log p(y)`` by the upper
+        bound and ``E[log w]`` by the mean forward log weight gives this certificate. NaN without
+        a reverse run.
+        """
+        return self.upper - self.lower_mean_log_weight
+
+    @property
     def markov_slack(self) -> float:
         """``log(1 / (1 - confidence))``: the Markov-inequality margin of each bound."""
         return float(-np.log1p(-self.confidence))

@@ -15,7 +15,9 @@ Groups
     The exact joint draw ``theta*`` that generated ``y*``.
 ``evidence``
     Scalars ``lower``, ``upper`` (NaN without a reverse run), ``gap``, their standard errors,
-    mean-log-weight bounds, Markov high-probability bounds, weight ESS; and per-chain
+    mean-log-weight bounds, Markov high-probability bounds, weight ESS, ``posterior_kl_bound``
+    (a stochastic upper bound on the KL divergence of an unweighted forward final state from the
+    posterior, paper §4.5); and per-chain
     ``log_weight_forward`` / ``log_weight_reverse`` over dim ``ais_chain``.
 ``annealing`` (dim ``step``)
     ``beta``, ``step_size``, ``acceptance_rate_forward/reverse``,
@@ -88,6 +90,7 @@ def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun, reverse: AISRun |
         "upper_mean_log_weight": bounds.upper_mean_log_weight,
         "lower_markov": bounds.lower_markov,
         "upper_markov": bounds.upper_markov,
+        "posterior_kl_bound": bounds.posterior_kl_bound,
         "ess_forward": bounds.ess_forward,
         "ess_reverse": bounds.ess_reverse,
     }
