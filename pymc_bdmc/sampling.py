@@ -192,6 +192,8 @@ def _run(
         "schedule": "adaptive" if s.adaptive else "fixed",
         "target_accept": s.target_accept,
         "sampling_time": sampling_time,
+        "model_evaluations": density.n_evaluations,
+        "batching": density.batching,
     }
     return build_datatree(
         rng=streams["summary"],

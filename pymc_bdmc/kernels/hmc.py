@@ -95,13 +95,15 @@ def hmc_step(
     logp0 = parts.tempered_logp(beta)
 
     with np.errstate(invalid="ignore", over="ignore"):
-        q = x
+        drift = eps * inv_mass  # (chains, n_dim), fixed for the whole trajectory
         p = momentum + 0.5 * eps * parts.tempered_grad(beta)
+        q = x
         for i in range(params.n_leapfrog):
-            q = q + eps * inv_mass * p
+            q = q + drift * p  # a new array: x and earlier positions stay untouched
             new = parts_fn(q)
             grad = new.tempered_grad(beta)
-            p = p + (eps if i < params.n_leapfrog - 1 else 0.5 * eps) * grad
+            grad *= eps if i < params.n_leapfrog - 1 else 0.5 * eps
+            p += grad
         kinetic1 = 0.5 * np.sum(p**2 * inv_mass, axis=1)
         log_ratio = (new.tempered_logp(beta) - kinetic1) - (logp0 - kinetic0)
         log_ratio = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
