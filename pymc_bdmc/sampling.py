@@ -21,7 +21,7 @@ from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.estimators import evidence_bounds
-from pymc_bdmc.kernels.tuning import tune_plan
+from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
 from pymc_bdmc.model.checks import (
     BDMCInputError,
     check_finite_start,
@@ -140,6 +140,7 @@ def _run(
     truth: JointDraw | None,
     progressbar: bool,
     attrs: dict,
+    plan: AnnealingPlan | None = None,
 ) -> xr.DataTree:
     s = settings
     parts_fn = density.parts
@@ -154,16 +155,20 @@ def _run(
     # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
     progress = create_simple_progress(_progress_enabled(progressbar))
     with progress:
-        with _pilot_phase(progress) as report:
-            plan, pilot = tune_plan(
-                streams["pilot"], x_pilot, parts_pilot, parts_fn,
-                schedule=ADAPTIVE if s.adaptive else s.betas, n_steps=s.n_steps,
-                n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
-                jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
-                on_step=report,
-            )
-        logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
-                    pilot.n_steps, pilot.n_resampled, pilot.log_z)
+        if plan is None:
+            with _pilot_phase(progress) as report:
+                plan, pilot = tune_plan(
+                    streams["pilot"], x_pilot, parts_pilot, parts_fn,
+                    schedule=ADAPTIVE if s.adaptive else s.betas, n_steps=s.n_steps,
+                    n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
+                    jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
+                    on_step=report,
+                )
+            logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
+                        pilot.n_steps, pilot.n_resampled, pilot.log_z)
+        else:
+            pilot = None
+            logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
         with _phase(progress, "Forward AIS", s.n_steps) as advance:
             forward = ais_forward(streams["forward"], x0, parts0, plan.betas,
                                   plan.transition(parts_fn), on_step=advance)
@@ -184,12 +189,12 @@ def _run(
         **attrs,
         "algorithm": "bdmc" if truth is not None else "ais",
         "kernel": "hmc",
-        "n_steps": s.n_steps,
+        "n_steps": plan.n_steps,
         "chains": s.chains,
         "pilot_chains": s.pilot_chains,
-        "pilot_log_z": pilot.log_z,
-        "pilot_steps": pilot.n_steps,
-        "schedule": "adaptive" if s.adaptive else "fixed",
+        "pilot_log_z": np.nan if pilot is None else pilot.log_z,
+        "pilot_steps": 0 if pilot is None else pilot.n_steps,
+        "schedule": "given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
         "target_accept": s.target_accept,
         "sampling_time": sampling_time,
         "model_evaluations": density.n_evaluations,
@@ -275,6 +280,7 @@ def sample_ais(
     pilot_chains: int | None = None,
     confidence: float = 0.95,
     potentials_in_likelihood: bool = False,
+    plan: AnnealingPlan | None = None,
     random_seed=None,
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
@@ -290,6 +296,10 @@ def sample_ais(
     potentials_in_likelihood : bool, default False
         Declare that the model's ``pm.Potential`` terms are likelihood terms (tempered with it).
         Without it, a model with Potentials is refused.
+    plan : AnnealingPlan, optional
+        A frozen plan to run instead of tuning one (e.g. ``AnnealingPlan.from_result(bdmc)``,
+        the plan certified on simulated data). Its schedule and kernels replace ``n_steps``,
+        ``schedule`` and the kernel settings.
 
     Returns
     -------
@@ -320,9 +330,14 @@ def sample_ais(
     check_model(model, potentials_in_likelihood=potentials_in_likelihood)
     streams = _streams(random_seed)
     density, simulator, compile_time = _compile(model, potentials_in_likelihood, compile_kwargs)
+    if plan is not None and plan.n_dim != density.n_dim:
+        raise BDMCInputError(
+            f"The plan acts on {plan.n_dim} unconstrained dimensions but the model has "
+            f"{density.n_dim}: a plan only transfers between data sets of the same model."
+        )
     return _run(model=model, settings=settings, density=density, simulator=simulator,
                 streams=streams, truth=None, progressbar=progressbar,
-                attrs={"compile_time": compile_time})
+                attrs={"compile_time": compile_time}, plan=plan)
 
 
 def sample_bdmc(

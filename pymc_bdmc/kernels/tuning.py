@@ -77,6 +77,28 @@ class AnnealingPlan:
         """Number of annealing steps (one fewer than temperatures)."""
         return len(self.betas) - 1
 
+    @property
+    def n_dim(self) -> int:
+        """Dimension of the flat unconstrained space the kernels act on."""
+        return self.inv_mass.shape[1]
+
+    @classmethod
+    def from_result(cls, result) -> AnnealingPlan:
+        """The frozen plan a result was produced with (its ``annealing`` group).
+
+        Reusing it (``sample_ais(plan=...)``) runs exactly the same kernels on other data, e.g.
+        the plan certified by BDMC on simulated data applied to the real data.
+        """
+        ann = result["annealing"]
+        return cls(
+            betas=ann["beta"].values.copy(),
+            step_size=ann["step_size"].values.copy(),
+            inv_mass=ann["inverse_mass"].values.copy(),
+            n_leapfrog=int(ann.attrs["n_leapfrog"]),
+            jitter=float(ann.attrs["step_size_jitter"]),
+            transitions_per_step=int(ann.attrs.get("transitions_per_step", 1)),
+        )
+
     def kernel(self, t: int) -> HMCParams:
         """The frozen HMC parameters of the transition targeting ``betas[t]``."""
         if not 0 < t <= self.n_steps:

@@ -75,7 +75,8 @@ def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | N
             "n_divergent_reverse": ("step", reverse.n_divergent),
         }
     return xr.Dataset(data, coords={"step": step, "parameter": labels},
-                      attrs={"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter})
+                      attrs={"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
+                             "transitions_per_step": plan.transitions_per_step})
 
 
 def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun, reverse: AISRun | None,

@@ -1,0 +1,72 @@
+"""Calibration: certify on simulated data, then estimate on real data with the same plan."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import pymc_bdmc as pmb
+
+
+@pytest.fixture(scope="module")
+def regression():
+    return pmb.testing.linear_regression(n_obs=30, n_coef=4, seed=6)
+
+
+@pytest.fixture(scope="module")
+def calibrated(regression):
+    with regression.model:
+        return pmb.calibrate(tolerance=0.6, n_steps=(5, 20, 400, 800), chains=16,
+                             random_seed=12, progressbar=False)
+
+
+def test_stops_at_the_first_n_steps_within_tolerance(calibrated):
+    cal = calibrated["calibration"]
+    gaps = cal["gap"].values
+    assert cal.attrs["certified"] == 1
+    assert gaps[-1] <= 0.6 and np.all(gaps[:-1] > 0.6)
+    assert cal.attrs["certified_n_steps"] == cal["n_steps"].values[-1]
+    assert len(gaps) < 4  # it did stop early (5 and 20 steps are far too few here)
+
+
+def test_certificate_matches_a_direct_bdmc_run(regression, calibrated):
+    cal = calibrated["calibration"]
+    with regression.model:
+        direct = pmb.sample_bdmc(n_steps=int(cal.attrs["certified_n_steps"]), chains=16,
+                                 random_seed=cal.attrs["simulation_seed"], progressbar=False)
+    assert float(direct["evidence"]["gap"]) == float(cal["gap"].values[-1])
+    # the real-data run used exactly the certified plan
+    plan = pmb.AnnealingPlan.from_result(direct)
+    xr.testing.assert_equal(calibrated["annealing"]["beta"], direct["annealing"]["beta"])
+    np.testing.assert_array_equal(calibrated["annealing"]["step_size"].values, plan.step_size)
+
+
+def test_real_data_estimate_is_accurate(regression, calibrated):
+    # the real-data lower bound is within the certified accuracy (the tolerance) of the truth
+    tol = calibrated["calibration"].attrs["tolerance"]
+    assert abs(float(calibrated["evidence"]["lower"]) - regression.log_evidence()) < tol
+    assert np.array_equal(calibrated["observed_data"]["y"].values, regression.data["y"])
+
+
+def test_uncertified_run_says_so(regression):
+    with regression.model:
+        r = pmb.calibrate(tolerance=1e-6, n_steps=(5, 10), chains=8, random_seed=1,
+                          progressbar=False)
+    assert r["calibration"].attrs["certified"] == 0
+    assert list(r["calibration"]["n_steps"].values) == [5, 10]
+
+
+def test_plan_must_match_the_model(regression):
+    other = pmb.testing.gamma_poisson(seed=0)
+    with regression.model:
+        bd = pmb.sample_bdmc(n_steps=10, chains=4, random_seed=0, progressbar=False)
+    with pytest.raises(pmb.BDMCInputError, match="same model"):
+        with other.model:
+            pmb.sample_ais(plan=pmb.AnnealingPlan.from_result(bd), chains=4, progressbar=False)
+
+
+def test_bad_calibration_arguments(regression):
+    with regression.model:
+        with pytest.raises(pmb.BDMCInputError, match="increasing"):
+            pmb.calibrate(n_steps=(100, 50), progressbar=False)
+        with pytest.raises(pmb.BDMCInputError, match="tolerance"):
+            pmb.calibrate(tolerance=0, progressbar=False)
