@@ -140,6 +140,15 @@ def _compiled(problem: Problem) -> tuple[ModelDensity, ModelSimulator, float]:
     return density, simulator, seconds
 
 
+def _rng(seed: int) -> np.random.Generator:
+    # Estimator streams are keyed apart from the data simulation: a problem simulated with
+    # seed s must not share its draws with an estimator run with seed s.
+    return np.random.default_rng([int(seed), _ESTIMATOR_STREAM])
+
+
+_ESTIMATOR_STREAM = 0xE57
+
+
 def _check_budget(budget) -> int:
     budget = int(budget)
     if budget < 1:
@@ -174,7 +183,7 @@ def likelihood_weighting(problem, budget: int, seed: int) -> EstimateResult:
     problem, budget = as_problem(problem), _check_budget(budget)
     density, simulator, compile_seconds = _compiled(problem)
     start = time.perf_counter()
-    x = simulator.draw_prior(budget, np.random.default_rng(seed))
+    x = simulator.draw_prior(budget, _rng(seed))
     log_lik = _log_likelihood_batched(density, x)
     estimate = float(log_mean_exp(log_lik))
     ess = float(np.exp(2 * logsumexp(log_lik) - logsumexp(2 * log_lik)))
@@ -197,7 +206,7 @@ def _annealing(problem: Problem, n_steps: int, seed: int, direction: str) -> Est
     density, simulator, compile_seconds = _compiled(problem)
     x_star = problem.generating_vector(density.layout) if direction == "reverse" else None
     start = time.perf_counter()
-    pilot_rng, run_rng = np.random.default_rng(seed).spawn(2)
+    pilot_rng, run_rng = _rng(seed).spawn(2)
     plan, _ = _plan(density, simulator, pilot_rng, n_steps)
     transition = plan.transition(density.parts)
     if direction == "forward":
@@ -261,7 +270,7 @@ def reverse_ais(problem, budget: int, seed: int) -> EstimateResult:
 def _harmonic(problem: Problem, budget: int, seed: int, exact: bool) -> EstimateResult:
     density, simulator, compile_seconds = _compiled(problem)
     start = time.perf_counter()
-    pilot_rng, run_rng = np.random.default_rng(seed).spawn(2)
+    pilot_rng, run_rng = _rng(seed).spawn(2)
     # The pilot's last kernel is an HMC kernel tuned for the posterior (beta = 1).
     plan, _ = _plan(density, simulator, pilot_rng, 50)
     transition = plan.transition(density.parts)
@@ -381,7 +390,7 @@ def laplace(problem, budget: int, seed: int) -> EstimateResult:
     problem, budget = as_problem(problem), _check_budget(budget)
     density, simulator, compile_seconds = _compiled(problem)
     start = time.perf_counter()
-    best = _map(density, simulator, np.random.default_rng(seed), budget)
+    best = _map(density, simulator, _rng(seed), budget)
     neg_hess = -_hessian(density, best.x)
     sign, logdet = np.linalg.slogdet(neg_hess)
     d = len(best.x)
@@ -412,7 +421,7 @@ def bic(problem, budget: int, seed: int) -> EstimateResult:
     problem, budget = as_problem(problem), _check_budget(budget)
     density, simulator, compile_seconds = _compiled(problem)
     start = time.perf_counter()
-    best = _map(density, simulator, np.random.default_rng(seed), budget)
+    best = _map(density, simulator, _rng(seed), budget)
     log_lik = float(density.parts(best.x[None]).log_likelihood[0])
     estimate = log_lik - 0.5 * len(best.x) * np.log(problem.n_data)
     return EstimateResult(float(estimate), time.perf_counter() - start, {
@@ -446,10 +455,11 @@ def variational_bayes(problem, budget: int, seed: int, elbo_draws: int = 2000,
     problem, budget = as_problem(problem), _check_budget(budget)
     density, _, compile_seconds = _compiled(problem)
     start = time.perf_counter()
-    rng_fit, rng_elbo = np.random.default_rng(seed).spawn(2)
+    rng_fit, rng_elbo = _rng(seed).spawn(2)
     with problem.model:
         approx = pm.fit(n=budget, method="advi", random_seed=int(rng_fit.integers(2**31)),
-                        obj_optimizer=pm.adam(learning_rate=learning_rate), progressbar=False)
+                        obj_optimizer=pm.adam(learning_rate=learning_rate), progressbar=False,
+                        compile_kwargs=dict(COMPILE_KWARGS))
     group = approx.groups[0]
     mean = np.asarray(group.mean.eval())
     std = np.asarray(group.std.eval())

@@ -35,6 +35,7 @@ __all__ = [
     "Problem",
     "binary_attributes",
     "clustering",
+    "enumerate_clustering_log_evidence",
     "low_rank",
     "problem_from_analytic",
     "with_observed",
@@ -136,7 +137,8 @@ def problem_from_analytic(analytic: AnalyticModel, seed: int = 0,
     from pymc_bdmc.model.density import ModelDensity
 
     layout = ModelDensity(analytic.model, compile_kwargs={"mode": "FAST_COMPILE"}).layout
-    draw = ModelSimulator(analytic.model, layout).draw_joint(np.random.default_rng(seed))
+    # A stream of its own, so that estimators seeded alike never redraw theta*.
+    draw = ModelSimulator(analytic.model, layout).draw_joint(np.random.default_rng([seed, 0xDA7A]))
     model = with_observed(analytic.model, draw.observed)
     return Problem(
         name=name or "analytic",
@@ -158,11 +160,16 @@ def _mixture_logp(value, means, log_weights, sigma):
 
 
 def _mixture_random(means, log_weights, sigma, rng=None, size=None):
-    n = 1 if size is None else int(np.prod(size))
-    weights = np.exp(log_weights - logsumexp(log_weights))
-    z = rng.choice(len(weights), size=n, p=weights / weights.sum())
-    draws = means[z] + sigma * rng.normal(size=(n, means.shape[-1]))
-    return draws.reshape((*(size or ()), means.shape[-1]))
+    # Parameters may arrive broadcast to batch dimensions: (*batch, M, D) and (*batch, M).
+    means, log_weights = np.asarray(means), np.asarray(log_weights)
+    batch = tuple(size) if size else np.broadcast_shapes(means.shape[:-2],
+                                                        log_weights.shape[:-1])
+    means = np.broadcast_to(means, batch + means.shape[-2:])
+    log_weights = np.broadcast_to(log_weights, batch + log_weights.shape[-1:])
+    cdf = np.cumsum(np.exp(log_weights - logsumexp(log_weights, axis=-1, keepdims=True)), -1)
+    z = np.minimum((rng.random(batch + (1,)) > cdf).sum(-1), cdf.shape[-1] - 1)
+    picked = np.take_along_axis(means, z[..., None, None], axis=-2)[..., 0, :]
+    return picked + sigma * rng.normal(size=picked.shape)
 
 
 def _row_mixture(name, means, log_weights, sigma, observed):
@@ -287,3 +294,35 @@ def binary_attributes(n_obs: int = 50, n_dim: int = 10, n_attributes: int = 3,
                    info=dict(n_obs=n_obs, n_dim=n_dim, n_attributes=n_attributes,
                              p_attribute=p_attribute, sigma_a=sigma_a,
                              sigma_noise=sigma_noise, seed=seed))
+
+
+def enumerate_clustering_log_evidence(problem: Problem) -> float:
+    """Exact ``log p(y)`` of a small :func:`clustering` problem by enumerating assignments.
+
+    Given the assignments ``z``, each column of ``Y`` is Gaussian with covariance
+    ``sigma_noise^2 I + sigma_theta^2 Z Z'`` (the centers integrated out), so
+    ``p(y) = K^-N sum_z prod_j N(y_j | 0, C_z)``: ``K**N`` terms, for tests on tiny problems.
+
+    Parameters
+    ----------
+    problem : Problem
+        From :func:`clustering`, with ``n_clusters ** n_obs`` at most about ``10**5``.
+
+    Returns
+    -------
+    float
+    """
+    info = problem.info
+    y = problem.observed["y"]
+    n, k = y.shape[0], info["n_clusters"]
+    if k**n > 200_000:
+        raise ValueError(f"{k}**{n} assignments are too many to enumerate.")
+    terms = []
+    for z in itertools.product(range(k), repeat=n):
+        same = np.equal.outer(z, z).astype(float)
+        cov = info["sigma_noise"] ** 2 * np.eye(n) + info["sigma_theta"] ** 2 * same
+        chol = np.linalg.cholesky(cov)
+        sol = np.linalg.solve(chol, y)
+        terms.append(-0.5 * np.sum(sol**2) - y.shape[1] * (np.log(np.diag(chol)).sum()
+                                                          + 0.5 * n * np.log(2 * np.pi)))
+    return float(logsumexp(terms) - n * np.log(k))
