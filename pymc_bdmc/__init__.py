@@ -9,13 +9,14 @@ import logging
 
 __version__ = "0.1.0"
 
-from pymc_bdmc import schedules, testing
+from pymc_bdmc import schedules, testbed, testing
 from pymc_bdmc.calibration import calibrate
 from pymc_bdmc.compare import bayes_factor, compare
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
 from pymc_bdmc.model.checks import BDMCInputError
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
+from pymc_bdmc.testbed.runner import compare_estimators
 
 __all__ = [
     "AnnealingPlan",
@@ -25,10 +26,12 @@ __all__ = [
     "bayes_factor",
     "calibrate",
     "compare",
+    "compare_estimators",
     "log_mean_exp",
     "sample_ais",
     "sample_bdmc",
     "schedules",
+    "testbed",
     "testing",
 ]
 

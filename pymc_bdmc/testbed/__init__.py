@@ -1,0 +1,42 @@
+"""Estimator testbed: the BDMC paper's experiments (Grosse, Ghahramani & Adams 2015, §6).
+
+Benchmark problems on simulated data (:mod:`.models`), marginal-likelihood estimators behind one
+interface (:mod:`.estimators`) and a runner that compares them against BDMC ground truth
+(:mod:`.runner`).
+"""
+
+from pymc_bdmc.testbed.estimators import ESTIMATORS, EstimateResult, EstimatorSpec
+from pymc_bdmc.testbed.models import (
+    Problem,
+    binary_attributes,
+    clustering,
+    low_rank,
+    problem_from_analytic,
+    with_observed,
+)
+from pymc_bdmc.testbed.runner import (
+    compare_estimators,
+    ground_truth,
+    plot_estimates,
+    rmse,
+    summary_table,
+    time_to_accuracy,
+)
+
+__all__ = [
+    "ESTIMATORS",
+    "EstimateResult",
+    "EstimatorSpec",
+    "Problem",
+    "binary_attributes",
+    "clustering",
+    "compare_estimators",
+    "ground_truth",
+    "low_rank",
+    "plot_estimates",
+    "problem_from_analytic",
+    "rmse",
+    "summary_table",
+    "time_to_accuracy",
+    "with_observed",
+]
