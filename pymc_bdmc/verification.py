@@ -31,6 +31,13 @@ Checks
     functions ``a, b``. The :class:`~pymc_bdmc.kernels.base.Transition` contract asks for this
     (a compound kernel ``A then B`` must be run as ``B then A`` in reverse).
 
+What each property is needed for: every bound's validity needs only *invariance* of each kernel
+(reverse AIS is AIS run from the posterior to the prior, and AIS needs nothing more); the
+Geweke and invariance tests check it. *Reversibility* makes the reverse run the exact time
+reversal of the forward run (paper eq. 27), which is what lets one frozen plan serve both
+directions as a matched pair and underlies reading the gap as a divergence between the two runs
+(§4.5). An unreversed compound kernel leaves both bounds valid, but breaks that pairing.
+
 Why the Geweke test runs at ``beta = 1`` only
 ---------------------------------------------
 At ``beta < 1`` the kernel leaves ``p(theta) p(y|theta)^beta`` invariant in ``theta``, but there
@@ -86,7 +93,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import combinations
 
 import numpy as np
@@ -379,7 +386,7 @@ class _PerChainDensity:
         except Exception as err:  # noqa: BLE001 - any failure: the loop is always correct
             logger.debug("Per-chain-data graph unavailable (%s); looping over chains.", err)
             return
-        self.names = names
+        self.names, self._dtypes = names, [d.dtype for d in data_in]
         batch_x = pt.matrix("x_batch", dtype=x.dtype)
         batch_data = [pt.tensor(dtype=d.dtype, shape=(None, *d.type.shape), name=d.name + "_b")
                       for d in data_in]
@@ -438,8 +445,8 @@ class _PerChainDensity:
                 rows.append(density.parts(x[k:k + 1]))
         finally:
             density.set_observed(original)
-        return DensityParts(*(np.concatenate([getattr(r, f) for r in rows])
-                              for f in DensityParts.__slots__))
+        return DensityParts(**{f.name: np.concatenate([getattr(r, f.name) for r in rows])
+                               for f in fields(DensityParts)})
 
     def __call__(self, x: np.ndarray, data: Mapping[str, np.ndarray]) -> DensityParts:
         x = np.ascontiguousarray(x, dtype=float)
@@ -453,7 +460,8 @@ class _PerChainDensity:
         if self._fn is None:
             return self._loop(x, data)
         prior, lik, grad_prior, grad_lik = self._fn(
-            x, *(np.ascontiguousarray(data[name]) for name in self.names))
+            x, *(np.ascontiguousarray(data[name], dtype=dtype)
+                 for name, dtype in zip(self.names, self._dtypes, strict=True)))
         prior = np.where(np.isnan(prior), -np.inf, prior)
         lik = np.where(np.isnan(lik), -np.inf, lik)
         return DensityParts(prior, lik, grad_prior, grad_lik)
@@ -463,32 +471,36 @@ class _ConditionalSimulator:
     """Draws ``y ~ p(y | theta)`` for a batch of flat unconstrained ``theta`` (one per row).
 
     The observed variables' random graph is conditioned on the free variables' values and
-    vectorized over rows. The vectorized draw is replayed against a row-by-row draw from the same
-    random generators before use: they must agree exactly, or the row-by-row function is used.
+    vectorized over rows. Before use, the vectorized draw is replayed against a row-by-row draw
+    from the same random generators: they must agree to round-off, or the row-by-row function
+    (which takes each value variable in its own dtype, so discrete ones work too) is used.
     """
 
     def __init__(self, density: ModelDensity, check_x: np.ndarray):
         model = density.model
+        self.layout = density.layout
+        self._initial = model.initial_point()
         self.names = [rv.name for rv in model.observed_RVs]
         data = density.observed_data()
         self._dtypes = {name: data[name].dtype if name in data else None for name in self.names}
         rvs_to_values = {rv: model.rvs_to_values[rv] for rv in model.free_RVs}
         ys = replace_rvs_by_values(list(model.observed_RVs), rvs_to_values=rvs_to_values,
                                    rvs_to_transforms=model.rvs_to_transforms)
-        ys_x, x = join_nonshared_inputs(point=model.initial_point(), outputs=ys,
-                                        inputs=list(model.value_vars))
-        kwargs = {"mode": ONE_SHOT_MODE, "random_seed": 0}
+        self._value_names = [v.name for v in model.value_vars]
+        kwargs = {"mode": ONE_SHOT_MODE, "random_seed": 0, "on_unused_input": "ignore"}
         with model:
-            self._single = compile_pytensor([x], ys_x, **kwargs)
+            self._single = compile_pytensor(list(model.value_vars), ys, **kwargs)
         self._rngs = self._generators(self._single)
         self._batched = None
         try:
+            ys_x, x = join_nonshared_inputs(point=self._initial, outputs=ys,
+                                            inputs=list(model.value_vars))
             batch_x = pt.matrix("x_batch", dtype=x.dtype)
             with model:
                 batched = compile_pytensor([batch_x], vectorize_graph(ys_x, replace={x: batch_x}),
                                            **kwargs)
             if self._replays(batched, check_x):
-                self._batched, self._rngs = batched, self._generators(batched)
+                self._batched = batched
         except Exception as err:  # noqa: BLE001 - the row-by-row function is always correct
             logger.debug("Vectorized conditional simulation unavailable (%s).", err)
         self.mode = "vectorized" if self._batched is not None else "loop"
@@ -498,6 +510,13 @@ class _ConditionalSimulator:
         return [v for v in fn.get_shared()
                 if isinstance(v.get_value(borrow=True), np.random.Generator)]
 
+    def _rows(self, x: np.ndarray) -> list[np.ndarray]:
+        draws = []
+        for row in x:
+            point = _typed_point(self.layout, self._initial, row)
+            draws.append(self._single(*(point[name] for name in self._value_names)))
+        return [np.stack([d[j] for d in draws]) for j in range(len(self.names))]
+
     def _replays(self, batched, x: np.ndarray) -> bool:
         rngs = self._generators(batched)
         if {id(r) for r in rngs} != {id(r) for r in self._rngs}:
@@ -506,23 +525,28 @@ class _ConditionalSimulator:
         together = batched(x)
         for r, s in zip(rngs, states, strict=True):
             r.set_value(copy.deepcopy(s))
-        rows = [self._single(row) for row in x]
         # Batched and single linear algebra may differ in the last bits of the parameters.
-        return all(np.allclose(together[j], np.stack([r[j] for r in rows]),
-                               rtol=_BATCH_RTOL, atol=_BATCH_ATOL)
-                   for j in range(len(self.names)))
+        return all(np.allclose(a, b, rtol=_BATCH_RTOL, atol=_BATCH_ATOL)
+                   for a, b in zip(together, self._rows(x), strict=True))
 
     def __call__(self, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """One data set per row of ``x``: ``{name: (rows, *shape)}``."""
         reseed_rngs(self._rngs, int(rng.integers(2**63)))
         x = np.asarray(x, dtype=float)
-        if self._batched is not None:
-            values = self._batched(x)
-        else:
-            rows = [self._single(row) for row in x]
-            values = [np.stack([r[j] for r in rows]) for j in range(len(self.names))]
+        values = self._batched(x) if self._batched is not None else self._rows(x)
         return {name: np.ascontiguousarray(v, dtype=self._dtypes[name])
                 for name, v in zip(self.names, values, strict=True)}
+
+
+def _typed_point(layout: FlatLayout, initial: Mapping[str, np.ndarray],
+                 row: np.ndarray) -> dict[str, np.ndarray]:
+    """One flat vector as a point with each value variable in its own dtype (ints rounded)."""
+    point = {}
+    for name, value in layout.unravel(row).items():
+        dtype = np.asarray(initial[name]).dtype
+        point[name] = (np.rint(value) if np.issubdtype(dtype, np.integer) else value
+                       ).astype(dtype)
+    return point
 
 
 # -- the verifier --------------------------------------------------------------------------------
@@ -731,13 +755,7 @@ class Verifier:
         return self._references[name]
 
     def _point(self, row: np.ndarray) -> dict[str, np.ndarray]:
-        initial = self.density._initial_point
-        point = {}
-        for name, value in self.layout.unravel(row).items():
-            dtype = np.asarray(initial[name]).dtype
-            point[name] = (np.rint(value) if np.issubdtype(dtype, np.integer) else value
-                           ).astype(dtype)
-        return point
+        return _typed_point(self.layout, self.density._initial_point, row)
 
     def _check_tempered(self, x, parts, points, betas, compare, skipped):
         model = self.model
@@ -865,7 +883,8 @@ class Verifier:
             Family-wise false-alarm rate.
         set_data : callable, optional
             For kernels that cannot use ``parts_fn``: called with ``{name: data}`` of one chain
-            before ``kernel`` (then a ``Transition``) is applied to that chain alone.
+            before ``kernel`` (then a ``Transition``) is applied to that chain alone. It is
+            left holding the last chain's data: restore your own data afterwards.
         random_seed : optional
 
         Returns
