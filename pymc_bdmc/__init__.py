@@ -9,7 +9,7 @@ import logging
 
 __version__ = "0.1.0"
 
-from pymc_bdmc import schedules
+from pymc_bdmc import schedules, verification
 from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
 from pymc_bdmc.model.checks import BDMCInputError
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
@@ -22,6 +22,7 @@ __all__ = [
     "sample_ais",
     "sample_bdmc",
     "schedules",
+    "verification",
 ]
 
 _log = logging.getLogger("pymc_bdmc")
