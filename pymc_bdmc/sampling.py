@@ -259,7 +259,10 @@ def _no_bound_if_interrupted(done: _StepCounter, n_steps: int):
         raise
 
 
-def _log_diagnostics(bounds, forward, reverse, betas) -> None:
+def _log_diagnostics(bounds, forward, reverse, betas=None) -> None:
+    def at(step):  # where a step is on the path, for messages
+        return f"step {step}" + ("" if betas is None else f" (beta {betas[step]:.3g})")
+
     dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
     if dead:
         logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
@@ -269,18 +272,18 @@ def _log_diagnostics(bounds, forward, reverse, betas) -> None:
         if run.n_divergent.sum():
             worst = int(np.argmax(run.n_divergent))
             logger.warning(
-                "%d divergent HMC trajectories in the %s run, at %d of %d steps (most at step "
-                "%d, beta %.3g); per step: annealing['n_divergent_%s'].",
+                "%d divergent HMC trajectories in the %s run, at %d of %d steps (most at %s); "
+                "per step: annealing['n_divergent_%s'].",
                 int(run.n_divergent.sum()), name, int(np.count_nonzero(run.n_divergent)),
-                len(betas) - 1, worst, betas[worst], name,
+                len(run.n_divergent) - 1, at(worst), name,
             )
         if run.n_failed_total:
             first = int(np.flatnonzero(run.n_failed)[0])
             logger.warning(
                 "%d of %d %s chains reached a non-finite state or density (NaN or infinite), "
-                "first at step %d (beta %.3g). They carry zero weight, which keeps the %s bound "
-                "valid but looser; per chain: evidence['failed_step_%s'].",
-                run.n_failed_total, len(run.log_weight), name, first, betas[first],
+                "first at %s. They carry zero weight, which keeps the %s bound valid but "
+                "looser; per chain: evidence['failed_step_%s'].",
+                run.n_failed_total, len(run.log_weight), name, at(first),
                 "lower" if name == "forward" else "upper", name,
             )
     if bounds.ess_forward < 2:
