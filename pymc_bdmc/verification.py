@@ -112,6 +112,7 @@ from pytensor.tensor.blockwise import Blockwise
 from scipy import stats
 
 from pymc_bdmc.kernels.base import Transition
+from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
 from pymc_bdmc.model.density import (
     ONE_SHOT_MODE,
     DensityParts,
@@ -120,6 +121,7 @@ from pymc_bdmc.model.density import (
     _observed_data_value,
 )
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.schedules import ADAPTIVE, make_schedule
 
 __all__ = [
     "DensityCheckResult",
@@ -650,7 +652,7 @@ class Verifier:
 
     def hmc_plan(self, n_steps: int = 20, *, schedule="linear", pilot_chains: int = 64,
                  n_leapfrog: int = 3, transitions_per_step: int = 2, target_accept: float = 0.9,
-                 step_size_jitter: float = 0.5, random_seed=None):
+                 step_size_jitter: float = 0.5, random_seed=None) -> AnnealingPlan:
         """A frozen HMC plan tuned on the model's data, as ``sample_ais`` would build it.
 
         Parameters
@@ -669,9 +671,6 @@ class Verifier:
             Its ``transition`` is a kernel factory for the tests; its kernel at
             ``t = plan.n_steps`` targets the posterior.
         """
-        from pymc_bdmc.kernels.tuning import tune_plan
-        from pymc_bdmc.schedules import ADAPTIVE, make_schedule
-
         rng = np.random.default_rng(random_seed)
         betas = make_schedule(schedule, n_steps)
         x = self.prior_draws(pilot_chains, rng)
