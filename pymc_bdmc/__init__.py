@@ -9,7 +9,7 @@ import logging
 
 __version__ = "0.1.0"
 
-from pymc_bdmc import schedules, testbed, testing
+from pymc_bdmc import schedules, testbed, testing, verification
 from pymc_bdmc.calibration import calibrate
 from pymc_bdmc.compare import bayes_factor, compare
 from pymc_bdmc.kernels.tuning import AnnealingPlan
@@ -33,6 +33,7 @@ __all__ = [
     "schedules",
     "testbed",
     "testing",
+    "verification",
 ]
 
 _log = logging.getLogger("pymc_bdmc")

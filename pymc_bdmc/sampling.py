@@ -42,6 +42,15 @@ logger = logging.getLogger("pymc_bdmc")
 #: each chain's start an exact posterior draw, and decorrelate the reverse weights).
 REVERSE_SPREAD_TRANSITIONS = 10
 
+#: Advice when the model's own simulated (theta*, y*) has a non-finite density.
+_SIMULATED_START_HINT = (
+    "The data were simulated from the model itself, so its random generator produced values "
+    "its own log-density rejects: typically draws that round to the edge of the support (e.g. "
+    "Beta or Dirichlet draws equal to 0 or 1, Gamma draws equal to 0, under extreme "
+    "parameters). Choose priors that keep the parameters away from such regions, or try "
+    "another `random_seed` if this is rare."
+)
+
 _STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "reverse", "summary")
 
 
@@ -152,9 +161,11 @@ def _run(
     check_finite_start(parts0, "prior draws", density.layout, x0)
 
     start = time.perf_counter()
+    done, interrupted = _StepCounter(), None
     # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
     progress = create_simple_progress(_progress_enabled(progressbar))
-    with progress:
+    n_steps = s.n_steps if plan is None else plan.n_steps
+    with progress, _no_bound_if_interrupted(done, n_steps):
         if plan is None:
             with _pilot_phase(progress) as report:
                 plan, pilot = tune_plan(
@@ -169,24 +180,36 @@ def _run(
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
-        with _phase(progress, "Forward AIS", s.n_steps) as advance:
+        with _phase(progress, "Forward AIS", n_steps) as advance:
             forward = ais_forward(streams["forward"], x0, parts0, plan.betas,
-                                  plan.transition(parts_fn), on_step=advance)
+                                  plan.transition(parts_fn),
+                                  on_step=done.counting("forward", advance))
         reverse = None
         if truth is not None:
-            with _phase(progress, "Reverse AIS", s.n_steps) as advance:
-                reverse = ais_reverse(streams["reverse"], truth.x, s.chains, plan.betas,
-                                      plan.transition(parts_fn), parts_fn, on_step=advance,
-                                      spread_transitions=s.reverse_spread)
+            try:
+                with _phase(progress, "Reverse AIS", n_steps) as advance:
+                    reverse = ais_reverse(streams["reverse"], truth.x, s.chains, plan.betas,
+                                          plan.transition(parts_fn), parts_fn,
+                                          on_step=done.counting("reverse", advance),
+                                          spread_transitions=s.reverse_spread)
+            except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
+                interrupted = (f"reverse AIS at step {done['reverse']} of {n_steps}; "
+                               "upper bound and gap not computed")
+                logger.warning(
+                    "Interrupted during reverse AIS (step %d of %d). Returning the finished "
+                    "forward run: `lower` is a valid stochastic lower bound; `upper` and `gap` "
+                    "are NaN.", done["reverse"], n_steps,
+                )
     sampling_time = time.perf_counter() - start
 
     bounds = evidence_bounds(
         streams["summary"], forward.log_weight,
         None if reverse is None else reverse.log_weight, confidence=s.confidence,
     )
-    _log_diagnostics(bounds, forward, reverse)
+    _log_diagnostics(bounds, forward, reverse, plan.betas)
     attrs = {
         **attrs,
+        "interrupted": interrupted,
         "algorithm": "bdmc" if truth is not None else "ais",
         "kernel": "hmc",
         "n_steps": plan.n_steps,
@@ -218,14 +241,59 @@ def _generating_values(density: ModelDensity, truth: JointDraw) -> dict[str, np.
     return {k: v[0] for k, v in density.constrain(truth.x[None, :]).items()}
 
 
-def _log_diagnostics(bounds, forward, reverse) -> None:
+class _StepCounter(dict):
+    """Annealing steps completed per phase, for messages about interrupted runs."""
+
+    def counting(self, phase: str, advance):
+        self[phase] = 0
+
+        def step():
+            self[phase] += 1
+            advance()
+
+        return step
+
+
+@contextmanager
+def _no_bound_if_interrupted(done: _StepCounter, n_steps: int):
+    # Ctrl-C before the forward run reaches beta = 1 leaves nothing valid: say so, re-raise.
+    try:
+        yield
+    except KeyboardInterrupt:
+        where = (f"during forward AIS at step {done['forward']} of {n_steps}"
+                 if "forward" in done else "during pilot tuning")
+        logger.warning("Interrupted %s: no bound is valid before the forward run reaches "
+                       "beta = 1, so nothing is returned.", where)
+        raise
+
+
+def _log_diagnostics(bounds, forward, reverse, betas=None) -> None:
+    def at(step):  # where a step is on the path, for messages
+        return f"step {step}" + ("" if betas is None else f" (beta {betas[step]:.3g})")
+
     dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
     if dead:
         logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
     for name, run in (("forward", forward), ("reverse", reverse)):
-        if run is not None and run.n_divergent.sum():
-            logger.warning("%d divergent HMC trajectories in the %s run.",
-                           int(run.n_divergent.sum()), name)
+        if run is None:
+            continue
+        if run.n_divergent.sum():
+            worst = int(np.argmax(run.n_divergent))
+            logger.warning(
+                "%d divergent HMC trajectories in the %s run, at %d of %d steps (most at %s); "
+                "per step: annealing['n_divergent_%s'].",
+                int(run.n_divergent.sum()), name, int(np.count_nonzero(run.n_divergent)),
+                len(run.n_divergent) - 1, at(worst), name,
+            )
+        if run.n_failed_total:
+            first = int(np.flatnonzero(run.n_failed)[0])
+            logger.warning(
+                "%d of %d %s chains reached a non-finite state or density (NaN or infinite), "
+                "first at %s. They carry zero weight, which keeps the %s bound valid but "
+                "looser; per chain: evidence['failed_step_%s'].",
+                run.n_failed_total, len(run.log_weight), name, at(first),
+                "lower" if name == "forward" else "upper", name,
+            )
     if bounds.ess_forward < 2:
         logger.warning(
             "The forward weights have an effective sample size of %.1f: the lower bound rests on "
@@ -402,7 +470,7 @@ def sample_bdmc(
         raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
     density.set_observed(truth.observed)
     check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
-                       density.layout, truth.x[None, :])
+                       density.layout, truth.x[None, :], hint=_SIMULATED_START_HINT)
     return _run(model=model, settings=settings, density=density, simulator=simulator,
                 streams=streams, truth=truth, progressbar=progressbar,
                 attrs={"compile_time": compile_time})

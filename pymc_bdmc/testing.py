@@ -3,7 +3,9 @@
 Each factory returns an :class:`AnalyticModel`: a ``pm.Model`` and a function giving the exact
 ``log p(y)`` for *any* data set of the right shape, so that bounds on simulated data ``y*`` (from
 :func:`pymc_bdmc.sample_bdmc`) can be checked against the truth as well as bounds on the data the
-model was built with.
+model was built with. The models are conjugate, so each also draws exactly from every tempered
+posterior ``p(theta) p(y|theta)^beta / Z_beta`` (:meth:`AnalyticModel.sample_tempered`), which is
+what :mod:`pymc_bdmc.verification` needs to test kernels at ``0 < beta < 1``.
 """
 
 from __future__ import annotations
@@ -39,12 +41,42 @@ class AnalyticModel:
         The data the model was built with.
     constants : dict
         Covariates and hyperparameters (e.g. the design matrix ``x``), for exact posteriors.
+    tempered_sampler : callable, optional
+        ``tempered_sampler(beta, observed, n, rng)``: exact draws of the tempered posterior; see
+        :meth:`sample_tempered`.
     """
 
     model: pm.Model
     log_evidence_fn: Callable[[Mapping[str, np.ndarray]], float]
     data: dict
     constants: dict = field(default_factory=dict)
+    tempered_sampler: Callable | None = None
+
+    def sample_tempered(self, beta: float, n: int, rng: np.random.Generator,
+                        observed: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Exact draws from ``p(theta) p(y|theta)^beta / Z_beta`` (``beta=0``: the prior).
+
+        Parameters
+        ----------
+        beta : float
+            Inverse temperature in [0, 1].
+        n : int
+            Number of independent draws.
+        rng : numpy.random.Generator
+        observed : mapping, optional
+            Data ``y`` (default: the model's own data).
+
+        Returns
+        -------
+        dict
+            Unconstrained values keyed by *value-variable* name (e.g. ``sigma2_log__``), each
+            of shape ``(n, *shape)``: the space the compiled densities and kernels work in.
+        """
+        if self.tempered_sampler is None:
+            raise NotImplementedError("This model has no exact tempered-posterior sampler.")
+        if not 0.0 <= beta <= 1.0:
+            raise ValueError(f"beta must be in [0, 1], got {beta}.")
+        return self.tempered_sampler(beta, self.data if observed is None else observed, n, rng)
 
     def log_evidence(self, observed: Mapping[str, np.ndarray] | None = None) -> float:
         """Exact ``log p(y)`` of ``observed`` (default: the model's own data)."""
@@ -70,8 +102,15 @@ def linear_regression(n_obs: int = 50, n_coef: int = 5, prior_sd: float = 2.0,
     def log_evidence(observed):
         return stats.multivariate_normal(np.zeros(n_obs), cov).logpdf(observed["y"])
 
+    def tempered(beta, observed, n, rng):
+        # Precision I/t^2 + beta X'X/s^2: the likelihood's precision scaled by beta.
+        precision = np.eye(n_coef) / prior_sd**2 + beta * x.T @ x / noise_sd**2
+        cov_beta = np.linalg.inv(precision)
+        mean = cov_beta @ (beta * x.T @ np.asarray(observed["y"]) / noise_sd**2)
+        return {"w": _mvn(rng, mean, cov_beta, n)}
+
     return AnalyticModel(model, log_evidence, {"y": y},
-                         {"x": x, "prior_sd": prior_sd, "noise_sd": noise_sd})
+                         {"x": x, "prior_sd": prior_sd, "noise_sd": noise_sd}, tempered)
 
 
 def normal_inverse_gamma_regression(n_obs: int = 30, n_coef: int = 3, a: float = 3.0,
@@ -96,7 +135,19 @@ def normal_inverse_gamma_regression(n_obs: int = 30, n_coef: int = 3, a: float =
     def log_evidence(observed):
         return stats.multivariate_t(np.zeros(n_obs), shape, df=2 * a).logpdf(observed["y"])
 
-    return AnalyticModel(model, log_evidence, {"y": y})
+    def tempered(beta, observed, n, rng):
+        # Conjugate with X -> sqrt(beta) X, y -> sqrt(beta) y, and n -> beta n in sigma2's shape.
+        yy = np.asarray(observed["y"], dtype=float)
+        v_inv = np.eye(n_coef) / prior_scale**2 + beta * x.T @ x
+        v = np.linalg.inv(v_inv)
+        m = v @ (beta * x.T @ yy)
+        a_beta = a + 0.5 * beta * n_obs
+        b_beta = b + 0.5 * (beta * yy @ yy - m @ v_inv @ m)
+        sigma2 = b_beta / rng.gamma(a_beta, size=n)
+        w = m + np.sqrt(sigma2)[:, None] * _mvn(rng, np.zeros(n_coef), v, n)
+        return {"sigma2_log__": np.log(sigma2), "w": w}
+
+    return AnalyticModel(model, log_evidence, {"y": y}, {"x": x}, tempered)
 
 
 def beta_binomial(trials=(20, 15, 30, 10), a: float = 2.0, b: float = 3.0,
@@ -114,7 +165,12 @@ def beta_binomial(trials=(20, 15, 30, 10), a: float = 2.0, b: float = 3.0,
         log_choose = gammaln(n + 1) - gammaln(kk + 1) - gammaln(n - kk + 1)
         return (log_choose.sum() + betaln(a + kk.sum(), b + (n - kk).sum()) - betaln(a, b))
 
-    return AnalyticModel(model, log_evidence, {"k": k})
+    def tempered(beta, observed, size, rng):
+        kk = np.asarray(observed["k"])
+        p = rng.beta(a + beta * kk.sum(), b + beta * (n - kk).sum(), size=size)
+        return {"p_logodds__": np.log(p) - np.log1p(-p)}
+
+    return AnalyticModel(model, log_evidence, {"k": k}, {}, tempered)
 
 
 def gamma_poisson(n_obs: int = 20, a: float = 2.0, b: float = 0.5,
@@ -132,4 +188,14 @@ def gamma_poisson(n_obs: int = 20, a: float = 2.0, b: float = 0.5,
         return (-gammaln(yy + 1).sum() + a * np.log(b) - gammaln(a) + gammaln(a + s)
                 - (a + s) * np.log(b + len(yy)))
 
-    return AnalyticModel(model, log_evidence, {"y": y})
+    def tempered(beta, observed, size, rng):
+        yy = np.asarray(observed["y"])
+        rate = rng.gamma(a + beta * yy.sum(), 1.0 / (b + beta * len(yy)), size=size)
+        return {"rate_log__": np.log(rate)}
+
+    return AnalyticModel(model, log_evidence, {"y": y}, {}, tempered)
+
+
+def _mvn(rng: np.random.Generator, mean: np.ndarray, cov: np.ndarray, n: int) -> np.ndarray:
+    """``n`` draws of N(mean, cov) through a Cholesky factor, shape (n, dim)."""
+    return mean + rng.standard_normal((n, len(mean))) @ np.linalg.cholesky(cov).T

@@ -76,6 +76,34 @@ def _data_outside_support():
     return m
 
 
+def _data_resized():
+    # pm.set_data changed the data's length; the likelihood kept its fixed shape=3.
+    with pm.Model() as m:
+        d = pm.Data("d", np.zeros(3))
+        mu = pm.Normal("mu")
+        pm.Normal("y", mu, 1, observed=d, shape=3)
+    pm.set_data({"d": np.zeros(5)}, model=m)
+    return m
+
+
+def _symbolic_observations():
+    # Observations that are an expression: AIS can use them, BDMC cannot replace them.
+    with pm.Model() as m:
+        d = pm.Data("d", np.zeros(3))
+        mu = pm.Normal("mu")
+        pm.Normal("y", mu, 1, observed=d * 2.0)
+    return m
+
+
+def _simulation_leaves_support():
+    # Beta(a, a) with a ~ 0.01: simulated data round to exactly 0 or 1, where the model's own
+    # log-density is infinite, so the reverse run has no finite starting point.
+    with pm.Model() as m:
+        a = pm.HalfNormal("a", 0.01)
+        pm.Beta("y", a, a, observed=np.full(5, 0.5))
+    return m
+
+
 CASES = {
     "no observed variables": (_no_observed, "no observed variables", SAMPLERS),
     "Flat prior": (_flat_prior, "improper Flat/HalfFlat", SAMPLERS),
@@ -86,6 +114,10 @@ CASES = {
     "NaN observations": (_nan_data, "NaN or masked", SAMPLERS),
     "inf observations": (_inf_data, "non-finite", SAMPLERS),
     "data outside the likelihood's support": (_data_outside_support, "not finite", [pmb.sample_ais]),
+    "data shape differs from the variable's": (_data_resized, "have shape", SAMPLERS),
+    "symbolic observations (BDMC)": (_symbolic_observations, "symbolic data", [pmb.sample_bdmc]),
+    "simulated data outside the model's support": (
+        _simulation_leaves_support, "simulated from the model itself", [pmb.sample_bdmc]),
 }
 
 
@@ -134,6 +166,12 @@ def test_potentials_are_refused_by_bdmc_even_when_declared():
         (dict(step_size_jitter=1.0), "step_size_jitter"),
         (dict(n_leapfrog=0), "n_leapfrog"),
         (dict(confidence=1.0), "confidence"),
+        (dict(pilot_chains=1), "pilot_chains"),
+        (dict(transitions_per_step=0), "transitions_per_step"),
+        (dict(schedule=[0.0, 0.5, 1.0], n_steps=5), "does not match"),
+        (dict(schedule=[[0.0, 1.0]], n_steps=None), "1-D"),
+        (dict(schedule=[0.0, np.nan, 1.0], n_steps=None), "non-finite"),
+        (dict(schedule="linear", n_steps=None), "n_steps"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs, message):
@@ -151,3 +189,56 @@ def test_error_messages_are_actionable():
             pmb.sample_bdmc(**FAST)
     text = str(err.value)
     assert "'k'" in text and "step=" in text
+
+
+def test_symbolic_observations_still_give_a_lower_bound():
+    with _symbolic_observations():
+        result = pmb.sample_ais(**FAST)
+    assert np.isfinite(float(result["evidence"]["lower"]))
+
+
+# -- data given to a compiled density -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def poisson_density():
+    from pymc_bdmc.model.density import ModelDensity
+
+    with pm.Model() as model:
+        rate = pm.Gamma("rate", 2.0, 1.0)
+        pm.Poisson("k", rate, observed=np.array([1, 0, 3]))
+        d = pm.Data("d", np.zeros(2))
+        pm.Normal("z", rate, 1.0, observed=d * 2.0)
+    return ModelDensity(model)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"k": np.array([1, 2])}, "have shape \\(2,\\), but the model's data have shape \\(3,\\)"),
+        ({"k": np.array([1.0, np.nan, 2.0])}, "non-finite"),
+        ({"k": np.array([1.5, 0.0, 2.0])}, "not integers"),
+        ({"kk": np.array([1, 2, 3])}, "not an observed variable"),
+        ({"z": np.zeros(2)}, "symbolic data"),
+    ],
+    ids=["wrong shape", "NaN", "fractional counts", "unknown name", "symbolic"],
+)
+def test_set_observed_refuses_bad_data_and_changes_nothing(poisson_density, data, message):
+    before = poisson_density.observed_data()
+    x = np.zeros((1, poisson_density.n_dim))
+    lik_before = poisson_density.parts(x).log_likelihood
+    # a valid entry first: the refused call must not have applied it either
+    with pytest.raises(BDMCInputError, match=message):
+        poisson_density.set_observed({"k": np.array([5, 5, 5]), **data})
+    np.testing.assert_array_equal(poisson_density.observed_data()["k"], before["k"])
+    np.testing.assert_array_equal(poisson_density.parts(x).log_likelihood, lik_before)
+
+
+def test_set_observed_accepts_integer_valued_floats(poisson_density):
+    before = poisson_density.observed_data()
+    try:
+        poisson_density.set_observed({"k": np.array([2.0, 0.0, 1.0])})
+        assert poisson_density.observed_data()["k"].dtype == before["k"].dtype
+        np.testing.assert_array_equal(poisson_density.observed_data()["k"], [2, 0, 1])
+    finally:
+        poisson_density.set_observed(before)

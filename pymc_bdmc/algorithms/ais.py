@@ -15,6 +15,16 @@ so ``E[w] = p(y)``. Reverse, from an exact posterior sample ``x*``::
 
 so ``E[v] = 1 / p(y)``: the reverse chain applies the forward kernels in reverse order. The
 log-likelihood is evaluated once per state and reused for the weight and the gradient.
+
+Numerical failures
+------------------
+A chain whose state or densities stop being finite (NaN, or an infinite log prior or
+log-likelihood) is *failed* from the first weight update that sees it: its weight is set to zero
+(log weight ``-inf``) for the rest of the run, in both directions, and the step is recorded.
+Zero weights can only lower the mean forward weight and the mean reverse weight, so the lower
+bound stays a stochastic lower bound and the upper bound a stochastic upper bound; they just get
+looser. Without this, one NaN poisons the whole estimate, and one reverse chain reaching
+``log p(y|x) = -inf`` would send the upper bound to ``-inf``.
 """
 
 from __future__ import annotations
@@ -48,6 +58,11 @@ class AISRun:
         Mean cumulative log weight once the run has reached ``beta_t``.
     n_divergent : ndarray, shape (n_steps + 1,)
         Chains whose trajectory diverged at each transition.
+    n_failed : ndarray, shape (n_steps + 1,)
+        Chains first found with a non-finite state or density at the weight update of step
+        ``t`` (see the module notes); they carry zero weight from then on.
+    failed_step : ndarray of int, shape (chains,)
+        That step for each chain, ``-1`` for chains that never failed.
     """
 
     log_weight: np.ndarray
@@ -56,11 +71,37 @@ class AISRun:
     acceptance_rate: np.ndarray
     mean_log_weight: np.ndarray
     n_divergent: np.ndarray
+    n_failed: np.ndarray | None = None
+    failed_step: np.ndarray | None = None
+
+    @property
+    def n_failed_total(self) -> int:
+        """Number of chains that failed numerically during the run."""
+        return 0 if self.failed_step is None else int(np.count_nonzero(self.failed_step >= 0))
 
 
 def _weight_increment(delta_beta: float, log_likelihood: np.ndarray) -> np.ndarray:
     # A zero step adds nothing, even where the log-likelihood is -inf.
     return np.zeros_like(log_likelihood) if delta_beta == 0 else delta_beta * log_likelihood
+
+
+class _FailureMonitor:
+    """Tracks chains whose state or densities became non-finite, and zeroes their weights."""
+
+    def __init__(self, n_chains: int, n_steps: int):
+        self.failed_step = np.full(n_chains, -1)
+        self.n_failed = np.zeros(n_steps + 1, dtype=int)
+
+    def update(self, t: int, x: np.ndarray, parts: DensityParts, log_w: np.ndarray) -> np.ndarray:
+        """Record chains newly non-finite at step ``t``; return ``log_w`` with failed ones -inf."""
+        finite = (np.isfinite(parts.log_likelihood) & np.isfinite(parts.log_prior)
+                  & np.all(np.isfinite(x), axis=1))
+        new = ~finite & (self.failed_step < 0)
+        if new.any():
+            self.failed_step[new] = t
+            self.n_failed[t] = int(np.count_nonzero(new))
+        failed = self.failed_step >= 0
+        return np.where(failed, -np.inf, log_w) if failed.any() else log_w
 
 
 def ais_forward(
@@ -94,8 +135,11 @@ def ais_forward(
     acceptance = np.full(n_steps + 1, np.nan)
     mean_log_w = np.zeros(n_steps + 1)
     n_divergent = np.zeros(n_steps + 1, dtype=int)
+    monitor = _FailureMonitor(len(x0), n_steps)
     for t in range(1, n_steps + 1):
-        log_w = log_w + _weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
+        with np.errstate(invalid="ignore"):  # NaN increments belong to failed chains
+            log_w = log_w + _weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
+        log_w = monitor.update(t, x, parts, log_w)
         mean_log_w[t] = np.mean(log_w)
         if t < n_steps:
             x, parts, info = transition(rng, x, parts, t)
@@ -103,7 +147,8 @@ def ais_forward(
             n_divergent[t] = np.count_nonzero(info.divergent)
         if on_step is not None:
             on_step()
-    return AISRun(log_w, x, parts, acceptance, mean_log_w, n_divergent)
+    return AISRun(log_w, x, parts, acceptance, mean_log_w, n_divergent, monitor.n_failed,
+                  monitor.failed_step)
 
 
 def ais_reverse(
@@ -137,8 +182,11 @@ def ais_reverse(
     acceptance = np.full(n_steps + 1, np.nan)
     mean_log_v = np.zeros(n_steps + 1)
     n_divergent = np.zeros(n_steps + 1, dtype=int)
+    monitor = _FailureMonitor(n_chains, n_steps)
     for t in range(n_steps, 0, -1):
-        log_v = log_v - _weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
+        with np.errstate(invalid="ignore"):  # NaN increments belong to failed chains
+            log_v = log_v - _weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
+        log_v = monitor.update(t, x, parts, log_v)
         mean_log_v[t - 1] = np.mean(log_v)
         if t > 1:
             x, parts, info = transition(rng, x, parts, t - 1)
@@ -146,4 +194,5 @@ def ais_reverse(
             n_divergent[t - 1] = np.count_nonzero(info.divergent)
         if on_step is not None:
             on_step()
-    return AISRun(log_v, x, parts, acceptance, mean_log_v, n_divergent)
+    return AISRun(log_v, x, parts, acceptance, mean_log_v, n_divergent, monitor.n_failed,
+                  monitor.failed_step)

@@ -105,8 +105,11 @@ def hmc_step(
             grad *= eps if i < params.n_leapfrog - 1 else 0.5 * eps
             p += grad
         kinetic1 = 0.5 * np.sum(p**2 * inv_mass, axis=1)
-        log_ratio = (new.tempered_logp(beta) - kinetic1) - (logp0 - kinetic0)
-        log_ratio = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
+        logp1 = new.tempered_logp(beta)
+        log_ratio = (logp1 - kinetic1) - (logp0 - kinetic0)
+        # Only finite proposals can be accepted: a NaN energy, or a +inf density (a singularity
+        # hit by round-off), would otherwise be accepted and then never left.
+        log_ratio = np.where(np.isnan(log_ratio) | ~np.isfinite(logp1), -np.inf, log_ratio)
         accepted = np.log(rng.uniform(size=n_chains)) < log_ratio
         acceptance_rate = np.exp(np.minimum(log_ratio, 0.0))
 

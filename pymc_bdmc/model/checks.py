@@ -12,6 +12,7 @@ import numpy as np
 import pymc as pm
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
 
+from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.density import DensityParts, FlatLayout, _observed_data_value
 
 __all__ = [
@@ -20,10 +21,6 @@ __all__ = [
     "check_model",
     "check_positive_int",
 ]
-
-
-class BDMCInputError(ValueError):
-    """A model or argument that pymc_bdmc cannot use, found before sampling."""
 
 
 def check_positive_int(value, name: str, minimum: int = 1) -> int:
@@ -89,6 +86,17 @@ def check_model(
                 f"Observed data of {rv.name!r} contain {bad} non-finite value(s) (NaN or inf). "
                 "Remove or fix them before estimating the evidence."
             )
+        static = tuple(rv.type.shape)
+        if len(static) != data.ndim or any(
+            s is not None and s != d for s, d in zip(static, data.shape, strict=False)
+        ):
+            raise BDMCInputError(
+                f"Observed data of {rv.name!r} have shape {data.shape}, but the variable has "
+                f"shape {tuple('?' if s is None else s for s in static)} (e.g. pm.set_data "
+                "changed the data's length while the likelihood has a fixed `shape=`). Tie the "
+                "likelihood's shape to its data (`shape=data.shape` or `dims=`), or pass data of "
+                "the variable's shape."
+            )
 
     if model.potentials:
         names = [p.name for p in model.potentials]
@@ -127,8 +135,11 @@ def check_model(
 
 
 def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
-                       x: np.ndarray) -> None:
-    """Raise if the prior or the likelihood is not finite at any starting state."""
+                       x: np.ndarray, hint: str | None = None) -> None:
+    """Raise if the prior or the likelihood is not finite at any starting state.
+
+    ``hint`` replaces the default advice at the end of the message.
+    """
     bad_prior = ~np.isfinite(parts.log_prior)
     bad_lik = ~np.isfinite(parts.log_likelihood)
     if not (bad_prior.any() or bad_lik.any()):
@@ -138,9 +149,10 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
     raise BDMCInputError(
         f"The density is not finite at {int(np.count_nonzero(bad_prior | bad_lik))} of "
         f"{len(parts.log_prior)} {where} (log prior: {parts.log_prior[first]}, log-likelihood: "
-        f"{parts.log_likelihood[first]}, at unconstrained point {point}). Check that the data "
-        "lie in the support of the likelihood for every parameter value the prior allows, and "
-        "that the prior puts no mass on invalid parameters."
+        f"{parts.log_likelihood[first]}, at unconstrained point {point}). "
+        + (hint or "Check that the data lie in the support of the likelihood for every "
+           "parameter value the prior allows, and that the prior puts no mass on invalid "
+           "parameters.")
     )
 
 

@@ -35,6 +35,8 @@ from pytensor.graph.traversal import graph_inputs
 from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.tensor.blockwise import Blockwise
 
+from pymc_bdmc.errors import BDMCInputError
+
 __all__ = ["DensityParts", "FlatLayout", "ModelDensity"]
 
 logger = logging.getLogger(__name__)
@@ -332,17 +334,48 @@ class ModelDensity:
         return {name: np.array(s.get_value()) for name, s in self._data_shared.items()}
 
     def set_observed(self, data: Mapping[str, np.ndarray]) -> None:
-        """Condition the compiled densities on new observed values (no recompilation)."""
+        """Condition the compiled densities on new observed values (no recompilation).
+
+        Every value is checked before any is set, so a refused call changes nothing.
+
+        Raises
+        ------
+        BDMCInputError
+            For an unknown name, an observed variable whose data are a symbolic expression, a
+            shape other than the model's, non-finite values, or fractional values given to
+            integer data.
+        """
+        converted = {}
         for name, value in data.items():
             if name not in self._data_shared:
-                raise ValueError(
-                    f"Observed variable {name!r} has symbolic data and cannot be replaced."
+                if name in self.observed_names:
+                    raise BDMCInputError(
+                        f"Observed variable {name!r} has symbolic data (an expression, not an "
+                        "array or pm.Data), which cannot be replaced. Pass its observations as "
+                        "an array or a pm.Data container."
+                    )
+                raise BDMCInputError(
+                    f"{name!r} is not an observed variable of the model; observed variables: "
+                    f"{self.observed_names}."
                 )
-            shared = self._data_shared[name]
-            old = shared.get_value()
-            value = np.asarray(value, dtype=old.dtype)
-            if value.shape != old.shape:
-                raise ValueError(
-                    f"New data for {name!r} has shape {value.shape}, expected {old.shape}."
+            old = self._data_shared[name].get_value()
+            raw = np.asarray(value)
+            if raw.shape != old.shape:
+                raise BDMCInputError(
+                    f"New data for {name!r} have shape {raw.shape}, but the model's data have "
+                    f"shape {old.shape}. The compiled densities keep the model's shapes: pass "
+                    "data of the same shape (rebuild the model to change it)."
                 )
-            shared.set_value(value.copy())
+            if np.issubdtype(raw.dtype, np.number) and not np.all(np.isfinite(raw)):
+                raise BDMCInputError(
+                    f"New data for {name!r} contain non-finite values (NaN or inf); the "
+                    "evidence of such data is not defined. Remove or fix them."
+                )
+            converted[name] = raw.astype(old.dtype)
+            if np.issubdtype(old.dtype, np.integer) and not np.array_equal(converted[name], raw):
+                raise BDMCInputError(
+                    f"New data for {name!r} are not integers, but the model's data have "
+                    f"dtype {old.dtype}; converting would change them."
+                )
+        for name, value in converted.items():
+            self._data_shared[name].set_value(value.copy())

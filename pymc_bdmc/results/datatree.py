@@ -17,12 +17,15 @@ Groups
     Scalars ``lower``, ``upper`` (NaN without a reverse run), ``gap``, their standard errors,
     mean-log-weight bounds, Markov high-probability bounds, weight ESS, ``posterior_kl_bound``
     (a stochastic upper bound on the KL divergence of an unweighted forward final state from the
-    posterior, paper §4.5); and per-chain
-    ``log_weight_forward`` / ``log_weight_reverse`` over dim ``ais_chain``.
+    posterior, paper §4.5), and the run totals
+    ``n_divergent_forward/reverse`` (divergent HMC trajectories) and ``n_failed_forward/reverse``
+    (chains whose state or density became non-finite; they carry zero weight); per chain, over
+    dim ``ais_chain``: ``log_weight_forward/reverse`` and ``failed_step_forward/reverse`` (the
+    annealing step where the chain failed, -1 if it never did).
 ``annealing`` (dim ``step``)
     ``beta``, ``step_size``, ``acceptance_rate_forward/reverse``,
-    ``mean_log_weight_forward/reverse``, ``n_divergent_forward/reverse`` and the diagonal
-    ``inverse_mass`` (dims ``step, parameter``).
+    ``mean_log_weight_forward/reverse``, ``n_divergent_forward/reverse``,
+    ``n_failed_forward/reverse`` and the diagonal ``inverse_mass`` (dims ``step, parameter``).
 """
 
 from __future__ import annotations
@@ -57,6 +60,14 @@ def _named_dataset(values: dict[str, np.ndarray], dims: dict, coords: dict) -> x
     return ds.assign_coords(usable)
 
 
+def _n_failed(run: AISRun) -> np.ndarray:
+    return np.zeros_like(run.n_divergent) if run.n_failed is None else run.n_failed
+
+
+def _failed_step(run: AISRun) -> np.ndarray:
+    return np.full(len(run.log_weight), -1) if run.failed_step is None else run.failed_step
+
+
 def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | None,
                        labels: list[str]) -> xr.Dataset:
     step = np.arange(plan.n_steps + 1)
@@ -67,12 +78,14 @@ def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | N
         "acceptance_rate_forward": ("step", forward.acceptance_rate),
         "mean_log_weight_forward": ("step", forward.mean_log_weight),
         "n_divergent_forward": ("step", forward.n_divergent),
+        "n_failed_forward": ("step", _n_failed(forward)),
     }
     if reverse is not None:
         data |= {
             "acceptance_rate_reverse": ("step", reverse.acceptance_rate),
             "mean_log_weight_reverse": ("step", reverse.mean_log_weight),
             "n_divergent_reverse": ("step", reverse.n_divergent),
+            "n_failed_reverse": ("step", _n_failed(reverse)),
         }
     return xr.Dataset(data, coords={"step": step, "parameter": labels},
                       attrs={"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
@@ -97,8 +110,14 @@ def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun, reverse: AISRun |
     }
     data = {name: ((), np.float64(value)) for name, value in scalars.items()}
     data["log_weight_forward"] = ("ais_chain", forward.log_weight)
+    data["failed_step_forward"] = ("ais_chain", _failed_step(forward))
+    data["n_divergent_forward"] = ((), int(forward.n_divergent.sum()))
+    data["n_failed_forward"] = ((), forward.n_failed_total)
     if reverse is not None:
         data["log_weight_reverse"] = ("ais_chain", reverse.log_weight)
+        data["failed_step_reverse"] = ("ais_chain", _failed_step(reverse))
+        data["n_divergent_reverse"] = ((), int(reverse.n_divergent.sum()))
+        data["n_failed_reverse"] = ((), reverse.n_failed_total)
     ds = xr.Dataset(data, coords={"ais_chain": np.arange(len(forward.log_weight))})
     ds.attrs = {"confidence": bounds.confidence, **attrs}
     return ds

@@ -1,0 +1,78 @@
+"""Determinism: a seed fixes every bit of a result, and NumPy's global random state is never used.
+
+``conftest.py`` also checks, around every test, that the global state is left untouched.
+"""
+
+import ast
+import pathlib
+
+import numpy as np
+import pymc as pm
+import pytest
+import xarray as xr
+
+import pymc_bdmc as pmb
+
+FAST = dict(n_steps=15, chains=5, progressbar=False)
+GROUPS = ("posterior", "sample_stats", "observed_data", "evidence", "annealing")
+
+
+@pytest.fixture(scope="module")
+def model():
+    with pm.Model() as m:
+        sigma = pm.HalfNormal("sigma", 1.0)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, sigma, observed=np.array([0.4, -0.3, 1.1, 0.2]))
+    return m
+
+
+#: Wall-clock attributes: the only part of a result allowed to differ between identical runs.
+TIMING = ("sampling_time", "compile_time", "created_at")
+
+
+def _assert_identical(a, b, groups=GROUPS):
+    for group in groups:
+        left, right = a[group].to_dataset(), b[group].to_dataset()
+        for ds in (left, right):
+            ds.attrs = {k: v for k, v in ds.attrs.items() if k not in TIMING}
+        xr.testing.assert_identical(left, right)
+
+
+def test_same_seed_is_bit_identical_whatever_the_seed_type_and_global_state(model):
+    # random_seed=123, SeedSequence(123) and default_rng(123) name the same random streams; a
+    # user's global NumPy seed must not matter. BDMC covers simulation, pilot, both AIS runs.
+    runs = []
+    seeds = (123, np.random.SeedSequence(123), np.random.default_rng(123))
+    for global_seed, seed in zip((1, 2, 3), seeds, strict=True):
+        state = np.random.get_state()
+        np.random.seed(global_seed)
+        try:
+            with model:
+                runs.append(pmb.sample_bdmc(random_seed=seed, **FAST))
+        finally:
+            np.random.set_state(state)
+    for other in runs[1:]:
+        _assert_identical(runs[0], other, GROUPS + ("generating_values",))
+
+
+def test_unseeded_runs_differ_and_leave_the_global_state_alone(model):
+    before = np.random.get_state()[1].copy()
+    with model:
+        a = pmb.sample_ais(random_seed=None, **FAST)
+        b = pmb.sample_ais(random_seed=None, **FAST)
+    assert float(a["evidence"].lower) != float(b["evidence"].lower)
+    np.testing.assert_array_equal(np.random.get_state()[1], before)
+
+
+def test_the_package_never_calls_numpy_global_random_functions():
+    # Only Generator-based randomness: np.random.default_rng / Generator / SeedSequence.
+    allowed = {"default_rng", "Generator", "SeedSequence", "BitGenerator", "PCG64"}
+    offenders = []
+    for path in pathlib.Path(pmb.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "random" and node.attr not in allowed
+                    and isinstance(node.value.value, ast.Name)
+                    and node.value.value.id in ("np", "numpy")):
+                offenders.append(f"{path.name}:{node.lineno} np.random.{node.attr}")
+    assert not offenders, offenders
