@@ -26,7 +26,8 @@ class Transition(Protocol):
     ``f_t`` invariant and must not depend on the chains' past: that is what both bounds need.
     It should also be reversible with respect to ``f_t`` (or the caller must apply the
     reversal), so that the reverse run, which applies the same kernels in reverse order, is the
-    exact time reversal of the forward run. :mod:`pymc_bdmc.verification` tests all three.
+    exact time reversal of the forward run. :mod:`pymc_bdmc.verification` tests invariance and
+    reversibility.
     """
 
     def __call__(self, rng: np.random.Generator, x: np.ndarray, parts: DensityParts,
