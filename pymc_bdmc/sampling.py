@@ -448,6 +448,12 @@ def sample_bdmc(
     2015, §4.2.1). The plan is tuned on prior draws only, never on ``theta*``, so ``theta*``
     remains an exact posterior sample given the plan.
 
+    Interrupting the run (Ctrl-C) during reverse AIS returns the finished forward run: ``lower``
+    is valid, ``upper`` and ``gap`` are NaN and ``evidence.attrs["interrupted"]`` says where the
+    reverse run stopped. An interrupt before the forward run ends is re-raised (no bound exists
+    yet). Chains whose density becomes non-finite get zero weight and are counted in
+    ``evidence`` (``n_failed_*``, ``failed_step_*``); see ``docs/bad-input.md``.
+
     Examples
     --------
     >>> import pymc as pm, pymc_bdmc as pmb

@@ -22,9 +22,12 @@ class Transition(Protocol):
     """A frozen kernel sequence: ``transition(rng, x, parts, t)`` leaves ``f_t`` invariant.
 
     ``x`` has shape (chains, n_dim) and ``parts`` holds the densities at ``x``; the call returns
-    the new states, their densities and a :class:`KernelInfo`. For reverse runs to be valid, each
-    ``t``'s kernel must be reversible with respect to ``f_t`` (or the caller must apply the
-    reversal), and must not depend on the chains' past.
+    the new states, their densities and a :class:`KernelInfo`. Each ``t``'s kernel must leave
+    ``f_t`` invariant and must not depend on the chains' past: that is what both bounds need.
+    It should also be reversible with respect to ``f_t`` (or the caller must apply the
+    reversal), so that the reverse run, which applies the same kernels in reverse order, is the
+    exact time reversal of the forward run. :mod:`pymc_bdmc.verification` tests invariance and
+    reversibility.
     """
 
     def __call__(self, rng: np.random.Generator, x: np.ndarray, parts: DensityParts,
