@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pymc as pm
@@ -131,6 +132,29 @@ def _draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> 
         raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
 
 
+def _prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
+                 rng: np.random.Generator):
+    """``n`` exact prior draws and their densities, refused unless all are finite."""
+    x = _draw_prior(simulator, n, rng)
+    parts = density.parts(x)
+    check_finite_start(parts, "prior draws", density.layout, x)
+    return x, parts
+
+
+def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, schedule):
+    """Run the pilot (with its progress row) and freeze the plan on ``schedule``."""
+    with _pilot_phase(progress) as report:
+        plan, pilot = tune_plan(
+            rng, x_pilot, parts_pilot, parts_fn, schedule=schedule, n_steps=s.n_steps,
+            n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
+            jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
+            on_step=report,
+        )
+    logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
+                pilot.n_steps, pilot.n_resampled, pilot.log_z)
+    return plan, pilot
+
+
 def _compile(model, potentials_in_likelihood, compile_kwargs):
     start = time.perf_counter()
     density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
@@ -153,12 +177,9 @@ def _run(
 ) -> xr.DataTree:
     s = settings
     parts_fn = density.parts
-    x_pilot = _draw_prior(simulator, s.pilot_chains, streams["pilot_init"])
-    parts_pilot = parts_fn(x_pilot)
-    check_finite_start(parts_pilot, "prior draws", density.layout, x_pilot)
-    x0 = _draw_prior(simulator, s.chains, streams["forward_init"])
-    parts0 = parts_fn(x0)
-    check_finite_start(parts0, "prior draws", density.layout, x0)
+    x_pilot, parts_pilot = _prior_start(simulator, density, s.pilot_chains,
+                                        streams["pilot_init"])
+    x0, parts0 = _prior_start(simulator, density, s.chains, streams["forward_init"])
 
     start = time.perf_counter()
     done, interrupted = _StepCounter(), None
@@ -167,16 +188,8 @@ def _run(
     n_steps = s.n_steps if plan is None else plan.n_steps
     with progress, _no_bound_if_interrupted(done, n_steps):
         if plan is None:
-            with _pilot_phase(progress) as report:
-                plan, pilot = tune_plan(
-                    streams["pilot"], x_pilot, parts_pilot, parts_fn,
-                    schedule=ADAPTIVE if s.adaptive else s.betas, n_steps=s.n_steps,
-                    n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
-                    jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
-                    on_step=report,
-                )
-            logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
-                        pilot.n_steps, pilot.n_resampled, pilot.log_z)
+            plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
+                                ADAPTIVE if s.adaptive else s.betas)
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
@@ -409,13 +422,17 @@ def sample_ais(
 
 
 def sample_bdmc(
-    n_steps: int | None = 1000,
-    chains: int = 32,
+    n_steps: int | None = None,
+    chains: int | None = None,
     *,
     model: pm.Model | None = None,
+    method: Literal["ais", "smc"] = "ais",
+    particles: int | None = None,
+    path: Literal["tempering", "data"] = "tempering",
+    ess_threshold: float = 0.5,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
     n_leapfrog: int = 3,
-    transitions_per_step: int = 2,
+    transitions_per_step: int | None = None,
     target_accept: float = 0.9,
     step_size_jitter: float = 0.5,
     pilot_chains: int | None = None,
@@ -433,12 +450,28 @@ def sample_bdmc(
 
     Parameters
     ----------%s
+    method : {"ais", "smc"}, default "ais"
+        ``"smc"`` runs forward SMC (lower bound) and the sequential harmonic mean estimator,
+        SMC in reverse from ``theta*`` (upper bound), through the same frozen kernels and path.
+        Its defaults differ: ``n_steps=100`` stages, ``chains=4`` independent populations of
+        ``particles`` particles, ``transitions_per_step=5``.
+    particles : int, optional
+        ``method="smc"`` only: particles per population (default 128).
+    path : {"tempering", "data"}, default "tempering"
+        ``method="smc"`` only: tempering, or data-point tempering (observations enter in
+        ``n_steps`` blocks along the leading data dimension; see
+        :func:`pymc_bdmc.sample_smc_evidence`).
+    ess_threshold : float, default 0.5
+        ``method="smc"`` only: resample a population when its ESS falls below this fraction
+        of ``particles``.
 
     Returns
     -------
     xarray.DataTree
         As :func:`sample_ais`, plus ``generating_values`` (``theta*``); ``observed_data`` holds
-        ``y*``, and the ``evidence`` group has ``lower``, ``upper`` and ``gap``.
+        ``y*``, and the ``evidence`` group has ``lower``, ``upper`` and ``gap``. With
+        ``method="smc"`` the per-stage group is ``smc`` (see
+        :func:`pymc_bdmc.sample_smc_evidence`).
 
     Notes
     -----
@@ -459,11 +492,28 @@ def sample_bdmc(
     True
     """
     model = modelcontext(model)
+    if method not in ("ais", "smc"):
+        raise BDMCInputError(f"`method` must be 'ais' or 'smc', got {method!r}.")
+    from pymc_bdmc import sampling_smc  # imports this module: resolved at call time
+
+    n_steps, chains, transitions_per_step = sampling_smc.resolve_defaults(
+        method, n_steps, chains, transitions_per_step, schedule
+    )
     settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                          target_accept, step_size_jitter, pilot_chains, confidence)
+    smc = None
+    if method == "smc":
+        smc = sampling_smc.validate_smc(
+            sampling_smc.SMC_PARTICLES if particles is None else particles, path,
+            ess_threshold, schedule,
+        )
+    elif particles is not None or path != "tempering":
+        raise BDMCInputError("`particles` and `path` apply to method='smc' only.")
     check_model(model, needs_simulation=True)
     streams = _streams(random_seed)
     density, simulator, compile_time = _compile(model, False, compile_kwargs)
+    if smc is not None:
+        sampling_smc.check_data_path(density, smc)
     try:
         truth = simulator.draw_joint(streams["simulate"])
     except NotImplementedError as err:
@@ -471,6 +521,10 @@ def sample_bdmc(
     density.set_observed(truth.observed)
     check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
                        density.layout, truth.x[None, :], hint=_SIMULATED_START_HINT)
+    if smc is not None:
+        return sampling_smc.run_smc(settings=settings, smc=smc, density=density,
+                                    simulator=simulator, streams=streams, truth=truth,
+                                    progressbar=progressbar, attrs={"compile_time": compile_time})
     return _run(model=model, settings=settings, density=density, simulator=simulator,
                 streams=streams, truth=truth, progressbar=progressbar,
                 attrs={"compile_time": compile_time})
