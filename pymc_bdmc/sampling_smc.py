@@ -1,4 +1,4 @@
-"""SMC evidence: ``sample_smc_evidence`` (lower bound) and the driver of ``sample_bdmc(method="smc")``.
+"""SMC evidence: ``sample_smc_evidence`` (lower bound), and ``sample_bdmc(method="smc")``'s driver.
 
 The entry point is named ``sample_smc_evidence``, not ``sample_smc``: :func:`pymc.sample_smc`
 already exists and returns posterior draws from PyMC's own SMC, with its evidence as a by-product;
@@ -183,6 +183,8 @@ def run_smc(
                      else "adaptive" if s.adaptive else "fixed"),
         "target_accept": s.target_accept,
         "sampling_time": sampling_time,
+        "model_evaluations": density.n_evaluations,
+        "batching": density.batching,
     }
     return build_smc_datatree(
         rng=streams["summary"],

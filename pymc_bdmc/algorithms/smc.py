@@ -6,10 +6,11 @@ index conventions of :mod:`pymc_bdmc.algorithms.ais`: unnormalized targets ``f_0
 ``p(y)``), and a kernel ``T_t`` leaving ``f_t`` invariant. A *path* gives the log incremental
 weight ``log f_t(x) - log f_{t-1}(x)``:
 
-* tempering, ``f_t = p(x) p(y | x)^beta_t``: the increment is ``(beta_t - beta_{t-1}) log p(y|x)``;
+* tempering, ``f_t = p(x) p(y | x)^beta_t``: the increment is
+  ``(beta_t - beta_{t-1}) log p(y | x)``;
 * data-point tempering (§3.4.1; Chopin 2002), ``f_t = p(x) prod_{i in S_t} p(y_i | x)`` with
-  ``S_0 = {} ⊂ S_1 ⊂ ... ⊂ S_T`` = all observations: the increment is the log-likelihood of the
-  observations entering at stage ``t``.
+  ``S_0`` empty, ``S_{t-1}`` a subset of ``S_t`` and ``S_T`` all observations: the increment is
+  the log-likelihood of the observations entering at stage ``t``.
 
 Particles come in ``chains`` independent populations of ``particles`` each, stored as the rows of
 one ``(chains * particles, n_dim)`` array so that every model evaluation is one batched call.
@@ -58,12 +59,17 @@ marginal distribution, so ``E[V^] = E_posterior[h_rev(x)] = Z_0 / Z_T = 1 / p(y)
 identity (paper §4.2.1), which only needs each ``T_{t-1}`` to leave ``f_{t-1}`` invariant. By
 Jensen's inequality ``E[-log V^] >= log p(y)``, and by Markov's inequality
 ``P(-log V^ < log p(y) - b) < exp(-b)``: a stochastic upper bound. Resampling in proportion to
-``w`` instead of ``1 / w``, or combining with arithmetic instead of harmonic means, breaks the
-identity (the tests check that such variants are caught).
+``w`` instead of ``1 / w``, or dropping an incremental weight, breaks the identity (the tests
+check that both are caught).
 
-The schedule must not depend on ``x*`` (it may depend on the data: a schedule found by a forward
-run on ``y*`` is independent of ``x*`` given ``y*``), so the reverse run reuses the forward path
-exactly, visited backwards.
+Schedules
+---------
+The path is frozen before either run: the reverse run must not depend on ``x*`` beyond its start
+(a path chosen from the data ``y*`` alone is fine, being independent of ``x*`` given ``y*``), and
+it visits exactly the forward path backwards. The driver uses the pilot's thermodynamic-length
+schedule (:mod:`pymc_bdmc.kernels.tuning`), which adapts to the model on separate particles. A
+next-temperature search on the measured particles' own ESS would make ``E[Z^] = p(y)`` hold only
+as the number of particles grows, and with it the stochastic lower bound.
 """
 
 from __future__ import annotations

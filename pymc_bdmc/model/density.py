@@ -453,6 +453,7 @@ class ModelDensity:
         if weights.shape != (self._n_observations,):
             raise ValueError(f"Observation weights have shape {weights.shape}, expected "
                              f"({self._n_observations},).")
+        self.n_evaluations += 1
         prior, per_obs, grad_prior, grad_lik = self._weighted_fn(
             np.ascontiguousarray(x, dtype=float), weights
         )

@@ -30,7 +30,8 @@ Groups
 SMC results (:func:`build_smc_datatree`) have the same ``posterior`` (final particles resampled
 by weight; ``sample_stats.source_particle`` instead of ``source_chain``), ``observed_data``,
 ``generating_values`` and ``evidence`` groups, the per-chain log weights being each independent
-population's log estimate (dim ``smc_chain``). Instead of ``annealing`` they have
+population's log estimate (dim ``smc_chain``) and ``posterior_kl_bound`` NaN (it holds for single
+annealing chains, not for resampled particles). Instead of ``annealing`` they have
 
 ``smc`` (dim ``stage``, the index ``t`` of the target ``f_t`` just reached)
     ``beta`` (tempering) or ``n_observations`` and ``kernel_beta`` (data-point tempering: the
@@ -254,7 +255,11 @@ def build_smc_datatree(
                                     "source_particle")
     if generating_values is not None:
         dt["generating_values"] = _named_dataset(generating_values, dims, coords)
-    dt["evidence"] = _evidence_dataset(bounds, forward, reverse, attrs, chain_dim="smc_chain")
+    evidence = _evidence_dataset(bounds, forward, reverse, attrs, chain_dim="smc_chain")
+    # The KL certificate (paper §4.5) is derived for unweighted final states of single annealing
+    # chains; resampled, interacting particles are not covered by it.
+    evidence["posterior_kl_bound"] = ((), np.float64(np.nan))
+    dt["evidence"] = evidence
     dt["smc"] = _smc_stage_dataset(plan, path, forward, reverse,
                                    density.layout.coordinate_labels(), ess_threshold)
     return dt
