@@ -14,6 +14,7 @@ Seeding, checks, compilation, the pilot and progress are shared with :mod:`pymc_
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -160,6 +161,8 @@ def run_smc(
                                       ess_threshold=smc.ess_threshold,
                                       spread_transitions=s.reverse_spread, on_step=advance)
     sampling_time = time.perf_counter() - start
+    if smc.path == "data":  # the last stage reweights without a move: record f_T's densities
+        forward = dataclasses.replace(forward, parts=target_parts(forward.x))
 
     bounds = evidence_bounds(
         streams["summary"], forward.log_weight,

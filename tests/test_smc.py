@@ -4,6 +4,7 @@ closed-form evidence, the BDMC sandwich, variants that must be caught, and input
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import stats
 
 import pymc_bdmc as pmb
 from pymc_bdmc import sampling_smc, testing
@@ -333,7 +334,13 @@ def test_smc_sandwich_holds_on_simulated_data(path):
     assert abs(float(ev.lower) - truth) < DATA_TOL and abs(float(ev.upper) - truth) < DATA_TOL
     assert float(ev.gap) < 2 * DATA_TOL
     assert result["evidence"]["log_weight_reverse"].dims == ("smc_chain",)
+    assert np.isnan(float(ev["posterior_kl_bound"]))
     assert "generating_values" in result.children
+    # the recorded log-likelihood of each posterior draw is the full one, whatever the path
+    rate = result["posterior"]["rate"].values[0]
+    y = result["observed_data"]["y"].values
+    np.testing.assert_allclose(result["sample_stats"]["log_likelihood"].values[0],
+                               stats.poisson.logpmf(y, rate[:, None]).sum(axis=1), rtol=1e-10)
 
 
 def test_gap_shrinks_with_more_particles():
