@@ -168,7 +168,7 @@ def run_smc(
         streams["summary"], forward.log_weight,
         None if reverse is None else reverse.log_weight, confidence=s.confidence,
     )
-    _log_diagnostics(bounds, forward, reverse)
+    _log_diagnostics(bounds, forward, reverse, smc.path)
     attrs = {
         **attrs,
         "algorithm": "bdmc" if truth is not None else "smc",
@@ -204,7 +204,17 @@ def run_smc(
     )
 
 
-def _log_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | None) -> None:
+def _log_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | None,
+                     path: PathName) -> None:
+    advice = ("Increase `particles`, or use path='tempering': single observations may be too "
+              "informative to enter one at a time." if path == "data"
+              else "Increase `n_steps` or `particles`.")
+    if forward.chains > 2 and bounds.ess_forward < 2:
+        logger.warning(
+            "One of the %d SMC populations dominates the lower bound (ESS of their estimates "
+            "%.1f): the estimates disagree by more than their spread suggests. %s",
+            forward.chains, bounds.ess_forward, advice,
+        )
     for name, run in (("forward", forward), ("reverse", reverse)):
         if run is None:
             continue
@@ -222,8 +232,8 @@ def _log_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | 
         if collapsed.size:
             logger.warning(
                 "The %s SMC weights degenerated (ESS below 2 particles) at %d stage(s), first "
-                "reaching target %d. Increase `n_steps` or `particles`.", name, collapsed.size,
-                int(collapsed[0] if name == "forward" else collapsed[-1]),
+                "reaching target %d. %s", name, collapsed.size,
+                int(collapsed[0] if name == "forward" else collapsed[-1]), advice,
             )
         resampled = int(run.resampled.sum())
         logger.info("%s SMC: %d resampling events over %d stages and %d populations.",
