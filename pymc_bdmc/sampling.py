@@ -268,12 +268,12 @@ class _StepCounter(dict):
 
 
 @contextmanager
-def _no_bound_if_interrupted(done: _StepCounter, n_steps: int):
+def _no_bound_if_interrupted(done: _StepCounter, n_steps: int, algorithm: str = "AIS"):
     # Ctrl-C before the forward run reaches beta = 1 leaves nothing valid: say so, re-raise.
     try:
         yield
     except KeyboardInterrupt:
-        where = (f"during forward AIS at step {done['forward']} of {n_steps}"
+        where = (f"during forward {algorithm} at step {done['forward']} of {n_steps}"
                  if "forward" in done else "during pilot tuning")
         logger.warning("Interrupted %s: no bound is valid before the forward run reaches "
                        "beta = 1, so nothing is returned.", where)
@@ -422,7 +422,7 @@ def sample_ais(
 
 
 def sample_bdmc(
-    n_steps: int | None = None,
+    n_steps: int | Literal["auto"] | None = "auto",
     chains: int | None = None,
     *,
     model: pm.Model | None = None,
@@ -452,9 +452,8 @@ def sample_bdmc(
     ----------%s
     method : {"ais", "smc"}, default "ais"
         ``"smc"`` runs forward SMC (lower bound) and the sequential harmonic mean estimator,
-        SMC in reverse from ``theta*`` (upper bound), through the same frozen kernels and path.
-        Its defaults differ: ``n_steps=100`` stages, ``chains=4`` independent populations of
-        ``particles`` particles, ``transitions_per_step=5``.
+        SMC in reverse from ``theta*`` (upper bound), through the same frozen kernels and path:
+        ``n_steps`` stages, ``chains`` independent populations of ``particles`` particles.
     particles : int, optional
         ``method="smc"`` only: particles per population (default 128).
     path : {"tempering", "data"}, default "tempering"
@@ -531,4 +530,35 @@ def sample_bdmc(
 
 
 sample_ais.__doc__ = sample_ais.__doc__ % _COMMON_DOC
-sample_bdmc.__doc__ = sample_bdmc.__doc__ % _COMMON_DOC
+
+
+def _replace_entries(doc: str, entries: dict[str, str]) -> str:
+    for old, new in entries.items():
+        if old not in doc:
+            raise RuntimeError(f"Parameter entry {old.strip()!r} not found in the shared doc.")
+        doc = doc.replace(old, new)
+    return doc
+
+
+# sample_bdmc's defaults depend on ``method``: its entries say so.
+sample_bdmc.__doc__ = sample_bdmc.__doc__ % _replace_entries(_COMMON_DOC, {
+    """    n_steps : int, default 1000
+        Number of annealing steps (intermediate distributions). Ignored if ``schedule`` is an
+        array, whose length then sets it.
+""": """    n_steps : int, "auto" or None, default "auto"
+        Number of annealing steps (intermediate distributions), or SMC stages. ``"auto"``: 1000
+        for AIS, 100 for SMC, or the length of a ``schedule`` array (which ``None`` also
+        accepts).
+""",
+    """    chains : int, default 32
+        Independent annealing chains per direction, evaluated together in one batched call.
+""": """    chains : int, optional
+        Independent annealing chains (AIS, default 32) or SMC populations (default 4) per
+        direction, evaluated together in one batched call.
+""",
+    """    transitions_per_step : int, default 2
+        HMC transitions at each temperature.
+""": """    transitions_per_step : int, optional
+        HMC transitions at each temperature (default 2 for AIS, 5 for SMC).
+""",
+})

@@ -40,6 +40,8 @@ from pymc_bdmc.sampling import (
     _prior_start,
     _progress_enabled,
     _Settings,
+    _StepCounter,
+    _no_bound_if_interrupted,
     _streams,
     _tune,
     _validate,
@@ -139,8 +141,10 @@ def run_smc(
         target_parts = density.parts
 
     start = time.perf_counter()
+    done, interrupted = _StepCounter(), None
     progress = create_simple_progress(_progress_enabled(progressbar))
-    with progress:
+    n_steps = path.n_steps if smc.path == "data" else s.n_steps
+    with progress, _no_bound_if_interrupted(done, n_steps, "SMC"):
         plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
                             schedule)
         if smc.path == "data":
@@ -152,14 +156,24 @@ def run_smc(
         with _phase(progress, "Forward SMC", path.n_steps) as advance:
             forward = smc_forward(streams["forward"], x0, parts0, path, transition,
                                   chains=s.chains, ess_threshold=smc.ess_threshold,
-                                  on_step=advance)
+                                  on_step=done.counting("forward", advance))
         reverse = None
         if truth is not None:
-            with _phase(progress, "Reverse SMC (SHME)", path.n_steps) as advance:
-                reverse = smc_reverse(streams["reverse"], truth.x, smc.particles, path,
-                                      transition, target_parts, chains=s.chains,
-                                      ess_threshold=smc.ess_threshold,
-                                      spread_transitions=s.reverse_spread, on_step=advance)
+            try:
+                with _phase(progress, "Reverse SMC (SHME)", path.n_steps) as advance:
+                    reverse = smc_reverse(streams["reverse"], truth.x, smc.particles, path,
+                                          transition, target_parts, chains=s.chains,
+                                          ess_threshold=smc.ess_threshold,
+                                          spread_transitions=s.reverse_spread,
+                                          on_step=done.counting("reverse", advance))
+            except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
+                interrupted = (f"reverse SMC at stage {done['reverse']} of {path.n_steps}; "
+                               "upper bound and gap not computed")
+                logger.warning(
+                    "Interrupted during reverse SMC (stage %d of %d). Returning the finished "
+                    "forward run: `lower` is a valid stochastic lower bound; `upper` and `gap` "
+                    "are NaN.", done["reverse"], path.n_steps,
+                )
     sampling_time = time.perf_counter() - start
     if smc.path == "data":  # the last stage reweights without a move: record f_T's densities
         forward = dataclasses.replace(forward, parts=target_parts(forward.x))
@@ -171,6 +185,7 @@ def run_smc(
     _log_diagnostics(bounds, forward, reverse, smc.path)
     attrs = {
         **attrs,
+        "interrupted": interrupted,
         "algorithm": "bdmc" if truth is not None else "smc",
         "method": "smc",
         "path": smc.path,
@@ -225,6 +240,13 @@ def _log_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | 
         if run.n_divergent.sum():
             logger.warning("%d divergent HMC trajectories in the %s SMC run.",
                            int(run.n_divergent.sum()), name)
+        if run.n_failed_total:
+            stages = np.flatnonzero(run.n_failed)
+            logger.warning(
+                "%d %s SMC particles reached a non-finite state or density and were given "
+                "zero weight (the bound stays valid, only looser), first reaching target %d.",
+                run.n_failed_total, name, int(stages[0] if name == "forward" else stages[-1]),
+            )
         # Fewer than two effective particles after a reweighting: that stage's estimate
         # rests on one particle, and the bound is loose.
         with np.errstate(invalid="ignore"):  # NaN where no stage reached that target
@@ -241,28 +263,31 @@ def _log_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | 
 
 
 def resolve_defaults(method: str, n_steps, chains, transitions_per_step, schedule):
-    """Per-method defaults for the arguments whose best value differs between AIS and SMC."""
-    if method == "smc":
-        defaults = (SMC_N_STEPS, SMC_CHAINS, SMC_TRANSITIONS_PER_STEP)
-    else:
-        defaults = (1000, 32, 2)
-    if n_steps is None and isinstance(schedule, str):
-        n_steps = defaults[0]
+    """``sample_bdmc``'s defaults, which differ between AIS and SMC.
+
+    ``n_steps="auto"`` is the method's default, or the length of a schedule array;
+    ``chains=None`` and ``transitions_per_step=None`` take the method's default. An explicit
+    ``n_steps=None`` is kept (valid only with a schedule array).
+    """
+    defaults = ((SMC_N_STEPS, SMC_CHAINS, SMC_TRANSITIONS_PER_STEP) if method == "smc"
+                else (1000, 32, 2))
+    if isinstance(n_steps, str) and n_steps == "auto":
+        n_steps = defaults[0] if isinstance(schedule, str) else None
     return (n_steps, defaults[1] if chains is None else chains,
             defaults[2] if transitions_per_step is None else transitions_per_step)
 
 
 def sample_smc_evidence(
-    n_steps: int | None = None,
+    n_steps: int | None = SMC_N_STEPS,
     particles: int = SMC_PARTICLES,
     *,
-    chains: int | None = None,
+    chains: int = SMC_CHAINS,
     model: pm.Model | None = None,
     path: PathName = "tempering",
     ess_threshold: float = 0.5,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
     n_leapfrog: int = 3,
-    transitions_per_step: int | None = None,
+    transitions_per_step: int = SMC_TRANSITIONS_PER_STEP,
     target_accept: float = 0.9,
     step_size_jitter: float = 0.5,
     pilot_chains: int | None = None,
@@ -281,9 +306,10 @@ def sample_smc_evidence(
 
     Parameters
     ----------
-    n_steps : int, optional
-        Number of SMC stages (default 100). With ``path="data"``, the number of blocks in which
-        the observations enter (at most one stage per observation).
+    n_steps : int, default 100
+        Number of SMC stages. With ``path="data"``, the number of blocks in which the
+        observations enter (at most one stage per observation). Ignored if ``schedule`` is an
+        array, whose length then sets it (pass ``None``).
     particles : int, default 128
         Particles per population.
     chains : int, default 4
@@ -340,9 +366,6 @@ def sample_smc_evidence(
     True
     """
     model = modelcontext(model)
-    n_steps, chains, transitions_per_step = resolve_defaults(
-        "smc", n_steps, chains, transitions_per_step, schedule
-    )
     settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                          target_accept, step_size_jitter, pilot_chains, confidence)
     smc = validate_smc(particles, path, ess_threshold, schedule)

@@ -1,6 +1,8 @@
 """SMC and the sequential harmonic mean estimator (reverse SMC): identities, unbiasedness,
 closed-form evidence, the BDMC sandwich, variants that must be caught, and input checks."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -11,7 +13,7 @@ from pymc_bdmc import sampling_smc, testing
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.algorithms.smc import DataPointPath, TemperingPath, smc_forward, smc_reverse
 from pymc_bdmc.kernels.tuning import tune_plan
-from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.resampling import systematic_resample
 
@@ -38,11 +40,8 @@ def small():
 
 
 def _exact_posterior(am, n, rng):
-    # Conjugate posterior of the regression weights: N(m, S), S = (I/t^2 + X'X/s^2)^-1.
-    x, t, s = (am.constants[k] for k in ("x", "prior_sd", "noise_sd"))
-    cov = np.linalg.inv(np.eye(x.shape[1]) / t**2 + x.T @ x / s**2)
-    mean = cov @ x.T @ am.data["y"] / s**2
-    return rng.multivariate_normal(mean, cov, size=n)
+    # The regression's only free variable is ``w``: its flat vector is ``w`` itself.
+    return am.sample_tempered(1.0, n, rng)["w"]
 
 
 def _plan(density, simulator, rng, schedule, transitions_per_step=1):
@@ -149,7 +148,7 @@ def test_data_point_smc_and_shme_are_unbiased_in_z_space():
     am = testing.gamma_poisson(n_obs=12, a=a, b=b, seed=1)
     density = ModelDensity(am.model)
     simulator = ModelSimulator(am.model, density.layout)
-    n, y = density.n_observations, am.data["y"]
+    n = density.n_observations
     path = DataPointPath.in_blocks(n, n)  # one observation per stage
     rng = np.random.default_rng(31)
     plan = _plan(density, simulator, rng, path.n_included / n, transitions_per_step=2)
@@ -161,8 +160,8 @@ def test_data_point_smc_and_shme_are_unbiased_in_z_space():
     assert 0 < forward.resampled.mean() < 1
     z = _z_mean_test(forward.log_weight, am.log_evidence())
     assert abs(z) < N_SE, f"E[Z^]/Z deviates from 1 by {z:.1f} standard errors"
-    # exact posterior draws of log(rate): Gamma(a + sum y, b + n), one per population
-    x_star = np.log(rng.gamma(a + y.sum(), 1.0 / (b + n), size=(chains, 1)))
+    # exact posterior draws of log(rate), one per population
+    x_star = am.sample_tempered(1.0, chains, rng)["rate_log__"][:, None]
     reverse = smc_reverse(rng, x_star, particles, path, transition,
                           lambda x: density.weighted_parts(x, np.ones(n)), chains=chains,
                           ess_threshold=0.9)
@@ -200,6 +199,40 @@ def test_wrong_variants_are_caught(small, tempering_plan):
     _, z = _forward_z(small, tempering_plan, dropped, transition, density.parts, seed=21,
                       chains=1000)
     assert abs(z) > N_SE, f"a dropped incremental weight went unnoticed (z = {z:.1f})"
+
+
+def _identity_move(rng, x, parts, t):
+    info = SimpleNamespace(acceptance_rate=np.ones(len(x)), divergent=np.zeros(len(x), bool))
+    return x, parts, info
+
+
+def test_non_finite_particles_get_zero_weight_and_are_counted():
+    # Particles 1 and 5 have a NaN log-likelihood: weight 0 from stage 1, counted once; the other
+    # particles' increments are exp(0) = 1, so each population of 4 estimates exactly 3/4.
+    n = 8
+    lik = np.zeros(n)
+    lik[[1, 5]] = np.nan
+    parts = DensityParts(np.zeros(n), lik, np.zeros((n, 1)), np.zeros((n, 1)))
+    run = smc_forward(np.random.default_rng(0), np.zeros((n, 1)), parts,
+                      TemperingPath(np.array([0.0, 0.5, 1.0])), _identity_move, chains=2,
+                      ess_threshold=0.0)
+    assert run.n_failed.tolist() == [0, 2, 0] and run.n_failed_total == 2
+    np.testing.assert_allclose(run.log_weight, np.log([0.75, 0.75]), rtol=IDENTITY)
+    assert np.isneginf(run.particle_log_weight.ravel()[[1, 5]]).all()
+
+
+def test_interrupted_reverse_smc_returns_the_lower_bound(monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sampling_smc, "smc_reverse", interrupted)
+    am = testing.gamma_poisson(n_obs=10, seed=3)
+    with am.model:
+        result = pmb.sample_bdmc(method="smc", n_steps=10, chains=2, particles=16,
+                                 random_seed=4, progressbar=False)
+    ev = result["evidence"]
+    assert np.isfinite(float(ev["lower"])) and np.isnan(float(ev["upper"]))
+    assert "reverse SMC" in ev.attrs["interrupted"]
 
 
 # -- the order of the path in both directions ----------------------------------------------------
@@ -407,6 +440,8 @@ def _scalar_observation_model():
         (lambda m: pmb.sample_smc_evidence(model=m, path="data", schedule=[0.0, 0.5, 1.0]),
          "schedule"),
         (lambda m: pmb.sample_bdmc(model=m, method="sequential"), "method"),
+        (lambda m: pmb.sample_bdmc(model=m, method="smc", n_steps=None), "n_steps"),
+        (lambda m: pmb.sample_smc_evidence(model=m, n_steps=None), "n_steps"),
         (lambda m: pmb.sample_bdmc(model=m, particles=64), "method='smc'"),
     ],
 )

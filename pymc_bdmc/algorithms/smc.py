@@ -62,6 +62,15 @@ Jensen's inequality ``E[-log V^] >= log p(y)``, and by Markov's inequality
 ``w`` instead of ``1 / w``, or dropping an incremental weight, breaks the identity (the tests
 check that both are caught).
 
+Numerical failures
+------------------
+A particle whose state or densities stop being finite (NaN, an infinite log prior or
+log-likelihood, or a NaN or ``+inf`` incremental weight) gets weight zero at that stage, and is
+counted; the next resampling removes it. This is SMC with the potential ``g_t`` replaced by
+``g_t * 1{x finite}``, a function of the current state only, so the argument above gives
+``E[Z^] <= p(y)`` forward and ``E[V^] <= 1 / p(y)`` in reverse: both bounds stay valid, only
+looser (as for AIS, :mod:`pymc_bdmc.algorithms.ais`).
+
 Schedules
 ---------
 The path is frozen before either run: the reverse run must not depend on ``x*`` beyond its start
@@ -215,6 +224,9 @@ class SMCRun:
     acceptance_rate : ndarray, shape (n_steps + 1,)
         Mean acceptance of the move targeting ``f_t`` (NaN where none ran).
     n_divergent : ndarray of int, shape (n_steps + 1,)
+    n_failed : ndarray of int, shape (n_steps + 1,)
+        Particles given zero weight at that stage because their state or densities were not
+        finite (see the module notes).
     """
 
     log_weight: np.ndarray
@@ -226,6 +238,12 @@ class SMCRun:
     resampled: np.ndarray
     acceptance_rate: np.ndarray
     n_divergent: np.ndarray
+    n_failed: np.ndarray
+
+    @property
+    def n_failed_total(self) -> int:
+        """Particles given zero weight over the run for numerical failures."""
+        return int(self.n_failed.sum())
 
     @property
     def chains(self) -> int:
@@ -256,9 +274,16 @@ def _run_stages(rng, x, parts, stages, n_steps, chains, transition, ess_threshol
     resampled = np.zeros((n_steps + 1, chains), dtype=bool)
     acceptance = np.full(n_steps + 1, np.nan)
     n_divergent = np.zeros(n_steps + 1, dtype=int)
+    n_failed = np.zeros(n_steps + 1, dtype=int)
     offsets = (np.arange(chains) * particles)[:, None]
     for stage in stages:
-        g = stage.increment(parts).reshape(chains, particles)
+        with np.errstate(invalid="ignore"):  # NaN increments belong to failed particles
+            g = stage.increment(parts).reshape(chains, particles)
+        failed = (np.isnan(g) | np.isposinf(g)
+                  | ~_finite_state(x, parts).reshape(chains, particles))
+        if failed.any():
+            n_failed[stage.record] = int(np.count_nonzero(failed & ~np.isneginf(log_w)))
+            g = np.where(failed, -np.inf, g)
         with np.errstate(invalid="ignore"):  # a particle already at zero weight stays there
             log_wg = np.where(np.isneginf(log_w), -np.inf, log_w + g)
         increment = logsumexp(log_wg, axis=1)
@@ -287,7 +312,12 @@ def _run_stages(rng, x, parts, stages, n_steps, chains, transition, ess_threshol
             on_step()
     particle_log_weight = log_z[:, None] + log_w + np.log(particles)
     return SMCRun(log_z, particle_log_weight, x, parts, increments, ess, resampled, acceptance,
-                  n_divergent)
+                  n_divergent, n_failed)
+
+
+def _finite_state(x: np.ndarray, parts: DensityParts) -> np.ndarray:
+    return (np.all(np.isfinite(x), axis=1) & np.isfinite(parts.log_prior)
+            & np.isfinite(parts.log_likelihood))
 
 
 def _check_threshold(ess_threshold: float) -> float:

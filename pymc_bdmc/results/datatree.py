@@ -38,7 +38,9 @@ annealing chains, not for resampled particles). Instead of ``annealing`` they ha
     number of observations in ``f_t``, and where its kernel was tuned), ``step_size``,
     ``inverse_mass`` (``stage, parameter``), and for each direction ``log_evidence_increment``,
     ``ess`` (fraction of particles, before resampling) and ``resampled`` (``stage, smc_chain``),
-    ``acceptance_rate`` and ``n_divergent`` (``stage``).
+    ``acceptance_rate``, ``n_divergent`` and ``n_failed`` (particles given zero weight for a
+    non-finite state or density; ``stage``). The ``evidence`` group has the totals
+    ``n_divergent_*`` and ``n_failed_*`` but no per-chain ``failed_step_*``.
 """
 
 from __future__ import annotations
@@ -224,6 +226,7 @@ def _smc_stage_dataset(plan: AnnealingPlan, path: TemperingPath | DataPointPath,
             f"resampled_{name}": (("stage", "smc_chain"), run.resampled),
             f"acceptance_rate_{name}": ("stage", run.acceptance_rate),
             f"n_divergent_{name}": ("stage", run.n_divergent),
+            f"n_failed_{name}": ("stage", run.n_failed),
         }
     return xr.Dataset(
         data, coords={"stage": stage, "parameter": labels,
