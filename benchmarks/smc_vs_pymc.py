@@ -36,16 +36,10 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
 from _common import quiet  # noqa: E402
+from vs_pymc_smc import smc_log_ml  # noqa: E402
 
 import pymc_bdmc as pmb  # noqa: E402
 from pymc_bdmc import testing  # noqa: E402
-
-
-def pymc_log_ml(idata) -> float:
-    """The last non-NaN log marginal likelihood of a one-chain pm.sample_smc result."""
-    values = np.asarray(idata.sample_stats["log_marginal_likelihood"].values, dtype=float)
-    values = values.ravel()
-    return float(values[~np.isnan(values)][-1])
 
 
 def run_ours(am, particles, seed):
@@ -64,7 +58,7 @@ def run_pymc(am, draws, seed):
         warnings.simplefilter("ignore")
         idata = pm.sample_smc(draws=draws, chains=1, cores=1, random_seed=seed,
                               progressbar=False, compute_convergence_checks=False)
-    return pymc_log_ml(idata), time.perf_counter() - start
+    return float(smc_log_ml(idata)[0]), time.perf_counter() - start
 
 
 def main():
