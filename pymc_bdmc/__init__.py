@@ -16,6 +16,7 @@ from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
 from pymc_bdmc.model.checks import BDMCInputError
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
+from pymc_bdmc.sampling_smc import sample_smc_evidence
 from pymc_bdmc.testbed.runner import compare_estimators
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "log_mean_exp",
     "sample_ais",
     "sample_bdmc",
+    "sample_smc_evidence",
     "schedules",
     "testbed",
     "testing",

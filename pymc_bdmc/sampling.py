@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pymc as pm
@@ -131,6 +132,29 @@ def _draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> 
         raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
 
 
+def _prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
+                 rng: np.random.Generator):
+    """``n`` exact prior draws and their densities, refused unless all are finite."""
+    x = _draw_prior(simulator, n, rng)
+    parts = density.parts(x)
+    check_finite_start(parts, "prior draws", density.layout, x)
+    return x, parts
+
+
+def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, schedule):
+    """Run the pilot (with its progress row) and freeze the plan on ``schedule``."""
+    with _pilot_phase(progress) as report:
+        plan, pilot = tune_plan(
+            rng, x_pilot, parts_pilot, parts_fn, schedule=schedule, n_steps=s.n_steps,
+            n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
+            jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
+            on_step=report,
+        )
+    logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
+                pilot.n_steps, pilot.n_resampled, pilot.log_z)
+    return plan, pilot
+
+
 def _compile(model, potentials_in_likelihood, compile_kwargs):
     start = time.perf_counter()
     density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
@@ -153,12 +177,9 @@ def _run(
 ) -> xr.DataTree:
     s = settings
     parts_fn = density.parts
-    x_pilot = _draw_prior(simulator, s.pilot_chains, streams["pilot_init"])
-    parts_pilot = parts_fn(x_pilot)
-    check_finite_start(parts_pilot, "prior draws", density.layout, x_pilot)
-    x0 = _draw_prior(simulator, s.chains, streams["forward_init"])
-    parts0 = parts_fn(x0)
-    check_finite_start(parts0, "prior draws", density.layout, x0)
+    x_pilot, parts_pilot = _prior_start(simulator, density, s.pilot_chains,
+                                        streams["pilot_init"])
+    x0, parts0 = _prior_start(simulator, density, s.chains, streams["forward_init"])
 
     start = time.perf_counter()
     done, interrupted = _StepCounter(), None
@@ -167,16 +188,8 @@ def _run(
     n_steps = s.n_steps if plan is None else plan.n_steps
     with progress, _no_bound_if_interrupted(done, n_steps):
         if plan is None:
-            with _pilot_phase(progress) as report:
-                plan, pilot = tune_plan(
-                    streams["pilot"], x_pilot, parts_pilot, parts_fn,
-                    schedule=ADAPTIVE if s.adaptive else s.betas, n_steps=s.n_steps,
-                    n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
-                    jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
-                    on_step=report,
-                )
-            logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
-                        pilot.n_steps, pilot.n_resampled, pilot.log_z)
+            plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
+                                ADAPTIVE if s.adaptive else s.betas)
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
@@ -255,12 +268,12 @@ class _StepCounter(dict):
 
 
 @contextmanager
-def _no_bound_if_interrupted(done: _StepCounter, n_steps: int):
+def _no_bound_if_interrupted(done: _StepCounter, n_steps: int, algorithm: str = "AIS"):
     # Ctrl-C before the forward run reaches beta = 1 leaves nothing valid: say so, re-raise.
     try:
         yield
     except KeyboardInterrupt:
-        where = (f"during forward AIS at step {done['forward']} of {n_steps}"
+        where = (f"during forward {algorithm} at step {done['forward']} of {n_steps}"
                  if "forward" in done else "during pilot tuning")
         logger.warning("Interrupted %s: no bound is valid before the forward run reaches "
                        "beta = 1, so nothing is returned.", where)
@@ -409,13 +422,17 @@ def sample_ais(
 
 
 def sample_bdmc(
-    n_steps: int | None = 1000,
-    chains: int = 32,
+    n_steps: int | Literal["auto"] | None = "auto",
+    chains: int | None = None,
     *,
     model: pm.Model | None = None,
+    method: Literal["ais", "smc"] = "ais",
+    particles: int | None = None,
+    path: Literal["tempering", "data"] = "tempering",
+    ess_threshold: float = 0.5,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
     n_leapfrog: int = 3,
-    transitions_per_step: int = 2,
+    transitions_per_step: int | None = None,
     target_accept: float = 0.9,
     step_size_jitter: float = 0.5,
     pilot_chains: int | None = None,
@@ -433,12 +450,27 @@ def sample_bdmc(
 
     Parameters
     ----------%s
+    method : {"ais", "smc"}, default "ais"
+        ``"smc"`` runs forward SMC (lower bound) and the sequential harmonic mean estimator,
+        SMC in reverse from ``theta*`` (upper bound), through the same frozen kernels and path:
+        ``n_steps`` stages, ``chains`` independent populations of ``particles`` particles.
+    particles : int, optional
+        ``method="smc"`` only: particles per population (default 128).
+    path : {"tempering", "data"}, default "tempering"
+        ``method="smc"`` only: tempering, or data-point tempering (observations enter in
+        ``n_steps`` blocks along the leading data dimension; see
+        :func:`pymc_bdmc.sample_smc_evidence`).
+    ess_threshold : float, default 0.5
+        ``method="smc"`` only: resample a population when its ESS falls below this fraction
+        of ``particles``.
 
     Returns
     -------
     xarray.DataTree
         As :func:`sample_ais`, plus ``generating_values`` (``theta*``); ``observed_data`` holds
-        ``y*``, and the ``evidence`` group has ``lower``, ``upper`` and ``gap``.
+        ``y*``, and the ``evidence`` group has ``lower``, ``upper`` and ``gap``. With
+        ``method="smc"`` the per-stage group is ``smc`` (see
+        :func:`pymc_bdmc.sample_smc_evidence`).
 
     Notes
     -----
@@ -465,11 +497,28 @@ def sample_bdmc(
     True
     """
     model = modelcontext(model)
+    if method not in ("ais", "smc"):
+        raise BDMCInputError(f"`method` must be 'ais' or 'smc', got {method!r}.")
+    from pymc_bdmc import sampling_smc  # imports this module: resolved at call time
+
+    n_steps, chains, transitions_per_step = sampling_smc.resolve_defaults(
+        method, n_steps, chains, transitions_per_step, schedule
+    )
     settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                          target_accept, step_size_jitter, pilot_chains, confidence)
+    smc = None
+    if method == "smc":
+        smc = sampling_smc.validate_smc(
+            sampling_smc.SMC_PARTICLES if particles is None else particles, path,
+            ess_threshold, schedule,
+        )
+    elif particles is not None or path != "tempering":
+        raise BDMCInputError("`particles` and `path` apply to method='smc' only.")
     check_model(model, needs_simulation=True)
     streams = _streams(random_seed)
     density, simulator, compile_time = _compile(model, False, compile_kwargs)
+    if smc is not None:
+        sampling_smc.check_data_path(density, smc)
     try:
         truth = simulator.draw_joint(streams["simulate"])
     except NotImplementedError as err:
@@ -477,10 +526,45 @@ def sample_bdmc(
     density.set_observed(truth.observed)
     check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
                        density.layout, truth.x[None, :], hint=_SIMULATED_START_HINT)
+    if smc is not None:
+        return sampling_smc.run_smc(settings=settings, smc=smc, density=density,
+                                    simulator=simulator, streams=streams, truth=truth,
+                                    progressbar=progressbar, attrs={"compile_time": compile_time})
     return _run(model=model, settings=settings, density=density, simulator=simulator,
                 streams=streams, truth=truth, progressbar=progressbar,
                 attrs={"compile_time": compile_time})
 
 
 sample_ais.__doc__ = sample_ais.__doc__ % _COMMON_DOC
-sample_bdmc.__doc__ = sample_bdmc.__doc__ % _COMMON_DOC
+
+
+def _replace_entries(doc: str, entries: dict[str, str]) -> str:
+    for old, new in entries.items():
+        if old not in doc:
+            raise RuntimeError(f"Parameter entry {old.strip()!r} not found in the shared doc.")
+        doc = doc.replace(old, new)
+    return doc
+
+
+# sample_bdmc's defaults depend on ``method``: its entries say so.
+sample_bdmc.__doc__ = sample_bdmc.__doc__ % _replace_entries(_COMMON_DOC, {
+    """    n_steps : int, default 1000
+        Number of annealing steps (intermediate distributions). Ignored if ``schedule`` is an
+        array, whose length then sets it.
+""": """    n_steps : int, "auto" or None, default "auto"
+        Number of annealing steps (intermediate distributions), or SMC stages. ``"auto"``: 1000
+        for AIS, 100 for SMC, or the length of a ``schedule`` array (which ``None`` also
+        accepts).
+""",
+    """    chains : int, default 32
+        Independent annealing chains per direction, evaluated together in one batched call.
+""": """    chains : int, optional
+        Independent annealing chains (AIS, default 32) or SMC populations (default 4) per
+        direction, evaluated together in one batched call.
+""",
+    """    transitions_per_step : int, default 2
+        HMC transitions at each temperature.
+""": """    transitions_per_step : int, optional
+        HMC transitions at each temperature (default 2 for AIS, 5 for SMC).
+""",
+})

@@ -109,18 +109,50 @@ class AnnealingPlan:
         """The plan's kernels as a :class:`~pymc_bdmc.kernels.base.Transition`."""
 
         def apply(rng, x, parts, t):
-            beta, params = float(self.betas[t]), self.kernel(t)
-            x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
-            for _ in range(self.transitions_per_step - 1):
-                x, parts, more = hmc_step(rng, x, parts, beta, params, parts_fn)
-                info = HMCInfo(info.acceptance_rate + more.acceptance_rate,
-                               info.accepted | more.accepted, info.divergent | more.divergent)
-            if self.transitions_per_step > 1:
-                info = HMCInfo(info.acceptance_rate / self.transitions_per_step, info.accepted,
-                               info.divergent)
-            return x, parts, info
+            return self._hmc(rng, x, parts, float(self.betas[t]), self.kernel(t), parts_fn)
 
         return apply
+
+    def observation_transition(
+        self,
+        weighted_parts_fn: Callable[[np.ndarray, np.ndarray], DensityParts],
+        observation_weights: Callable[[int], np.ndarray],
+    ) -> Transition:
+        """Kernels for data-point tempering, ``f_t = p(x) prod_i p(y_i | x)^(m_t,i)``.
+
+        The plan's ``betas`` are then only where its kernels were tuned (e.g. the fraction of
+        observations included at each stage); the kernel at ``t`` runs HMC on ``f_t``.
+
+        Parameters
+        ----------
+        weighted_parts_fn : callable
+            ``(x, m) -> DensityParts`` of ``p(x) prod_i p(y_i | x)^(m_i)``, e.g.
+            :meth:`pymc_bdmc.model.density.ModelDensity.weighted_parts`.
+        observation_weights : callable
+            ``t -> m_t``, the per-observation weights of target ``t``.
+        """
+
+        def apply(rng, x, parts, t):
+            weights = observation_weights(t)
+
+            def parts_fn(q):
+                return weighted_parts_fn(q, weights)
+
+            # The incoming densities may belong to another target: HMC needs f_t's gradient.
+            return self._hmc(rng, x, parts_fn(x), 1.0, self.kernel(t), parts_fn)
+
+        return apply
+
+    def _hmc(self, rng, x, parts, beta, params, parts_fn):
+        x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
+        for _ in range(self.transitions_per_step - 1):
+            x, parts, more = hmc_step(rng, x, parts, beta, params, parts_fn)
+            info = HMCInfo(info.acceptance_rate + more.acceptance_rate,
+                           info.accepted | more.accepted, info.divergent | more.divergent)
+        if self.transitions_per_step > 1:
+            info = HMCInfo(info.acceptance_rate / self.transitions_per_step, info.accepted,
+                           info.divergent)
+        return x, parts, info
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from pytensor.tensor.blockwise import Blockwise
 
 from pymc_bdmc.errors import BDMCInputError
 
-__all__ = ["DensityParts", "FlatLayout", "ModelDensity"]
+__all__ = ["DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +154,40 @@ class DensityParts:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ObservationParts(DensityParts):
+    """Densities of ``p(x) prod_i p(y_i | x)^(m_i)`` for observation weights ``m``.
+
+    A :class:`DensityParts` whose ``log_likelihood`` and ``grad_log_likelihood`` are those of the
+    weighted log-likelihood ``sum_i m_i log p(y_i | x)`` (so ``tempered_logp(1.0)`` is the
+    weighted target), plus every observation's own log-likelihood, whatever its weight.
+
+    Attributes
+    ----------
+    log_likelihood_per_observation : ndarray, shape (chains, n_observations)
+        ``log p(y_i | x)`` for each observation ``i`` along the shared leading data dimension
+        (summed over every observed variable and over its trailing dimensions).
+    """
+
+    log_likelihood_per_observation: np.ndarray
+
+    def take(self, mask: np.ndarray, other: ObservationParts) -> ObservationParts:
+        """Rows of ``other`` where ``mask`` is true, rows of ``self`` elsewhere."""
+        base = DensityParts.take(self, mask, other)
+        return ObservationParts(
+            base.log_prior, base.log_likelihood, base.grad_log_prior, base.grad_log_likelihood,
+            np.where(mask[:, None], other.log_likelihood_per_observation,
+                     self.log_likelihood_per_observation),
+        )
+
+    def select(self, index: np.ndarray) -> ObservationParts:
+        """Rows ``index`` of every part (used when resampling particles)."""
+        return ObservationParts(
+            self.log_prior[index], self.log_likelihood[index], self.grad_log_prior[index],
+            self.grad_log_likelihood[index], self.log_likelihood_per_observation[index],
+        )
+
+
 def _observed_data_value(value) -> np.ndarray | None:
     """The numeric value behind an observed variable, or None for a symbolic expression."""
     if isinstance(value, Constant):
@@ -225,6 +259,9 @@ class ModelDensity:
         )
         self._constrain_fn = None
         self._pointwise_fn = None
+        self._weighted_fn = None
+        self._n_observations = None
+        self._potentials_in_likelihood = bool(potentials_in_likelihood and model.potentials)
 
     # -- compilation -------------------------------------------------------------------------
     def _replace_data(self, outputs):
@@ -238,25 +275,30 @@ class ModelDensity:
         wiggle = np.sin(np.arange(1, self.n_dim + 1) * 1.7)
         return np.stack([x0, x0 + 0.1 * wiggle, x0 - 0.2 * wiggle[::-1]])
 
-    def _compile_batched(self, x, outputs, hot: bool = True, **kwargs):
+    def _compile_batched(self, x, outputs, hot: bool = True, extra_inputs=(),
+                         extra_values=(), **kwargs):
         """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
 
         ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain
         graph before use; where it fails or disagrees (it mis-broadcasts some PyMC graphs), a
         ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function instead.
         ``hot=False`` compiles with :data:`ONE_SHOT_MODE` (for functions called rarely).
+        ``extra_inputs`` are further inputs shared by all chains (not batched), passed after the
+        batch of ``x``; ``extra_values`` are values of them used to validate the batched graph.
         """
         if not hot:
             kwargs = {**kwargs, "mode": ONE_SHOT_MODE}
+        extra_inputs, extra_values = list(extra_inputs), list(extra_values)
         batch_x = pt.matrix("x_batch", dtype=x.dtype)
         points = self._validation_points()
         try:
-            fn = self._compile([batch_x], vectorize_graph(outputs, replace={x: batch_x}),
-                               **kwargs)
-            batched = fn(points)
-            single = self._compile([x], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
+            fn = self._compile([batch_x, *extra_inputs],
+                               vectorize_graph(outputs, replace={x: batch_x}), **kwargs)
+            batched = fn(points, *extra_values)
+            single = self._compile([x, *extra_inputs], outputs,
+                                   **{**kwargs, "mode": ONE_SHOT_MODE})
             for i, point in enumerate(points):
-                for b, s in zip(batched, single(point), strict=True):
+                for b, s in zip(batched, single(point, *extra_values), strict=True):
                     if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
                         raise ValueError("vectorized graph disagrees with the per-chain graph")
             return fn, "vectorized"
@@ -264,17 +306,19 @@ class ModelDensity:
             logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
         # OpFromGraph needs shared variables (our data) as explicit, un-batched inputs.
         shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
-        core = OpFromGraph([x, *shared], list(outputs), inline=False)
+        core = OpFromGraph([x, *extra_inputs, *shared], list(outputs), inline=False)
 
         def dims(prefix, variables):
-            return ",".join(
-                "(" + ",".join(f"{prefix}{i}_{d}" for d in range(v.ndim)) + ")"
+            return "".join(
+                ",(" + ",".join(f"{prefix}{i}_{d}" for d in range(v.ndim)) + ")"
                 for i, v in enumerate(variables)
             )
 
-        signature = f"(n){',' if shared else ''}{dims('s', shared)}->{dims('o', outputs)}"
-        result = Blockwise(core, signature=signature)(batch_x, *shared)
-        return self._compile([batch_x], result if isinstance(result, list) else [result],
+        signature = (f"(n){dims('e', extra_inputs)}{dims('s', shared)}->"
+                     f"{dims('o', outputs)[1:]}")
+        result = Blockwise(core, signature=signature)(batch_x, *extra_inputs, *shared)
+        return self._compile([batch_x, *extra_inputs],
+                             result if isinstance(result, list) else [result],
                              **kwargs), "blockwise"
 
     def _compile(self, inputs, outputs, **kwargs):
@@ -314,6 +358,111 @@ class ModelDensity:
                                                           hot=False)
         values = self._pointwise_fn(np.ascontiguousarray(x, dtype=float))
         return dict(zip(self.observed_names, values, strict=True))
+
+    # -- observation-weighted likelihood (data-point tempering) ---------------------------
+    def _build_weighted(self) -> None:
+        """Compile, once, the prior and the observation-weighted likelihood with gradients.
+
+        The weights are an input of the compiled function (never a recompilation): one vector
+        along the leading data dimension, shared by all chains and broadcast over every
+        observed variable's trailing dimensions.
+        """
+        if self._potentials_in_likelihood:
+            raise ValueError(
+                "The likelihood includes pm.Potential terms, which cannot be split into "
+                "per-observation terms; data-point tempering needs a likelihood that factorizes "
+                "over observations. Use tempering instead."
+            )
+        model = self.model
+        pointwise = model.logp(vars=model.observed_RVs, sum=False)
+        terms, x = join_nonshared_inputs(self._initial_point, [model.varlogp, *pointwise],
+                                         self.value_vars)
+        prior_x, *terms = self._replace_data(terms)
+        shape_fn = self._compile([x], [t.shape for t in terms], mode=ONE_SHOT_MODE,
+                                 on_unused_input="ignore")
+        shapes = [tuple(int(d) for d in shape)
+                  for shape in shape_fn(self._validation_points()[0])]
+        leading = {name: shape[0] if shape else None
+                   for name, shape in zip(self.observed_names, shapes, strict=True)}
+        if any(size is None for size in leading.values()) or len(set(leading.values())) != 1:
+            described = ", ".join(
+                f"{name}: {'scalar' if shape == () else shape}"
+                for name, shape in zip(self.observed_names, shapes, strict=True)
+            )
+            raise ValueError(
+                "Data-point tempering needs every observed variable's elementwise "
+                "log-likelihood to share one leading data dimension (observations indexed "
+                f"along axis 0), but their shapes are {{{described}}}. Use tempering, or "
+                "reshape the data so that observations run along the first axis."
+            )
+        n_obs = next(iter(leading.values()))
+        per_obs = sum(t.sum(axis=tuple(range(1, t.ndim))) if t.ndim > 1 else t for t in terms)
+        weights = pt.vector("observation_weights", dtype=per_obs.dtype)
+        weighted = pt.sum(weights * per_obs)
+        grad_prior = pytensor.grad(rewrite_pregrad(prior_x), x, disconnected_inputs="ignore")
+        grad_lik = pytensor.grad(rewrite_pregrad(weighted), x, disconnected_inputs="ignore")
+        check_weights = np.linspace(0.1, 1.0, n_obs)
+        self._weighted_fn, _ = self._compile_batched(
+            x, [prior_x, per_obs, grad_prior, grad_lik], extra_inputs=[weights],
+            extra_values=[check_weights],
+        )
+        self._n_observations = int(n_obs)
+        # The per-observation terms must add up to the model's own log-likelihood.
+        points = self._validation_points()
+        total = self._weighted_fn(points, np.ones(n_obs))[1].sum(axis=1)
+        if not np.allclose(total, self.parts(points).log_likelihood, rtol=1e-8, atol=1e-8,
+                           equal_nan=True):
+            self._weighted_fn = None
+            raise ValueError(
+                "The per-observation log-likelihood terms do not add up to the model's "
+                "log-likelihood, so the observations cannot be weighted one by one."
+            )
+
+    @property
+    def n_observations(self) -> int:
+        """Length of the leading data dimension shared by all observed variables.
+
+        Compiles the observation-weighted density on first use.
+
+        Raises
+        ------
+        ValueError
+            If the observed variables do not share a leading data dimension.
+        """
+        if self._weighted_fn is None:
+            self._build_weighted()
+        return self._n_observations
+
+    def weighted_parts(self, x: np.ndarray, observation_weights: np.ndarray) -> ObservationParts:
+        """Densities of ``p(x) prod_i p(y_i | x)^(m_i)``, batched over chains.
+
+        Parameters
+        ----------
+        x : ndarray, shape (chains, n_dim)
+        observation_weights : ndarray, shape (n_observations,)
+            The weights ``m_i`` (``1`` includes observation ``i``, ``0`` leaves it out), shared
+            by all chains. Changing them never recompiles anything.
+
+        Returns
+        -------
+        ObservationParts
+        """
+        if self._weighted_fn is None:
+            self._build_weighted()
+        weights = np.ascontiguousarray(observation_weights, dtype=float)
+        if weights.shape != (self._n_observations,):
+            raise ValueError(f"Observation weights have shape {weights.shape}, expected "
+                             f"({self._n_observations},).")
+        self.n_evaluations += 1
+        prior, per_obs, grad_prior, grad_lik = self._weighted_fn(
+            np.ascontiguousarray(x, dtype=float), weights
+        )
+        per_obs = np.where(np.isnan(per_obs), -np.inf, per_obs)
+        prior = np.where(np.isnan(prior), -np.inf, prior)
+        # Weighted sum with 0 * -inf = 0: a left-out observation never vetoes a state.
+        with np.errstate(invalid="ignore"):
+            lik = np.where(weights > 0, per_obs * weights, 0.0).sum(axis=1)
+        return ObservationParts(prior, lik, grad_prior, grad_lik, per_obs)
 
     def constrain(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Constrained free variables and Deterministics for a batch of flat vectors."""

@@ -26,6 +26,21 @@ Groups
     ``beta``, ``step_size``, ``acceptance_rate_forward/reverse``,
     ``mean_log_weight_forward/reverse``, ``n_divergent_forward/reverse``,
     ``n_failed_forward/reverse`` and the diagonal ``inverse_mass`` (dims ``step, parameter``).
+
+SMC results (:func:`build_smc_datatree`) have the same ``posterior`` (final particles resampled
+by weight; ``sample_stats.source_particle`` instead of ``source_chain``), ``observed_data``,
+``generating_values`` and ``evidence`` groups, the per-chain log weights being each independent
+population's log estimate (dim ``smc_chain``) and ``posterior_kl_bound`` NaN (it holds for single
+annealing chains, not for resampled particles). Instead of ``annealing`` they have
+
+``smc`` (dim ``stage``, the index ``t`` of the target ``f_t`` just reached)
+    ``beta`` (tempering) or ``n_observations`` and ``kernel_beta`` (data-point tempering: the
+    number of observations in ``f_t``, and where its kernel was tuned), ``step_size``,
+    ``inverse_mass`` (``stage, parameter``), and for each direction ``log_evidence_increment``,
+    ``ess`` (fraction of particles, before resampling) and ``resampled`` (``stage, smc_chain``),
+    ``acceptance_rate``, ``n_divergent`` and ``n_failed`` (particles given zero weight for a
+    non-finite state or density; ``stage``). The ``evidence`` group has the totals
+    ``n_divergent_*`` and ``n_failed_*`` but no per-chain ``failed_step_*``.
 """
 
 from __future__ import annotations
@@ -38,12 +53,13 @@ from pymc.backends.arviz import coords_and_dims_for_inferencedata
 
 import pymc_bdmc
 from pymc_bdmc.algorithms.ais import AISRun
+from pymc_bdmc.algorithms.smc import DataPointPath, SMCRun, TemperingPath
 from pymc_bdmc.estimators import EvidenceBounds
 from pymc_bdmc.kernels.tuning import AnnealingPlan
-from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.resampling import systematic_resample
 
-__all__ = ["build_datatree"]
+__all__ = ["build_datatree", "build_smc_datatree"]
 
 
 def _named_dataset(values: dict[str, np.ndarray], dims: dict, coords: dict) -> xr.Dataset:
@@ -92,8 +108,9 @@ def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | N
                              "transitions_per_step": plan.transitions_per_step})
 
 
-def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun, reverse: AISRun | None,
-                      attrs: dict) -> xr.Dataset:
+def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun | SMCRun,
+                      reverse: AISRun | SMCRun | None, attrs: dict,
+                      chain_dim: str = "ais_chain") -> xr.Dataset:
     scalars = {
         "lower": bounds.lower,
         "upper": bounds.upper,
@@ -109,18 +126,56 @@ def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun, reverse: AISRun |
         "ess_reverse": bounds.ess_reverse,
     }
     data = {name: ((), np.float64(value)) for name, value in scalars.items()}
-    data["log_weight_forward"] = ("ais_chain", forward.log_weight)
-    data["failed_step_forward"] = ("ais_chain", _failed_step(forward))
+    data["log_weight_forward"] = (chain_dim, forward.log_weight)
     data["n_divergent_forward"] = ((), int(forward.n_divergent.sum()))
     data["n_failed_forward"] = ((), forward.n_failed_total)
+    if isinstance(forward, AISRun):
+        data["failed_step_forward"] = (chain_dim, _failed_step(forward))
     if reverse is not None:
-        data["log_weight_reverse"] = ("ais_chain", reverse.log_weight)
-        data["failed_step_reverse"] = ("ais_chain", _failed_step(reverse))
+        data["log_weight_reverse"] = (chain_dim, reverse.log_weight)
         data["n_divergent_reverse"] = ((), int(reverse.n_divergent.sum()))
         data["n_failed_reverse"] = ((), reverse.n_failed_total)
-    ds = xr.Dataset(data, coords={"ais_chain": np.arange(len(forward.log_weight))})
+        if isinstance(reverse, AISRun):
+            data["failed_step_reverse"] = (chain_dim, _failed_step(reverse))
+    ds = xr.Dataset(data, coords={chain_dim: np.arange(len(forward.log_weight))})
     ds.attrs = {"confidence": bounds.confidence, **attrs}
     return ds
+
+
+def _sample_tree(rng: np.random.Generator, density: ModelDensity, log_w: np.ndarray,
+                 x: np.ndarray, parts: DensityParts, observed: dict, attrs: dict,
+                 source_name: str) -> tuple[xr.DataTree, dict, dict]:
+    """Groups ``posterior``, ``sample_stats`` and ``observed_data`` from weighted final states."""
+    model = density.model
+    coords, dims = coords_and_dims_for_inferencedata(model)
+    n = len(log_w)
+    if np.any(np.isfinite(log_w)):
+        normalized = np.exp(log_w - np.max(log_w))
+        normalized /= normalized.sum()
+    else:  # every chain died: keep the states, the evidence group says what happened
+        normalized = np.full(n, 1.0 / n)
+    source = systematic_resample(rng, normalized, n)
+    constrained = density.constrain(x[source])
+    posterior = {name: value[None, ...] for name, value in constrained.items()}
+    parts = parts.select(source)
+    sample_stats = {
+        "log_weight": log_w[source][None, :],
+        source_name: source[None, :],
+        "lp": (parts.log_prior + parts.log_likelihood)[None, :],
+        "log_likelihood": parts.log_likelihood[None, :],
+    }
+    run_attrs = make_attrs(
+        {**attrs, "inference_library_version": pymc_bdmc.__version__}, inference_library=pm
+    )
+    run_attrs["inference_library"] = "pymc_bdmc"
+    dt = from_dict(
+        {"posterior": posterior, "sample_stats": sample_stats, "observed_data": observed},
+        coords=coords,
+        dims=dims,
+        sample_dims=["chain", "draw"],
+        attrs={"posterior": run_attrs, "sample_stats": run_attrs},
+    )
+    return dt, coords, dims
 
 
 def build_datatree(
@@ -136,41 +191,78 @@ def build_datatree(
     attrs: dict | None = None,
 ) -> xr.DataTree:
     """Build the result tree (see the module docstring for its layout)."""
-    model = density.model
     attrs = {k: v for k, v in (attrs or {}).items() if v is not None}
-    coords, dims = coords_and_dims_for_inferencedata(model)
-
-    log_w = forward.log_weight
-    n = len(log_w)
-    if np.any(np.isfinite(log_w)):
-        normalized = np.exp(log_w - np.max(log_w))
-        normalized /= normalized.sum()
-    else:  # every chain died: keep the states, the evidence group says what happened
-        normalized = np.full(n, 1.0 / n)
-    source = systematic_resample(rng, normalized, n)
-    constrained = density.constrain(forward.x[source])
-    posterior = {name: value[None, ...] for name, value in constrained.items()}
-    parts = forward.parts.select(source)
-    sample_stats = {
-        "log_weight": log_w[source][None, :],
-        "source_chain": source[None, :],
-        "lp": (parts.log_prior + parts.log_likelihood)[None, :],
-        "log_likelihood": parts.log_likelihood[None, :],
-    }
-    run_attrs = make_attrs(
-        {**attrs, "inference_library_version": pymc_bdmc.__version__}, inference_library=pm
-    )
-    run_attrs["inference_library"] = "pymc_bdmc"
-    dt = from_dict(
-        {"posterior": posterior, "sample_stats": sample_stats, "observed_data": observed},
-        coords=coords,
-        dims=dims,
-        sample_dims=["chain", "draw"],
-        attrs={"posterior": run_attrs, "sample_stats": run_attrs},
-    )
+    dt, coords, dims = _sample_tree(rng, density, forward.log_weight, forward.x, forward.parts,
+                                    observed, attrs, "source_chain")
     if generating_values is not None:
         dt["generating_values"] = _named_dataset(generating_values, dims, coords)
     dt["evidence"] = _evidence_dataset(bounds, forward, reverse, attrs)
     dt["annealing"] = _annealing_dataset(plan, forward, reverse,
                                          density.layout.coordinate_labels())
+    return dt
+
+
+def _smc_stage_dataset(plan: AnnealingPlan, path: TemperingPath | DataPointPath,
+                       forward: SMCRun, reverse: SMCRun | None, labels: list[str],
+                       ess_threshold: float) -> xr.Dataset:
+    stage = np.arange(plan.n_steps + 1)
+    data = {}
+    if isinstance(path, DataPointPath):
+        data["n_observations"] = ("stage", path.n_included)
+        data["kernel_beta"] = ("stage", plan.betas)
+    else:
+        data["beta"] = ("stage", plan.betas)
+    data |= {
+        "step_size": ("stage", plan.step_size),
+        "inverse_mass": (("stage", "parameter"), plan.inv_mass),
+    }
+    for name, run in (("forward", forward), ("reverse", reverse)):
+        if run is None:
+            continue
+        data |= {
+            f"log_evidence_increment_{name}": (("stage", "smc_chain"),
+                                               run.log_evidence_increment),
+            f"ess_{name}": (("stage", "smc_chain"), run.ess),
+            f"resampled_{name}": (("stage", "smc_chain"), run.resampled),
+            f"acceptance_rate_{name}": ("stage", run.acceptance_rate),
+            f"n_divergent_{name}": ("stage", run.n_divergent),
+            f"n_failed_{name}": ("stage", run.n_failed),
+        }
+    return xr.Dataset(
+        data, coords={"stage": stage, "parameter": labels,
+                      "smc_chain": np.arange(forward.chains)},
+        attrs={"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
+               "transitions_per_step": plan.transitions_per_step,
+               "ess_threshold": ess_threshold},
+    )
+
+
+def build_smc_datatree(
+    *,
+    rng: np.random.Generator,
+    density: ModelDensity,
+    plan: AnnealingPlan,
+    path: TemperingPath | DataPointPath,
+    forward: SMCRun,
+    reverse: SMCRun | None,
+    bounds: EvidenceBounds,
+    ess_threshold: float,
+    observed: dict[str, np.ndarray],
+    generating_values: dict[str, np.ndarray] | None = None,
+    attrs: dict | None = None,
+) -> xr.DataTree:
+    """Build the result tree of an SMC run (layout: see the module docstring)."""
+    attrs = {k: v for k, v in (attrs or {}).items() if v is not None}
+    dt, coords, dims = _sample_tree(rng, density, forward.particle_log_weight.ravel(),
+                                    forward.x, forward.parts, observed, attrs,
+                                    "source_particle")
+    if generating_values is not None:
+        dt["generating_values"] = _named_dataset(generating_values, dims, coords)
+    evidence = _evidence_dataset(bounds, forward, reverse, attrs, chain_dim="smc_chain")
+    # The KL certificate (paper §4.5) is derived for unweighted final states of single annealing
+    # chains; resampled, interacting particles are not covered by it.
+    evidence["posterior_kl_bound"] = ((), np.float64(np.nan))
+    dt["evidence"] = evidence
+    dt["smc"] = _smc_stage_dataset(plan, path, forward, reverse,
+                                   density.layout.coordinate_labels(), ess_threshold)
     return dt
