@@ -2,8 +2,10 @@
 
 import logging
 import time
+import warnings
 
 import numpy as np
+import pymc as pm
 
 import pymc_bdmc as pmb
 
@@ -31,3 +33,27 @@ def summarize(label, rows):
     return (f"{label:<34} lower-truth {lower.mean():+.3f} [{lower.min():+.2f}, {lower.max():+.2f}]"
             f"  upper-truth {upper.mean():+.3f} [{upper.min():+.2f}, {upper.max():+.2f}]"
             f"  gap {gap.mean():.3f} (max {gap.max():.2f})  {seconds.mean():.1f} s")
+
+
+def smc_log_ml(idata):
+    """Last non-NaN log marginal likelihood per chain of a ``pm.sample_smc`` result.
+
+    PyMC 6 stores it per stage, NaN until beta = 1, as ragged object arrays over chains.
+    """
+    values = idata.sample_stats["log_marginal_likelihood"].values
+    rows = [values] if values.dtype != object else list(values)
+    out = []
+    for row in rows:
+        row = np.asarray(row, dtype=float).ravel()
+        out.append(row[~np.isnan(row)][-1])
+    return np.array(out)
+
+
+def run_pymc_smc(analytic, draws, seed):
+    """One ``pm.sample_smc`` run (1 chain, 1 core): (log evidence, wall seconds)."""
+    start = time.perf_counter()
+    with analytic.model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample_smc(draws=draws, chains=1, cores=1, random_seed=seed,
+                              progressbar=False, compute_convergence_checks=False)
+    return float(smc_log_ml(idata)[0]), time.perf_counter() - start

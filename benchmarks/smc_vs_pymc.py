@@ -31,12 +31,9 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import logging  # noqa: E402
 import time  # noqa: E402
-import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
-import pymc as pm  # noqa: E402
-from _common import quiet  # noqa: E402
-from vs_pymc_smc import smc_log_ml  # noqa: E402
+from _common import quiet, run_pymc_smc  # noqa: E402
 
 import pymc_bdmc as pmb  # noqa: E402
 from pymc_bdmc import testing  # noqa: E402
@@ -50,15 +47,6 @@ def run_ours(am, particles, seed):
     wall = time.perf_counter() - start
     ev = result["evidence"]
     return float(ev["lower"]), wall, ev.attrs["compile_time"], float(ev["lower_se"])
-
-
-def run_pymc(am, draws, seed):
-    start = time.perf_counter()
-    with am.model, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        idata = pm.sample_smc(draws=draws, chains=1, cores=1, random_seed=seed,
-                              progressbar=False, compute_convergence_checks=False)
-    return float(smc_log_ml(idata)[0]), time.perf_counter() - start
 
 
 def main():
@@ -84,7 +72,7 @@ def main():
             print(f"seed {seed}  {label:34s} error {lower - truth:+8.3f} (reported se "
                   f"{se:.3f})  {wall:6.1f} s (compile {compile_time:.1f} s)", flush=True)
         for draws in args.draws:
-            log_ml, wall = run_pymc(am, draws, 100 + seed)
+            log_ml, wall = run_pymc_smc(am, draws, 100 + seed)
             label = f"pm.sample_smc, {draws} draws"
             rows.setdefault(label, []).append((log_ml - truth, wall))
             print(f"seed {seed}  {label:34s} error {log_ml - truth:+8.3f}  {wall:6.1f} s",

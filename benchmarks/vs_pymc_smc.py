@@ -11,11 +11,9 @@ overhead ratio of pymc_bdmc: sampling time / (model evaluations x time of one ba
 
 import argparse
 import time
-import warnings
 
 import numpy as np
-import pymc as pm
-from _common import quiet
+from _common import quiet, run_pymc_smc
 
 import pymc_bdmc as pmb
 from pymc_bdmc import testing
@@ -30,28 +28,11 @@ AIS_STEPS = (100, 200, 400, 800, 1600)
 SMC_DRAWS = (250, 500, 1000, 2000, 4000)
 
 
-def smc_log_ml(idata):
-    """Last non-NaN log marginal likelihood per chain (PyMC 6 stores object arrays)."""
-    v = idata.sample_stats["log_marginal_likelihood"].values
-    rows = [v] if v.dtype != object else list(v)
-    return np.array([np.asarray(r, dtype=float).ravel()[~np.isnan(np.asarray(r, float).ravel())][-1]
-                     for r in rows])
-
-
 def run_ais(am, n_steps, seed):
     start = time.perf_counter()
     with am.model:
         r = pmb.sample_ais(n_steps=n_steps, chains=32, random_seed=seed, progressbar=False)
     return float(r["evidence"]["lower"]), time.perf_counter() - start, r
-
-
-def run_smc(am, draws, seed):
-    start = time.perf_counter()
-    with am.model, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        idata = pm.sample_smc(draws=draws, chains=1, cores=1, random_seed=seed,
-                              progressbar=False, compute_convergence_checks=False)
-    return float(smc_log_ml(idata)[0]), time.perf_counter() - start
 
 
 def cheapest(budgets, rmse, seconds, target):
@@ -88,7 +69,7 @@ def main():
         print(f"\n{label}: exact log p(y) = {truth:.3f}", flush=True)
         tools = {}
         for tool, budgets, runner in (("pymc_bdmc AIS", AIS_STEPS, run_ais),
-                                      ("pm.sample_smc", SMC_DRAWS, run_smc)):
+                                      ("pm.sample_smc", SMC_DRAWS, run_pymc_smc)):
             rmse, seconds = [], []
             for budget in budgets:
                 out = [runner(am, budget, seed) for seed in range(args.seeds)]
