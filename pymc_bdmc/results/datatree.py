@@ -72,8 +72,11 @@ def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | N
             "mean_log_weight_reverse": ("step", reverse.mean_log_weight),
             "n_divergent_reverse": ("step", reverse.n_divergent),
         }
-    return xr.Dataset(data, coords={"step": step, "parameter": labels},
-                      attrs={"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter})
+    # Plans of other kernels (PyMC step methods) describe themselves.
+    attrs = getattr(plan, "attrs", None)
+    if attrs is None:
+        attrs = {"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter}
+    return xr.Dataset(data, coords={"step": step, "parameter": labels}, attrs=attrs)
 
 
 def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun, reverse: AISRun | None,
