@@ -122,8 +122,14 @@ def _run_in_worker(index: int, task: ChainTask) -> tuple[int, AISRun]:
 
 
 def _context():
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    # Like PyMC: forkserver where available (fork is unsafe once threads exist). The server
+    # imports this package once, so workers fork with PyMC already imported; this has no effect
+    # if the forkserver of this process was already started by someone else.
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", __name__])
+    return context
 
 
 def run_chains(

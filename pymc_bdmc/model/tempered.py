@@ -30,6 +30,7 @@ import pytensor
 from pymc.model.fgraph import clone_model
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.replace import graph_replace
+from pytensor.graph.traversal import ancestors
 
 from pymc_bdmc.model.density import FlatLayout, _observed_data_value
 
@@ -121,6 +122,9 @@ class TemperedClone:
         clone._bdmc_potentials_in_likelihood = bool(potentials_in_likelihood)
         self._data: dict[str, SharedVariable] = {}
         replace = {}
+        model_graph = [*clone.free_RVs, *clone.observed_RVs, *clone.potentials,
+                       *clone.deterministics]
+        used_elsewhere = set(ancestors(model_graph))
         for rv in clone.observed_RVs:
             value = clone.rvs_to_values[rv]
             data = _observed_data_value(value)
@@ -129,7 +133,16 @@ class TemperedClone:
             shared = pytensor.shared(np.array(data, copy=True), name=f"{rv.name}_bdmc_data",
                                      shape=value.type.shape)
             self._data[rv.name] = shared
-            replace[value] = shared
+            if value in used_elsewhere:
+                # The data also enter the model as an input (e.g. lagged values): replace them
+                # everywhere in each logp graph, as ModelDensity does.
+                replace[value] = shared
+            else:
+                # Only the likelihood sees them: swap the observed value itself (cheaper than
+                # rewriting every graph). The clone is ours, so this touches nothing of the user's.
+                clone.rvs_to_values[rv] = shared
+                clone.values_to_rvs.pop(value, None)
+                clone.values_to_rvs[shared] = rv
         clone._bdmc_data_replace = replace
         self.model: TemperedModel = clone
         self.beta: SharedVariable = clone._bdmc_beta
