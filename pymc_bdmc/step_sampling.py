@@ -192,6 +192,10 @@ def sample_with_step_methods(
                         reverse=reverse, bounds=bounds, observed=density.observed_data(),
                         generating_values=generating, attrs=attrs)
     dt["step_methods"] = step_methods_dataset(runner.sweep)
+    # Which pilot anchor's frozen kernel ran at each temperature.
+    dt["annealing"] = dt["annealing"].to_dataset().assign(
+        kernel_tuned_at_beta=("step", plan.anchor_betas[plan.anchor_index])
+    )
     return dt
 
 

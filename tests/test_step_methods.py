@@ -249,8 +249,8 @@ def test_step_method_over_foreign_variable_is_refused():
         (lambda m: pm.DEMetropolisZ([m["a"]]), "own history"),
         (lambda m: [pm.Metropolis([m["a"]]), pm.Slice([m["a"]])], "two step methods"),
         (lambda m: pm.Metropolis, "not an instance"),
-        (lambda m: pm.NUTS([m["a"]], logp_dlogp_func=m.logp_dlogp_function([m["a"]], ravel_inputs=True)),
-         "logp_dlogp_func"),
+        (lambda m: pm.NUTS([m["a"]], logp_dlogp_func=m.logp_dlogp_function(
+            [m["a"]], ravel_inputs=True)), "logp_dlogp_func"),
     ],
     ids=["DEMetropolisZ", "duplicate", "class", "fixed-target"],
 )
@@ -278,12 +278,15 @@ def test_assignment_is_reported(mixture_nuts_gibbs, mixture, caplog):
                     strict=True)) == {"w_simplex__": 0, "mu": 0, "z": 1}
     assert mixture_nuts_gibbs["evidence"].attrs["step_methods"] == (
         "NUTS[w_simplex__, mu] -> CategoricalGibbsMetropolis[z]")
-    # Logged too: here with PyMC's automatic assignment on the same model.
+    # Logged too: here with PyMC's automatic assignment, on the model's own data (AIS only).
     with caplog.at_level(logging.INFO, logger="pymc_bdmc"), mixture.model:
-        pmb.sample_ais(n_steps=3, chains=2, random_seed=0, progressbar=False)
+        result = pmb.sample_ais(n_steps=100, chains=16, random_seed=0, progressbar=False)
     text = caplog.text
     assert "NUTS (automatic) -> w_simplex__, mu" in text
     assert "CategoricalGibbsMetropolis (automatic) -> z" in text
+    lower, truth = float(result["evidence"].lower), mixture.log_evidence()
+    assert lower - RIGOROUS_SLACK <= truth and abs(lower - truth) < BOUND_TOL
+    np.testing.assert_array_equal(result["observed_data"]["y"].values, mixture.data["y"])
 
 
 def test_user_model_with_initvals_and_pm_data_is_not_mutated():
@@ -366,3 +369,20 @@ def test_frozen_sweeps_leave_the_tempered_posterior_invariant(mixture):
     # (|z| < 3.5 fails w.p. < 0.05% for correct kernels).
     z_score = (log_lik.mean() - reference.mean()) / (reference.std() / np.sqrt(n))
     assert abs(z_score) < 3.5, z_score
+
+
+@pytest.mark.slow
+def test_gap_shrinks_as_n_steps_grows_with_step_methods(mixture):
+    # The mean-log-weight gap estimates the sum of both directions' biases; with valid forward
+    # and reverse kernels it falls roughly as 1 / n_steps.
+    m = mixture.model
+    gaps = []
+    for n_steps in (25, 250):
+        with m:
+            step = [pm.NUTS([m["w"], m["mu"]]), pm.CategoricalGibbsMetropolis([m["z"]])]
+            result = pmb.sample_bdmc(n_steps=n_steps, chains=16, step=step, cores=2,
+                                     random_seed=31, progressbar=False)
+        ev = result["evidence"]
+        gaps.append(float(ev.upper_mean_log_weight - ev.lower_mean_log_weight))
+    assert gaps[0] > 0 and gaps[1] > 0
+    assert gaps[1] < gaps[0] / 3
