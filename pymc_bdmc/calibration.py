@@ -102,7 +102,10 @@ def calibrate(
                        "steps); the estimate below is not certified.", tolerance, rows[-1][3],
                        rows[-1][0])
 
-    if fix:
+    # A frozen HMC plan transfers to the real data; PyMC step-method runs (discrete models) and
+    # pm.do-fixed simulation models re-tune with the certified n_steps instead.
+    transferable = not fix and result["evidence"].attrs.get("kernel") == "hmc"
+    if not transferable:
         real = sample_ais(n_steps=rows[-1][0], model=model, random_seed=estimation_seed,
                           **common)
     else:
@@ -117,6 +120,6 @@ def calibrate(
         attrs={"tolerance": float(tolerance), "certified": int(certified),
                "certified_n_steps": int(rows[-1][0]), "certified_gap": float(rows[-1][3]),
                "simulation_seed": simulation_seed, "estimation_seed": estimation_seed,
-               "plan_transferred": int(not fix)},
+               "plan_transferred": int(transferable)},
     )
     return real

@@ -22,6 +22,7 @@ from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.pymc_steps import resolve_step_methods
 from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
 from pymc_bdmc.model.checks import (
     BDMCInputError,
@@ -34,6 +35,7 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.results.datatree import build_datatree
 from pymc_bdmc.schedules import ADAPTIVE, ScheduleName, make_schedule
+from pymc_bdmc.step_sampling import sample_with_step_methods
 
 __all__ = ["sample_ais", "sample_bdmc"]
 
@@ -345,6 +347,20 @@ _COMMON_DOC = """
         Show a progress bar (never in CI, where the ``CI`` environment variable is set).
     compile_kwargs : dict, optional
         Passed to :func:`pymc.pytensorf.compile`, e.g. ``{"mode": "NUMBA"}``.
+    step : PyMC step method or list of them, optional
+        Transitions driven by PyMC's own step methods, as for :func:`pymc.sample`: NUTS,
+        HamiltonianMC, Metropolis, Slice, BinaryGibbsMetropolis, CategoricalGibbsMetropolis,
+        compound steps and user subclasses, each over some value variables; the others get
+        PyMC's automatic assignment. Without ``step``, models with discrete free variables get
+        the automatic assignment (Gibbs-type steps for discrete variables), and all-continuous
+        models the vectorized HMC kernel. Steps are rebuilt on a tempered clone of the model,
+        tuned on a pilot run and frozen; reverse runs apply the sweep in reverse order. The
+        assignment is logged and stored in the ``step_methods`` group. ``n_leapfrog``,
+        ``transitions_per_step``, ``target_accept`` and ``step_size_jitter`` only concern the
+        vectorized HMC kernel (one sweep of the step methods is made per temperature).
+    cores : int, default 1
+        Worker processes for chains driven by PyMC step methods (each compiles the model once;
+        results for a given seed do not depend on ``cores``). Unused by the vectorized kernel.
 """
 
 
@@ -365,6 +381,8 @@ def sample_ais(
     random_seed=None,
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
+    step=None,
+    cores: int = 1,
 ) -> xr.DataTree:
     """Estimate a stochastic lower bound on ``log p(y)`` by annealed importance sampling.
 
@@ -408,8 +426,21 @@ def sample_ais(
     model = modelcontext(model)
     settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                          target_accept, step_size_jitter, pilot_chains, confidence)
-    check_model(model, potentials_in_likelihood=potentials_in_likelihood)
+    specs = resolve_step_methods(model, step)
+    check_model(model, potentials_in_likelihood=potentials_in_likelihood,
+                gradient_kernel=specs is None)
+    if specs is not None and plan is not None:
+        raise BDMCInputError(
+            "`plan` holds frozen HMC kernels; it cannot be combined with PyMC step methods "
+            "(`step=`, or a model with discrete free variables)."
+        )
     streams = _streams(random_seed)
+    if specs is not None:
+        return sample_with_step_methods(
+            model=model, specs=specs, settings=settings, streams=streams, simulate=False,
+            potentials_in_likelihood=potentials_in_likelihood, pilot_chains=pilot_chains,
+            cores=cores, progressbar=progressbar, compile_kwargs=compile_kwargs,
+        )
     density, simulator, compile_time = _compile(model, potentials_in_likelihood, compile_kwargs)
     if plan is not None and plan.n_dim != density.n_dim:
         raise BDMCInputError(
@@ -440,6 +471,8 @@ def sample_bdmc(
     random_seed=None,
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
+    step=None,
+    cores: int = 1,
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -514,8 +547,20 @@ def sample_bdmc(
         )
     elif particles is not None or path != "tempering":
         raise BDMCInputError("`particles` and `path` apply to method='smc' only.")
-    check_model(model, needs_simulation=True)
+    specs = resolve_step_methods(model, step)
+    if specs is not None and smc is not None:
+        raise BDMCInputError(
+            "method='smc' runs the vectorized HMC kernel; PyMC step methods (`step=`, or a "
+            "model with discrete free variables) work with method='ais'."
+        )
+    check_model(model, needs_simulation=True, gradient_kernel=specs is None)
     streams = _streams(random_seed)
+    if specs is not None:
+        return sample_with_step_methods(
+            model=model, specs=specs, settings=settings, streams=streams, simulate=True,
+            potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
+            progressbar=progressbar, compile_kwargs=compile_kwargs,
+        )
     density, simulator, compile_time = _compile(model, False, compile_kwargs)
     if smc is not None:
         sampling_smc.check_data_path(density, smc)

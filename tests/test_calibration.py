@@ -70,3 +70,15 @@ def test_bad_calibration_arguments(regression):
             pmb.calibrate(n_steps=(100, 50), progressbar=False)
         with pytest.raises(pmb.BDMCInputError, match="tolerance"):
             pmb.calibrate(tolerance=0, progressbar=False)
+
+
+def test_discrete_model_calibrates_with_step_methods():
+    # No HMC plan to transfer: the real-data run re-tunes PyMC step methods at the certified
+    # n_steps, and says so.
+    am = pmb.testing.binary_attribute(n_obs=5, seed=2)
+    with am.model:
+        r = pmb.calibrate(tolerance=5.0, n_steps=(20,), chains=8, random_seed=3,
+                          progressbar=False)
+    cal = r["calibration"]
+    assert cal.attrs["plan_transferred"] == 0 and cal.attrs["certified_n_steps"] == 20
+    assert abs(float(r["evidence"]["lower"]) - am.log_evidence()) < 5.0

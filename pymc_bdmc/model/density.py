@@ -52,15 +52,22 @@ class FlatLayout:
     """Where each unconstrained value variable lives in the flat vector.
 
     Mapping is always by name: a cloned model may order its value variables differently.
+
+    Discrete (integer) variables live in the same float64 vector, holding exact integers
+    (float64 represents every integer up to 2**53 exactly). Compiled graphs cast them back to
+    integers, and :meth:`to_point` rounds them to their integer dtype, so a discrete value is
+    never seen as a fraction. Gradient kernels must not move these coordinates (their gradient
+    entries are zero); PyMC's discrete step methods do.
     """
 
     names: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
     slices: tuple[slice, ...]
+    dtypes: tuple[str, ...] = ()
 
     @classmethod
     def from_point(cls, names, point: Mapping[str, np.ndarray]) -> FlatLayout:
-        """Build the layout of ``names`` (in this order) from a point giving their shapes."""
+        """Build the layout of ``names`` (in this order) from a point giving shapes and dtypes."""
         shapes, slices, start = [], [], 0
         for name in names:
             shape = tuple(np.shape(point[name]))
@@ -68,7 +75,26 @@ class FlatLayout:
             shapes.append(shape)
             slices.append(slice(start, start + size))
             start += size
-        return cls(tuple(names), tuple(shapes), tuple(slices))
+        dtypes = tuple(str(np.asarray(point[name]).dtype) for name in names)
+        return cls(tuple(names), tuple(shapes), tuple(slices), dtypes)
+
+    def is_discrete(self, name: str) -> bool:
+        """Whether value variable ``name`` has an integer (or boolean) dtype."""
+        if not self.dtypes:
+            return False
+        dtype = np.dtype(self.dtypes[self.names.index(name)])
+        return bool(np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.bool_))
+
+    def to_point(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Map one flat vector to a point with each variable's own dtype (integers rounded)."""
+        point = {}
+        for i, (name, shape, slc) in enumerate(zip(self.names, self.shapes, self.slices,
+                                                   strict=True)):
+            value = np.asarray(x[slc]).reshape(shape)
+            if self.is_discrete(name):
+                value = np.rint(value)
+            point[name] = value.astype(self.dtypes[i] if self.dtypes else float)
+        return point
 
     @property
     def size(self) -> int:
@@ -208,6 +234,10 @@ class ModelDensity:
         Add ``pm.Potential`` terms to the log-likelihood (they are then tempered with it).
     compile_kwargs : dict, optional
         Passed to :func:`pymc.pytensorf.compile` (e.g. ``{"mode": "NUMBA"}``).
+    gradients : bool, default True
+        Compile the gradients too. Gradient-free callers (PyMC step methods, which evaluate
+        their own densities per chain) pass False: the batched function then has no gradient
+        graph, is compiled only on the first call of :meth:`parts`, and returns zero gradients.
 
     Notes
     -----
@@ -217,7 +247,7 @@ class ModelDensity:
     """
 
     def __init__(self, model: pm.Model, *, potentials_in_likelihood: bool = False,
-                 compile_kwargs: dict | None = None):
+                 compile_kwargs: dict | None = None, gradients: bool = True):
         self.model = model
         self.compile_kwargs = dict(compile_kwargs or {})
         self.n_compilations = 0
@@ -249,14 +279,18 @@ class ModelDensity:
             point=initial_point, outputs=[log_prior, log_lik], inputs=self.value_vars
         )
         prior_x, lik_x = self._replace_data([prior_x, lik_x])
-        # One rewrite pass for both graphs (it is a large share of compile time on small
-        # models). A likelihood free of the parameters is legitimate: its gradient is zero.
-        pre_prior, pre_lik = rewrite_pregrad([prior_x, lik_x])
-        grad_prior = pytensor.grad(pre_prior, x, disconnected_inputs="ignore")
-        grad_lik = pytensor.grad(pre_lik, x, disconnected_inputs="ignore")
-        self._parts_fn, self.batching = self._compile_batched(
-            x, [prior_x, lik_x, grad_prior, grad_lik]
-        )
+        self.gradients = bool(gradients)
+        outputs = [prior_x, lik_x]
+        if self.gradients:
+            # One rewrite pass for both graphs (it is a large share of compile time on small
+            # models). A likelihood free of the parameters is legitimate: its gradient is zero.
+            pre_prior, pre_lik = rewrite_pregrad([prior_x, lik_x])
+            outputs.append(pytensor.grad(pre_prior, x, disconnected_inputs="ignore"))
+            outputs.append(pytensor.grad(pre_lik, x, disconnected_inputs="ignore"))
+            self._parts_fn, self.batching = self._compile_batched(x, outputs)
+        else:
+            self._parts_fn, self.batching = None, "lazy"
+            self._lazy_parts = (x, outputs)
         self._constrain_fn = None
         self._pointwise_fn = None
         self._weighted_fn = None
@@ -338,7 +372,13 @@ class ModelDensity:
         """Evaluate prior, likelihood and gradients for a batch ``x`` of shape (chains, n_dim)."""
         x = np.ascontiguousarray(x, dtype=float)
         self.n_evaluations += 1
-        prior, lik, grad_prior, grad_lik = self._parts_fn(x)
+        if self.gradients:
+            prior, lik, grad_prior, grad_lik = self._parts_fn(x)
+        else:
+            if self._parts_fn is None:
+                self._parts_fn, self.batching = self._compile_batched(*self._lazy_parts)
+            (prior, lik), grad_prior = self._parts_fn(x), np.zeros(x.shape)
+            grad_lik = grad_prior
         # NaN log densities are treated as impossible states: they can never be accepted.
         prior = np.where(np.isnan(prior), -np.inf, prior)
         lik = np.where(np.isnan(lik), -np.inf, lik)

@@ -103,9 +103,12 @@ def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | N
             "n_divergent_reverse": ("step", reverse.n_divergent),
             "n_failed_reverse": ("step", _n_failed(reverse)),
         }
-    return xr.Dataset(data, coords={"step": step, "parameter": labels},
-                      attrs={"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
-                             "transitions_per_step": plan.transitions_per_step})
+    # Plans of other kernels (PyMC step methods) describe themselves.
+    attrs = getattr(plan, "attrs", None)
+    if attrs is None:
+        attrs = {"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
+                 "transitions_per_step": plan.transitions_per_step}
+    return xr.Dataset(data, coords={"step": step, "parameter": labels}, attrs=attrs)
 
 
 def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun | SMCRun,

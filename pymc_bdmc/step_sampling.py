@@ -1,0 +1,205 @@
+"""Driver of ``sample_ais`` / ``sample_bdmc`` when PyMC step methods are the transitions.
+
+Used when ``step=`` is given, or when the model has discrete free variables (PyMC's automatic
+assignment then picks Gibbs-type steps for them and a gradient step for the rest). The order of
+work mirrors the vectorized path: compile, simulate ``(theta*, y*)`` for BDMC, tune on a
+separate pilot population and freeze (:mod:`pymc_bdmc.kernels.pymc_step_pilot`), then run
+forward chains from exact prior draws and reverse chains from ``theta*``, each chain through
+every temperature on its own random stream, in ``cores`` worker processes
+(:mod:`pymc_bdmc.step_chains`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pymc as pm
+import xarray as xr
+from pymc.progress_bar import create_simple_progress
+
+from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.pymc_step_pilot import plan_from_step_pilot, run_step_pilot
+from pymc_bdmc.kernels.pymc_steps import REVERSAL_DESCRIPTION, StepSpec, StepSweep
+from pymc_bdmc.model.checks import (
+    BDMCInputError,
+    check_finite_start,
+    check_positive_int,
+    unsampleable_prior_message,
+)
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.results.datatree import build_datatree
+from pymc_bdmc.step_chains import ChainTask, StepRunner, StepRunnerRecipe, merge_runs, run_chains
+
+__all__ = ["DEFAULT_STEP_PILOT_CHAINS", "sample_with_step_methods", "step_methods_dataset"]
+
+logger = logging.getLogger("pymc_bdmc")
+
+#: Default pilot population when step methods are the transitions (each particle costs sweeps
+#: of Python-driven steps, so it is smaller than the vectorized pilot's).
+DEFAULT_STEP_PILOT_CHAINS = 16
+
+
+def sweep_label(sweep: StepSweep, direction: str = "forward") -> str:
+    """``"NUTS[mu, tau_log__] -> CategoricalGibbsMetropolis[z]"`` in the order applied."""
+    labels = [spec.label() for spec in sweep.specs]
+    return " -> ".join(labels if direction == "forward" else labels[::-1])
+
+
+def step_methods_dataset(sweep: StepSweep) -> xr.Dataset:
+    """Which step method updates which variable, in sweep order, and how it is reversed.
+
+    Dims ``step_method`` (position in the forward sweep) and ``variable`` (value variables).
+    """
+    records = sweep.describe()
+    position = {name: i for i, rec in enumerate(records) for name in rec["variables"]}
+    names = list(position)
+    return xr.Dataset(
+        {
+            "method": ("step_method", [rec["method"] for rec in records]),
+            "variables": ("step_method", [", ".join(rec["variables"]) for rec in records]),
+            "assigned_by": ("step_method", [rec["assigned_by"] for rec in records]),
+            "reversal": ("step_method", [REVERSAL_DESCRIPTION[rec["reversal"]]
+                                         for rec in records]),
+            "step_method_of_variable": ("variable", [position[n] for n in names]),
+        },
+        coords={"step_method": np.arange(len(records)), "variable": names},
+        attrs={"forward_sweep": sweep_label(sweep), "reverse_sweep": sweep_label(sweep, "reverse")},
+    )
+
+
+def _log_assignment(sweep: StepSweep) -> None:
+    for rec in sweep.describe():
+        logger.info("%s (%s) -> %s; %s.", rec["method"], rec["assigned_by"],
+                    ", ".join(rec["variables"]), REVERSAL_DESCRIPTION[rec["reversal"]])
+        if rec["reversal"] == "assumed_reversible":
+            logger.warning(
+                "%s is not a PyMC step method pymc_bdmc knows; it is assumed reversible with "
+                "respect to its target (else the upper bound is not valid) and is not tuned.",
+                rec["method"],
+            )
+    logger.info("Sweep: %s; reverse runs apply %s.", sweep_label(sweep),
+                sweep_label(sweep, "reverse"))
+
+
+def _draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> np.ndarray:
+    try:
+        return simulator.draw_prior(n, rng)
+    except NotImplementedError as err:
+        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+
+
+def sample_with_step_methods(
+    *,
+    model: pm.Model,
+    specs: Sequence[StepSpec],
+    settings,
+    streams: dict[str, np.random.Generator],
+    simulate: bool,
+    potentials_in_likelihood: bool,
+    pilot_chains: int | None,
+    cores: int,
+    progressbar: bool,
+    compile_kwargs: dict | None,
+) -> xr.DataTree:
+    """Run AIS (``simulate=False``) or BDMC with PyMC step methods; see ``sample_ais``."""
+    s = settings
+    cores = check_positive_int(cores, "cores")
+    n_pilot = check_positive_int(DEFAULT_STEP_PILOT_CHAINS if pilot_chains is None
+                                 else pilot_chains, "pilot_chains", minimum=2)
+    start = time.perf_counter()
+    density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
+                           compile_kwargs=compile_kwargs, gradients=False)
+    simulator = ModelSimulator(model, density.layout, compile_kwargs=compile_kwargs)
+    truth = None
+    if simulate:
+        try:
+            truth = simulator.draw_joint(streams["simulate"])
+        except NotImplementedError as err:
+            raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+        density.set_observed(truth.observed)
+    recipe = StepRunnerRecipe(model, density.layout, tuple(specs), potentials_in_likelihood,
+                              None if truth is None else truth.observed, compile_kwargs)
+    runner = StepRunner(recipe)
+    compile_time = time.perf_counter() - start
+    _log_assignment(runner.sweep)
+
+    layout = density.layout
+    if truth is not None:
+        check_finite_start(runner.parts(truth.x[None, :]), "simulated parameters", layout,
+                           truth.x[None, :])
+    x_pilot = _draw_prior(simulator, n_pilot, streams["pilot_init"])
+    parts_pilot = runner.parts(x_pilot)
+    check_finite_start(parts_pilot, "prior draws", layout, x_pilot)
+    x0 = _draw_prior(simulator, s.chains, streams["forward_init"])
+    check_finite_start(runner.parts(x0), "prior draws", layout, x0)
+
+    start = time.perf_counter()
+    progress = create_simple_progress(bool(progressbar) and not _in_ci())
+    with progress:
+        task = progress.add_task("Pilot tuning", completed=0, total=100)
+        pilot, states = run_step_pilot(
+            streams["pilot"], runner.sweep, layout, x_pilot, parts_pilot.log_likelihood,
+            on_step=lambda beta: progress.update(task, completed=round(100 * np.sqrt(beta))),
+        )
+        logger.info("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "
+                    "kernels frozen.", pilot.n_steps + 1, pilot.n_resampled, pilot.log_z)
+        plan = plan_from_step_pilot(pilot, states, "adaptive" if s.adaptive else s.betas,
+                                    s.n_steps)
+        tasks = [ChainTask("forward", x0[c], rng)
+                 for c, rng in enumerate(streams["forward"].spawn(s.chains))]
+        if truth is not None:
+            tasks += [ChainTask("reverse", truth.x, rng, s.reverse_spread)
+                      for rng in streams["reverse"].spawn(s.chains)]
+        task = progress.add_task("AIS chains", completed=0, total=len(tasks))
+        runs = run_chains(recipe, plan, tasks, cores=cores, runner=runner,
+                          on_chain=lambda _: progress.advance(task))
+    sampling_time = time.perf_counter() - start
+
+    forward = merge_runs(runs[:s.chains])
+    reverse = None if truth is None else merge_runs(runs[s.chains:])
+    bounds = evidence_bounds(streams["summary"], forward.log_weight,
+                             None if reverse is None else reverse.log_weight,
+                             confidence=s.confidence)
+    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
+    if dead:
+        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
+    if bounds.ess_forward < 2:
+        logger.warning("The forward weights have an effective sample size of %.1f: the lower "
+                       "bound rests on one chain. Increase `n_steps`.", bounds.ess_forward)
+    attrs = {
+        "compile_time": compile_time,
+        "algorithm": "bdmc" if truth is not None else "ais",
+        "kernel": "pymc_step_methods",
+        "step_methods": sweep_label(runner.sweep),
+        "reverse_step_methods": sweep_label(runner.sweep, "reverse"),
+        "n_steps": s.n_steps,
+        "chains": s.chains,
+        "cores": cores,
+        "pilot_chains": n_pilot,
+        "pilot_log_z": pilot.log_z,
+        "pilot_steps": pilot.n_steps,
+        "schedule": "adaptive" if s.adaptive else "fixed",
+        "sampling_time": sampling_time,
+    }
+    generating = None
+    if truth is not None:
+        generating = {k: v[0] for k, v in density.constrain(truth.x[None, :]).items()}
+    dt = build_datatree(rng=streams["summary"], density=density, plan=plan, forward=forward,
+                        reverse=reverse, bounds=bounds, observed=density.observed_data(),
+                        generating_values=generating, attrs=attrs)
+    dt["step_methods"] = step_methods_dataset(runner.sweep)
+    # Which pilot anchor's frozen kernel ran at each temperature.
+    dt["annealing"] = dt["annealing"].to_dataset().assign(
+        kernel_tuned_at_beta=("step", plan.anchor_betas[plan.anchor_index])
+    )
+    return dt
+
+
+def _in_ci() -> bool:
+    import os
+
+    return bool(os.environ.get("CI"))
