@@ -165,6 +165,33 @@ def _compile(model, potentials_in_likelihood, compile_kwargs):
     return density, simulator, time.perf_counter() - start
 
 
+def _reverse_interrupted(run: str, unit: str, reached: int, total: int) -> str:
+    """Warn that a reverse run was interrupted; return the note stored in the result."""
+    logger.warning(
+        "Interrupted during %s (%s %d of %d). Returning the finished forward run: `lower` is a "
+        "valid stochastic lower bound; `upper` and `gap` are NaN.", run, unit, reached, total,
+    )
+    return f"{run} at {unit} {reached} of {total}; upper bound and gap not computed"
+
+
+def _run_attrs(settings: _Settings, density: ModelDensity, pilot, sampling_time: float,
+               interrupted: str | None, **specific) -> dict:
+    """Attributes every AIS/SMC result carries, plus the method-specific ones."""
+    return {
+        "interrupted": interrupted,
+        "kernel": "hmc",
+        "chains": settings.chains,
+        "pilot_chains": settings.pilot_chains,
+        "pilot_log_z": np.nan if pilot is None else pilot.log_z,
+        "pilot_steps": 0 if pilot is None else pilot.n_steps,
+        "target_accept": settings.target_accept,
+        "sampling_time": sampling_time,
+        "model_evaluations": density.n_evaluations,
+        "batching": density.batching,
+        **specific,
+    }
+
+
 def _run(
     *,
     model: pm.Model,
@@ -208,13 +235,8 @@ def _run(
                                           on_step=done.counting("reverse", advance),
                                           spread_transitions=s.reverse_spread)
             except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
-                interrupted = (f"reverse AIS at step {done['reverse']} of {n_steps}; "
-                               "upper bound and gap not computed")
-                logger.warning(
-                    "Interrupted during reverse AIS (step %d of %d). Returning the finished "
-                    "forward run: `lower` is a valid stochastic lower bound; `upper` and `gap` "
-                    "are NaN.", done["reverse"], n_steps,
-                )
+                interrupted = _reverse_interrupted("reverse AIS", "step", done["reverse"],
+                                                   n_steps)
     sampling_time = time.perf_counter() - start
 
     bounds = evidence_bounds(
@@ -224,19 +246,12 @@ def _run(
     _log_diagnostics(bounds, forward, reverse, plan.betas)
     attrs = {
         **attrs,
-        "interrupted": interrupted,
-        "algorithm": "bdmc" if truth is not None else "ais",
-        "kernel": "hmc",
-        "n_steps": plan.n_steps,
-        "chains": s.chains,
-        "pilot_chains": s.pilot_chains,
-        "pilot_log_z": np.nan if pilot is None else pilot.log_z,
-        "pilot_steps": 0 if pilot is None else pilot.n_steps,
-        "schedule": "given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
-        "target_accept": s.target_accept,
-        "sampling_time": sampling_time,
-        "model_evaluations": density.n_evaluations,
-        "batching": density.batching,
+        **_run_attrs(
+            s, density, pilot, sampling_time, interrupted,
+            algorithm="bdmc" if truth is not None else "ais",
+            n_steps=plan.n_steps,
+            schedule="given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
+        ),
     }
     return build_datatree(
         rng=streams["summary"],

@@ -39,6 +39,8 @@ from pymc_bdmc.sampling import (
     _phase,
     _prior_start,
     _progress_enabled,
+    _reverse_interrupted,
+    _run_attrs,
     _Settings,
     _StepCounter,
     _no_bound_if_interrupted,
@@ -167,13 +169,8 @@ def run_smc(
                                           spread_transitions=s.reverse_spread,
                                           on_step=done.counting("reverse", advance))
             except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
-                interrupted = (f"reverse SMC at stage {done['reverse']} of {path.n_steps}; "
-                               "upper bound and gap not computed")
-                logger.warning(
-                    "Interrupted during reverse SMC (stage %d of %d). Returning the finished "
-                    "forward run: `lower` is a valid stochastic lower bound; `upper` and `gap` "
-                    "are NaN.", done["reverse"], path.n_steps,
-                )
+                interrupted = _reverse_interrupted("reverse SMC", "stage", done["reverse"],
+                                                   path.n_steps)
     sampling_time = time.perf_counter() - start
     if smc.path == "data":  # the last stage reweights without a move: record f_T's densities
         forward = dataclasses.replace(forward, parts=target_parts(forward.x))
@@ -185,24 +182,17 @@ def run_smc(
     _log_diagnostics(bounds, forward, reverse, smc.path)
     attrs = {
         **attrs,
-        "interrupted": interrupted,
-        "algorithm": "bdmc" if truth is not None else "smc",
-        "method": "smc",
-        "path": smc.path,
-        "kernel": "hmc",
-        "n_steps": path.n_steps,
-        "chains": s.chains,
-        "particles": smc.particles,
-        "ess_threshold": smc.ess_threshold,
-        "pilot_chains": s.pilot_chains,
-        "pilot_log_z": pilot.log_z,
-        "pilot_steps": pilot.n_steps,
-        "schedule": ("data blocks" if smc.path == "data"
-                     else "adaptive" if s.adaptive else "fixed"),
-        "target_accept": s.target_accept,
-        "sampling_time": sampling_time,
-        "model_evaluations": density.n_evaluations,
-        "batching": density.batching,
+        **_run_attrs(
+            s, density, pilot, sampling_time, interrupted,
+            algorithm="bdmc" if truth is not None else "smc",
+            method="smc",
+            path=smc.path,
+            n_steps=path.n_steps,
+            particles=smc.particles,
+            ess_threshold=smc.ess_threshold,
+            schedule=("data blocks" if smc.path == "data"
+                      else "adaptive" if s.adaptive else "fixed"),
+        ),
     }
     return build_smc_datatree(
         rng=streams["summary"],
