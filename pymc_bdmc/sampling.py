@@ -301,7 +301,8 @@ def _log_diagnostics(bounds, forward, reverse, betas=None) -> None:
     def at(step):  # where a step is on the path, for messages
         return f"step {step}" + ("" if betas is None else f" (beta {betas[step]:.3g})")
 
-    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
+    # chains that failed numerically are reported below, not twice
+    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight))) - forward.n_failed_total
     if dead:
         logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
     for name, run in (("forward", forward), ("reverse", reverse)):

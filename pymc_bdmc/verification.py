@@ -823,12 +823,15 @@ class Verifier:
 
         return statistics
 
-    def _geweke_machinery(self, rng: np.random.Generator):
+    def _geweke_machinery(self):
         if self._conditional is None or self._per_chain is None:
             if self.model.potentials:
                 raise VerificationError(
                     "The model has Potentials, which are not part of its generative process: "
                     "the Geweke test cannot simulate data from it.")
+            # Check points from a fixed stream of their own: building the machinery on the first
+            # call must not shift the random streams of the test itself.
+            rng = np.random.default_rng(0)
             check_x = self.prior_draws(3, rng)
             self._conditional = _ConditionalSimulator(self.density, check_x)
             self._per_chain = _PerChainDensity(self.density, check_x,
@@ -897,7 +900,7 @@ class Verifier:
         if not 0 <= burn_in < n_iterations:
             raise ValueError(f"`burn_in` must be in [0, n_iterations), got {burn_in}.")
         rng = np.random.default_rng(random_seed)
-        simulate, per_chain = self._geweke_machinery(rng)
+        simulate, per_chain = self._geweke_machinery()
         statistics = statistics or self._default_statistics(max_coordinates, with_data=True)
 
         def forward(n):

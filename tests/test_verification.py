@@ -213,7 +213,7 @@ def test_potentials_left_out_of_the_density_are_reported():
 def test_per_chain_densities_and_simulation_are_exact(nig):
     am, verifier, _ = nig
     rng = np.random.default_rng(0)
-    simulate, per_chain = verifier._geweke_machinery(rng)
+    simulate, per_chain = verifier._geweke_machinery()
     assert simulate.mode == "vectorized" and per_chain.mode in ("vectorized", "blockwise")
     x = verifier.prior_draws(6, rng)
     data = simulate(x, rng)
@@ -233,7 +233,7 @@ def test_row_by_row_fallbacks_agree_with_the_batched_machinery(nig, monkeypatch)
     # Graphs PyTensor cannot batch fall back to loops over chains; the answers must not change.
     am, verifier, plan = nig
     rng = np.random.default_rng(1)
-    simulate, per_chain = verifier._geweke_machinery(rng)
+    simulate, per_chain = verifier._geweke_machinery()
     x = verifier.prior_draws(4, rng)
     data = simulate(x, np.random.default_rng(2))
 
@@ -243,7 +243,7 @@ def test_row_by_row_fallbacks_agree_with_the_batched_machinery(nig, monkeypatch)
     monkeypatch.setattr(verification, "vectorize_graph", unavailable)
     monkeypatch.setattr(verification, "Blockwise", unavailable)
     fresh = Verifier(density=verifier.density)
-    loop_simulate, loop_density = fresh._geweke_machinery(rng)
+    loop_simulate, loop_density = fresh._geweke_machinery()
     assert loop_simulate.mode == "loop" and loop_density.mode == "loop"
     np.testing.assert_allclose(loop_simulate(x, np.random.default_rng(2))["y"], data["y"],
                                rtol=1e-10)
@@ -415,8 +415,12 @@ def test_kernel_tests_are_reproducible(nig):
     runs = [verifier.invariance(plan.transition, t=t, beta=beta, exact_sampler=exact,
                                 n_chains=200, random_seed=4) for _ in range(2)]
     np.testing.assert_array_equal(runs[0].p_values, runs[1].p_values)
-    runs = [verifier.geweke(plan.transition, t=plan.n_steps, n_chains=20, n_iterations=5,
-                            n_reference=200, random_seed=4) for _ in range(2)]
+    # a fresh verifier builds its simulation machinery on the first call: that must not
+    # shift the test's random streams
+    fresh = Verifier(density=verifier.density)
+    runs = [v.geweke(plan.transition, t=plan.n_steps, n_chains=20, n_iterations=5,
+                     n_reference=200, random_seed=4) for v in (fresh, fresh, verifier)]
+    np.testing.assert_array_equal(runs[0].statistic, runs[2].statistic)
     np.testing.assert_array_equal(runs[0].statistic, runs[1].statistic)
 
 
