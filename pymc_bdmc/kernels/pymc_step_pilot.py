@@ -40,6 +40,7 @@ from pymc_bdmc.kernels.pymc_steps import (
 from pymc_bdmc.kernels.tuning import (
     MIN_VARIANCE,
     PilotResult,
+    _next_beta,
     _normalized,
     _weighted_moments,
     thermodynamic_schedule,
@@ -164,13 +165,10 @@ def run_step_pilot(
             on_step(beta)
         if beta >= 1.0:
             break
-        if len(record["beta"]) >= max_anchors - 1 or not (np.isfinite(sd) and sd > 0):
+        if len(record["beta"]) >= max_anchors - 1:
             new_beta = 1.0
         else:
-            new_beta = beta + step_length / sd
-            if beta > 0:
-                new_beta = max(new_beta, beta * (1.0 + min_growth))
-            new_beta = float(min(1.0, new_beta))
+            new_beta = _next_beta(beta, sd, step_length, min_growth)
         with np.errstate(invalid="ignore"):
             increment = np.where(new_beta == beta, 0.0, (new_beta - beta) * lik)
         log_w = log_w + increment
@@ -184,15 +182,7 @@ def run_step_pilot(
             weights = np.full(n, 1.0 / n)
             n_resampled += 1
     log_z += float(log_mean_exp(log_w))
-    pilot = PilotResult(
-        log_z=log_z,
-        betas=np.array(record["beta"]),
-        sd_log_likelihood=np.array(record["sd"]),
-        step_size=np.array(record["eps"]),
-        variance=np.array(record["var"]),
-        acceptance_rate=np.array(record["acc"]),
-        n_resampled=n_resampled,
-    )
+    pilot = PilotResult.from_record(log_z, record, n_resampled)
     return pilot, states
 
 

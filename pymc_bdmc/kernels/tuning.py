@@ -182,6 +182,19 @@ class PilotResult:
     acceptance_rate: np.ndarray = field(repr=False)
     n_resampled: int = 0
 
+    @classmethod
+    def from_record(cls, log_z: float, record: dict, n_resampled: int) -> PilotResult:
+        """Assemble from a pilot's per-temperature lists (keys beta, sd, eps, var, acc)."""
+        return cls(
+            log_z=log_z,
+            betas=np.array(record["beta"]),
+            sd_log_likelihood=np.array(record["sd"]),
+            step_size=np.array(record["eps"]),
+            variance=np.array(record["var"]),
+            acceptance_rate=np.array(record["acc"]),
+            n_resampled=n_resampled,
+        )
+
     @property
     def n_steps(self) -> int:
         """Number of pilot temperatures after 0."""
@@ -198,12 +211,14 @@ def _weighted_moments(values: np.ndarray, weights: np.ndarray):
     return mean, weights @ (values - mean) ** 2
 
 
-def _next_beta(beta: float, sd: float, step_length: float) -> float:
+def _next_beta(beta: float, sd: float, step_length: float,
+               min_growth: float = MIN_PILOT_GROWTH) -> float:
+    """Next pilot temperature: the incremental log weight's sd is ``step_length`` nats."""
     if not np.isfinite(sd) or sd <= 0:
         return 1.0
     increment = step_length / sd
     if beta > 0:
-        increment = max(increment, MIN_PILOT_GROWTH * beta)
+        increment = max(increment, min_growth * beta)
     return float(min(1.0, beta + increment))
 
 
@@ -262,15 +277,7 @@ def run_pilot(
         if on_step is not None:
             on_step(beta)
     log_z += float(log_mean_exp(log_w))
-    return PilotResult(
-        log_z=log_z,
-        betas=np.array(record["beta"]),
-        sd_log_likelihood=np.array(record["sd"]),
-        step_size=np.array(record["eps"]),
-        variance=np.array(record["var"]),
-        acceptance_rate=np.array(record["acc"]),
-        n_resampled=n_resampled,
-    )
+    return PilotResult.from_record(log_z, record, n_resampled)
 
 
 def thermodynamic_schedule(betas: np.ndarray, sd_log_likelihood: np.ndarray,
