@@ -114,3 +114,25 @@ def test_prior_draws_have_prior_moments():
     g = np.exp(x[:, 0])
     # mean 1.5, sd sqrt(3)/2: 5 standard errors
     assert abs(g.mean() - 1.5) < 5 * (np.sqrt(3) / 2) / np.sqrt(4000)
+
+
+def test_a_chain_never_sees_the_other_chains_of_its_batch():
+    # PyMC's parameter checks, rewritten to -inf switches after vectorization, used to reduce
+    # over the whole batch: one chain whose scale underflowed to 0 (log-scale -800) or became
+    # NaN set every chain's log-likelihood to -inf, so chains rejected each other's moves.
+    rng = np.random.default_rng(0)
+    with pm.Model() as model:
+        s = pm.HalfNormal("s", 1.0)
+        mu = pm.Normal("mu", 0.0, 1.0, shape=3)
+        pm.Normal("y", mu, s, observed=rng.normal(size=(20, 3)))
+    density = ModelDensity(model, compile_kwargs={"mode": "FAST_RUN"})
+    assert density.batching == "vectorized"
+    x = 0.3 * rng.normal(size=(4, density.n_dim))
+    clean = density.parts(x)
+    for bad in (-800.0, np.nan, 800.0):
+        poisoned = x.copy()
+        poisoned[0, 0] = bad
+        parts = density.parts(poisoned)
+        assert parts.log_likelihood[0] == -np.inf
+        for field in ("log_prior", "log_likelihood", "grad_log_prior", "grad_log_likelihood"):
+            np.testing.assert_array_equal(getattr(parts, field)[1:], getattr(clean, field)[1:])

@@ -27,11 +27,12 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
+from pymc.logprob.utils import CheckParameterValue
 from pymc.util import get_default_varnames
 from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
-from pytensor.graph.traversal import graph_inputs
+from pytensor.graph.traversal import applys_between, graph_inputs
 from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.tensor.blockwise import Blockwise
 
@@ -214,6 +215,28 @@ class ObservationParts(DensityParts):
         )
 
 
+def _checks_to_switches(outputs: list) -> list:
+    """Replace PyMC's parameter checks by per-chain ``switch(conditions, logp, -inf)``.
+
+    PyMC guards log-densities with ``CheckParameterValue`` nodes, turned into ``-inf`` switches
+    at compile time. In a vectorized graph that rewrite reduces the conditions over the whole
+    batch, so one chain with an invalid parameter (e.g. a scale that underflowed to 0 in a
+    divergent proposal) sets *every* chain's density to ``-inf``. Chains would then reject
+    each other's moves, which couples them and breaks the validity of every weight. Done on
+    the per-chain graph before vectorizing, each chain keeps its own condition.
+    """
+    replacements = {}
+    for node in applys_between(graph_inputs(outputs), outputs):
+        if isinstance(node.op, CheckParameterValue) and node.op.can_be_replaced_by_ninf:
+            value, *conditions = node.inputs
+            condition = pt.all(pt.stack([pt.all(c) for c in conditions]))
+            switched = pt.switch(condition, value, -np.inf)
+            replacements[node.outputs[0]] = pt.cast(switched, node.outputs[0].dtype)
+    if not replacements:
+        return list(outputs)
+    return list(graph_replace(list(outputs), replacements, strict=False))
+
+
 def _observed_data_value(value) -> np.ndarray | None:
     """The numeric value behind an observed variable, or None for a symbolic expression."""
     if isinstance(value, Constant):
@@ -221,6 +244,18 @@ def _observed_data_value(value) -> np.ndarray | None:
     if isinstance(value, SharedVariable):
         return np.asarray(value.get_value())
     return None
+
+
+def _poison_rows(point: np.ndarray) -> np.ndarray:
+    """Rows with NaN and extreme coordinates, where model checks fail or values overflow."""
+    rows = []
+    coordinates = np.unique(np.linspace(0, point.size - 1, min(point.size, 16)).astype(int))
+    for value in (np.nan, -1e4, 1e4, -800.0, 800.0):
+        for i in coordinates:
+            row = point.copy()
+            row[i] = value
+            rows.append(row)
+    return np.stack(rows)
 
 
 class ModelDensity:
@@ -327,7 +362,8 @@ class ModelDensity:
         points = self._validation_points()
         try:
             fn = self._compile([batch_x, *extra_inputs],
-                               vectorize_graph(outputs, replace={x: batch_x}), **kwargs)
+                               vectorize_graph(_checks_to_switches(outputs),
+                                               replace={x: batch_x}), **kwargs)
             batched = fn(points, *extra_values)
             single = self._compile([x, *extra_inputs], outputs,
                                    **{**kwargs, "mode": ONE_SHOT_MODE})
@@ -335,6 +371,13 @@ class ModelDensity:
                 for b, s in zip(batched, single(point, *extra_values), strict=True):
                     if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
                         raise ValueError("vectorized graph disagrees with the per-chain graph")
+            # Chains must not see each other: valid rows stay put next to invalid ones.
+            with np.errstate(all="ignore"):
+                poisoned = fn(np.concatenate([points, _poison_rows(points[0])]),
+                              *extra_values)
+            for b, ref in zip(poisoned, batched, strict=True):
+                if not np.array_equal(b[: len(points)], ref, equal_nan=True):
+                    raise ValueError("a chain's value depends on the other chains in the batch")
             return fn, "vectorized"
         except Exception as err:  # noqa: BLE001 - any failure means: use the safe fallback
             logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
