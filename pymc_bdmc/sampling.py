@@ -31,8 +31,12 @@ from pymc_bdmc.model.checks import (
     check_positive_int,
     unsampleable_prior_message,
 )
+from pymc_bdmc.model.cache import compiled_model
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
+from pymc_bdmc.parallel.executors import IN_PROCESS, Workers, resolve_workers
+from pymc_bdmc.parallel.streams import ChainBlocks
 from pymc_bdmc.results.datatree import build_datatree
 from pymc_bdmc.schedules import ADAPTIVE, ScheduleName, make_schedule
 from pymc_bdmc.step_sampling import sample_with_step_methods
@@ -55,6 +59,10 @@ _SIMULATED_START_HINT = (
 )
 
 _STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "reverse", "summary")
+
+#: With ``cores=None``, chains go to worker processes only when the run is predicted to take
+#: longer than this (seconds): starting workers costs a few seconds each (import, compilation).
+AUTO_PARALLEL_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,16 @@ def _prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
     return x, parts
 
 
+def _prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
+                        blocks: ChainBlocks):
+    """Exact prior draws, each block of chains from its own stream; refused unless finite."""
+    x = np.concatenate([_draw_prior(simulator, n, g)
+                        for n, g in zip(blocks.sizes, blocks.generators, strict=True)])
+    parts = density.parts(x)
+    check_finite_start(parts, "prior draws", density.layout, x)
+    return x, parts
+
+
 def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, schedule):
     """Run the pilot (with its progress row) and freeze the plan on ``schedule``."""
     with _pilot_phase(progress) as report:
@@ -158,11 +176,36 @@ def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, schedule)
 
 
 def _compile(model, potentials_in_likelihood, compile_kwargs):
-    start = time.perf_counter()
-    density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
-                           compile_kwargs=compile_kwargs)
-    simulator = ModelSimulator(model, density.layout, compile_kwargs=compile_kwargs)
-    return density, simulator, time.perf_counter() - start
+    # Compiled once per model structure and reused across calls (see model/cache.py).
+    compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
+                              compile_kwargs=compile_kwargs)
+    return compiled.density, compiled.simulator, compiled.compile_time
+
+
+def _predicted_seconds(density: ModelDensity, x: np.ndarray, plan: AnnealingPlan,
+                       directions: int, spread: int) -> float:
+    """Rough duration of the annealing runs, from timing the batched model call."""
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        density.parts(x)
+        times.append(time.perf_counter() - start)
+    calls = directions * plan.transitions_per_step * plan.n_leapfrog * (plan.n_steps + spread)
+    return float(np.median(times)) * calls
+
+
+def _choose_workers(cores, executor, density, x0, plan, directions, spread,
+                    n_blocks) -> Workers:
+    if executor is not None or cores is not None:
+        return resolve_workers(cores, executor)
+    if n_blocks < 2:
+        return IN_PROCESS
+    predicted = _predicted_seconds(density, x0, plan, directions, spread)
+    if predicted < AUTO_PARALLEL_SECONDS:
+        return IN_PROCESS
+    logger.info("Predicted run of %.0f s: using all cores (set `cores=1` to stay in this "
+                "process).", predicted)
+    return resolve_workers(None)
 
 
 def _reverse_interrupted(run: str, unit: str, reached: int, total: int) -> str:
@@ -203,12 +246,19 @@ def _run(
     progressbar: bool,
     attrs: dict,
     plan: AnnealingPlan | None = None,
+    parallel: _Parallel | None = None,
 ) -> xr.DataTree:
     s = settings
+    parallel = parallel or _Parallel()
     parts_fn = density.parts
     x_pilot, parts_pilot = _prior_start(simulator, density, s.pilot_chains,
                                         streams["pilot_init"])
-    x0, parts0 = _prior_start(simulator, density, s.chains, streams["forward_init"])
+    # Every block of chains has its own streams, so results do not depend on how chains are
+    # grouped into batches or split across processes (parallel/streams.py).
+    x0, _ = _prior_start_blocks(simulator, density,
+                                ChainBlocks.spawn(streams["forward_init"], s.chains))
+    forward_blocks = ChainBlocks.spawn(streams["forward"], s.chains)
+    reverse_blocks = ChainBlocks.spawn(streams["reverse"], s.chains)
 
     start = time.perf_counter()
     done, interrupted = _StepCounter(), None
@@ -222,21 +272,37 @@ def _run(
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
-        with _phase(progress, "Forward AIS", n_steps) as advance:
-            forward = ais_forward(streams["forward"], x0, parts0, plan.betas,
-                                  plan.transition(parts_fn),
-                                  on_step=done.counting("forward", advance))
+        directions = 1 if truth is None else 2
+        workers = _choose_workers(parallel.cores, parallel.executor, density, x0, plan,
+                                  directions, s.reverse_spread, len(forward_blocks))
+        runner = AnnealingRunner(
+            density, lambda: DensityRecipe.from_model(model, parallel.potentials_in_likelihood,
+                                                      parallel.compile_kwargs),
+            workers, parallel.chains_per_batch,
+        )
+        n_groups = len(runner.groups(forward_blocks))
+        if not workers.local:
+            logger.info("Running %d groups of chains per direction on %s.", n_groups,
+                        workers.description)
+        observed = density.observed_data()  # workers may hold other data from earlier calls
+        pending_forward = runner.submit("forward", forward_blocks, x0, plan, observed=observed)
+        pending_reverse = None if truth is None else runner.submit(
+            "reverse", reverse_blocks, truth.x, plan, observed=observed,
+            spread_transitions=s.reverse_spread)
+        with _phase(progress, "Forward AIS", n_steps * n_groups) as advance:
+            forward = runner.collect(pending_forward, on_step=done.counting("forward", advance),
+                                     on_group=done.counting_groups("forward", advance))
         reverse = None
         if truth is not None:
             try:
-                with _phase(progress, "Reverse AIS", n_steps) as advance:
-                    reverse = ais_reverse(streams["reverse"], truth.x, s.chains, plan.betas,
-                                          plan.transition(parts_fn), parts_fn,
-                                          on_step=done.counting("reverse", advance),
-                                          spread_transitions=s.reverse_spread)
+                with _phase(progress, "Reverse AIS", n_steps * n_groups) as advance:
+                    reverse = runner.collect(
+                        pending_reverse, on_step=done.counting("reverse", advance),
+                        on_group=done.counting_groups("reverse", advance))
             except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
+                runner.cancel(pending_reverse)
                 interrupted = _reverse_interrupted("reverse AIS", "step", done["reverse"],
-                                                   n_steps)
+                                                   n_steps * n_groups)
     sampling_time = time.perf_counter() - start
 
     bounds = evidence_bounds(
@@ -250,6 +316,9 @@ def _run(
             s, density, pilot, sampling_time, interrupted,
             algorithm="bdmc" if truth is not None else "ais",
             n_steps=plan.n_steps,
+            model_evaluations=density.n_evaluations + runner.model_calls,
+            workers=workers.description,
+            chain_groups=n_groups,
             schedule="given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
         ),
     }
@@ -264,6 +333,36 @@ def _run(
         generating_values=None if truth is None else _generating_values(density, truth),
         attrs=attrs,
     )
+
+
+@dataclass(frozen=True)
+class _Parallel:
+    """Where the chains of an AIS run go, and what workers need to compile the model."""
+
+    cores: int | None = 1
+    executor: object = None
+    chains_per_batch: int | None = None
+    potentials_in_likelihood: bool = False
+    compile_kwargs: dict | None = None
+
+
+def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool,
+                       potentials_in_likelihood: bool, compile_kwargs) -> _Parallel:
+    """Check the parallelism arguments before anything runs."""
+    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int)
+                              or cores < 1):
+        raise BDMCInputError(f"`cores` must be a positive integer or None, got {cores!r}.")
+    if chains_per_batch is not None:
+        chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
+    if executor is not None:
+        if runs_elsewhere:
+            raise BDMCInputError(
+                "`executor` runs the vectorized HMC kernel with method='ais'; PyMC step methods "
+                "use `cores`, and method='smc' runs in this process."
+            )
+        resolve_workers(None, executor)  # refuses anything that is not an executor
+    return _Parallel(cores, executor, chains_per_batch, potentials_in_likelihood,
+                     compile_kwargs)
 
 
 def _generating_values(density: ModelDensity, truth: JointDraw) -> dict[str, np.ndarray]:
@@ -282,6 +381,17 @@ class _StepCounter(dict):
             advance()
 
         return step
+
+    def counting_groups(self, phase: str, advance):
+        """Like :meth:`counting`, for a group of ``n`` steps finished elsewhere at once."""
+        self.setdefault(phase, 0)
+
+        def group(n: int):
+            self[phase] += n
+            for _ in range(n):
+                advance()
+
+        return group
 
 
 @contextmanager
@@ -374,9 +484,25 @@ _COMMON_DOC = """
         assignment is logged and stored in the ``step_methods`` group. ``n_leapfrog``,
         ``transitions_per_step``, ``target_accept`` and ``step_size_jitter`` only concern the
         vectorized HMC kernel (one sweep of the step methods is made per temperature).
-    cores : int, default 1
-        Worker processes for chains driven by PyMC step methods (each compiles the model once;
-        results for a given seed do not depend on ``cores``). Unused by the vectorized kernel.
+    cores : int, optional
+        Local worker processes running the chains; each compiles the model once and keeps it
+        for later calls. Default: with the vectorized HMC kernel, all cores when the run is
+        predicted (from timing the model) to take over 20 s, otherwise this process; with PyMC
+        step methods, 1. A seed gives the same chains whatever ``cores`` (see Notes).
+    executor : concurrent.futures.Executor or dask.distributed.Client, optional
+        Run the chains on this executor instead of local processes, e.g. a Dask cluster for
+        runs that outgrow one machine (vectorized HMC kernel with ``method="ais"`` only).
+    chains_per_batch : int, optional
+        Most chains evaluated together in one batched model call, which bounds memory when
+        ``chains`` is large. Default: all chains of a worker at once.
+"""
+
+_PARALLEL_NOTES = """
+    Chains are cut into blocks of 8, each with its own random stream, and are split across
+    batches, processes or executor workers only at block boundaries: a seed gives the same
+    chains however they are split. Numbers agree exactly where the model's batched evaluation
+    is row by row, and otherwise up to floating-point round-off (BLAS kernels may round
+    differently for a different number of rows).
 """
 
 
@@ -398,7 +524,9 @@ def sample_ais(
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
     step=None,
-    cores: int = 1,
+    cores: int | None = None,
+    executor=None,
+    chains_per_batch: int | None = None,
 ) -> xr.DataTree:
     """Estimate a stochastic lower bound on ``log p(y)`` by annealed importance sampling.
 
@@ -428,7 +556,7 @@ def sample_ais(
     ``lower = log mean_k w_k`` with ``E[w_k] = p(y)``: on average it underestimates ``log p(y)``
     and it overestimates it by more than ``b`` nats with probability below ``exp(-b)``
     (Grosse, Ghahramani & Adams 2015, §4.1).
-
+%s
     Examples
     --------
     >>> import pymc as pm, pymc_bdmc as pmb
@@ -450,12 +578,14 @@ def sample_ais(
             "`plan` holds frozen HMC kernels; it cannot be combined with PyMC step methods "
             "(`step=`, or a model with discrete free variables)."
         )
+    parallel = _parallel_settings(cores, executor, chains_per_batch, specs is not None,
+                                  potentials_in_likelihood, compile_kwargs)
     streams = _streams(random_seed)
     if specs is not None:
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=False,
             potentials_in_likelihood=potentials_in_likelihood, pilot_chains=pilot_chains,
-            cores=cores, progressbar=progressbar, compile_kwargs=compile_kwargs,
+            cores=cores or 1, progressbar=progressbar, compile_kwargs=compile_kwargs,
         )
     density, simulator, compile_time = _compile(model, potentials_in_likelihood, compile_kwargs)
     if plan is not None and plan.n_dim != density.n_dim:
@@ -465,7 +595,7 @@ def sample_ais(
         )
     return _run(model=model, settings=settings, density=density, simulator=simulator,
                 streams=streams, truth=None, progressbar=progressbar,
-                attrs={"compile_time": compile_time}, plan=plan)
+                attrs={"compile_time": compile_time}, plan=plan, parallel=parallel)
 
 
 def sample_bdmc(
@@ -488,7 +618,9 @@ def sample_bdmc(
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
     step=None,
-    cores: int = 1,
+    cores: int | None = None,
+    executor=None,
+    chains_per_batch: int | None = None,
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -534,7 +666,7 @@ def sample_bdmc(
     reverse run stopped. An interrupt before the forward run ends is re-raised (no bound exists
     yet). Chains whose density becomes non-finite get zero weight and are counted in
     ``evidence`` (``n_failed_*``, ``failed_step_*``); see ``docs/bad-input.md``.
-
+%s
     Examples
     --------
     >>> import pymc as pm, pymc_bdmc as pmb
@@ -570,11 +702,13 @@ def sample_bdmc(
             "model with discrete free variables) work with method='ais'."
         )
     check_model(model, needs_simulation=True, gradient_kernel=specs is None)
+    parallel = _parallel_settings(cores, executor, chains_per_batch,
+                                  specs is not None or smc is not None, False, compile_kwargs)
     streams = _streams(random_seed)
     if specs is not None:
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=True,
-            potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
+            potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores or 1,
             progressbar=progressbar, compile_kwargs=compile_kwargs,
         )
     density, simulator, compile_time = _compile(model, False, compile_kwargs)
@@ -593,10 +727,10 @@ def sample_bdmc(
                                     progressbar=progressbar, attrs={"compile_time": compile_time})
     return _run(model=model, settings=settings, density=density, simulator=simulator,
                 streams=streams, truth=truth, progressbar=progressbar,
-                attrs={"compile_time": compile_time})
+                attrs={"compile_time": compile_time}, parallel=parallel)
 
 
-sample_ais.__doc__ = sample_ais.__doc__ % _COMMON_DOC
+sample_ais.__doc__ = sample_ais.__doc__ % (_COMMON_DOC, _PARALLEL_NOTES)
 
 
 def _replace_entries(doc: str, entries: dict[str, str]) -> str:
@@ -608,7 +742,7 @@ def _replace_entries(doc: str, entries: dict[str, str]) -> str:
 
 
 # sample_bdmc's defaults depend on ``method``: its entries say so.
-sample_bdmc.__doc__ = sample_bdmc.__doc__ % _replace_entries(_COMMON_DOC, {
+sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(_COMMON_DOC, {
     """    n_steps : int, default 1000
         Number of annealing steps (intermediate distributions). Ignored if ``schedule`` is an
         array, whose length then sets it.
@@ -628,4 +762,4 @@ sample_bdmc.__doc__ = sample_bdmc.__doc__ % _replace_entries(_COMMON_DOC, {
 """: """    transitions_per_step : int, optional
         HMC transitions at each temperature (default 2 for AIS, 5 for SMC).
 """,
-})
+}), _PARALLEL_NOTES)

@@ -10,7 +10,6 @@ attached to chains, not to workers, so the result of a given seed does not depen
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -21,7 +20,7 @@ import cloudpickle
 import numpy as np
 import pymc as pm
 
-from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse
+from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse, merge_runs
 from pymc_bdmc.kernels.pymc_steps import (
     StepPlan,
     StepSpec,
@@ -31,8 +30,9 @@ from pymc_bdmc.kernels.pymc_steps import (
 )
 from pymc_bdmc.model.density import DensityParts, FlatLayout
 from pymc_bdmc.model.tempered import TemperedClone
+from pymc_bdmc.parallel.executors import mp_context
 
-__all__ = ["ChainTask", "StepRunner", "StepRunnerRecipe", "merge_runs", "run_chains"]
+__all__ = ["ChainTask", "StepRunner", "StepRunnerRecipe", "run_chains"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,23 +88,6 @@ class ChainTask:
     spread_transitions: int = 0
 
 
-def merge_runs(runs: Sequence[AISRun]) -> AISRun:
-    """Stack single-chain runs into one :class:`AISRun` over all chains."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN steps (no transition there)
-        acceptance = np.nanmean(np.stack([r.acceptance_rate for r in runs]), axis=0)
-    return AISRun(
-        log_weight=np.concatenate([r.log_weight for r in runs]),
-        x=np.concatenate([r.x for r in runs]),
-        parts=DensityParts(*(np.concatenate([getattr(r.parts, f) for r in runs])
-                             for f in ("log_prior", "log_likelihood", "grad_log_prior",
-                                       "grad_log_likelihood"))),
-        acceptance_rate=acceptance,
-        mean_log_weight=np.mean(np.stack([r.mean_log_weight for r in runs]), axis=0),
-        n_divergent=np.sum(np.stack([r.n_divergent for r in runs]), axis=0),
-    )
-
-
 # -- worker processes --------------------------------------------------------------------------
 _WORKER: dict = {}
 
@@ -119,17 +102,6 @@ def _init_worker(payload: bytes) -> None:
 
 def _run_in_worker(index: int, task: ChainTask) -> tuple[int, AISRun]:
     return index, _WORKER["runner"].run_chain(_WORKER["plan"], task)
-
-
-def _context():
-    # Like PyMC: forkserver where available (fork is unsafe once threads exist). The server
-    # imports this package once, so workers fork with PyMC already imported; this has no effect
-    # if the forkserver of this process was already started by someone else.
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", __name__])
-    return context
 
 
 def run_chains(
@@ -171,7 +143,7 @@ def run_chains(
     n_workers = min(cores, len(tasks))
     logger.info("Running %d chains in %d worker processes.", len(tasks), n_workers)
     runs: list[AISRun | None] = [None] * len(tasks)
-    with ProcessPoolExecutor(max_workers=n_workers, mp_context=_context(),
+    with ProcessPoolExecutor(max_workers=n_workers, mp_context=mp_context(),
                              initializer=_init_worker, initargs=(payload,)) as pool:
         futures = [pool.submit(_run_in_worker, i, task) for i, task in enumerate(tasks)]
         for future in as_completed(futures):

@@ -32,7 +32,8 @@ from pymc_bdmc.model.checks import (
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.results.datatree import build_datatree
-from pymc_bdmc.step_chains import ChainTask, StepRunner, StepRunnerRecipe, merge_runs, run_chains
+from pymc_bdmc.algorithms.ais import merge_runs
+from pymc_bdmc.step_chains import ChainTask, StepRunner, StepRunnerRecipe, run_chains
 
 __all__ = ["DEFAULT_STEP_PILOT_CHAINS", "sample_with_step_methods", "step_methods_dataset"]
 

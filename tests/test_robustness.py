@@ -8,6 +8,7 @@ import pytensor.tensor as pt
 import pytest
 
 import pymc_bdmc as pmb
+import pymc_bdmc.parallel.annealing as annealing
 import pymc_bdmc.sampling as sampling
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
@@ -163,7 +164,7 @@ def _interrupting(run, after):
 
 
 def test_interrupt_during_reverse_returns_the_lower_bound(normal_model, monkeypatch, caplog):
-    monkeypatch.setattr(sampling, "ais_reverse", _interrupting(sampling.ais_reverse, 5))
+    monkeypatch.setattr(annealing, "ais_reverse", _interrupting(annealing.ais_reverse, 5))
     with normal_model, caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
         result = pmb.sample_bdmc(**FAST)
     ev = result["evidence"]
@@ -185,7 +186,7 @@ def test_interrupt_during_reverse_returns_the_lower_bound(normal_model, monkeypa
 def test_interrupt_before_the_forward_run_ends_returns_nothing(normal_model, monkeypatch, caplog,
                                                                phase, where):
     if phase == "forward":
-        monkeypatch.setattr(sampling, "ais_forward", _interrupting(sampling.ais_forward, 4))
+        monkeypatch.setattr(annealing, "ais_forward", _interrupting(annealing.ais_forward, 4))
     else:
         def tune_plan(*args, **kwargs):
             raise KeyboardInterrupt

@@ -29,7 +29,8 @@ looser. Without this, one NaN poisons the whole estimate, and one reverse chain 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,7 @@ import numpy as np
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.model.density import DensityParts
 
-__all__ = ["AISRun", "ais_forward", "ais_reverse"]
+__all__ = ["AISRun", "ais_forward", "ais_reverse", "merge_runs"]
 
 
 @dataclass(frozen=True)
@@ -196,3 +197,43 @@ def ais_reverse(
             on_step()
     return AISRun(log_v, x, parts, acceptance, mean_log_v, n_divergent, monitor.n_failed,
                   monitor.failed_step)
+
+
+def merge_runs(runs: Sequence[AISRun]) -> AISRun:
+    """Combine runs over disjoint sets of chains into one run over all of them, in order.
+
+    Per-chain arrays are concatenated; per-step means are averaged with weights equal to the
+    chains of each run (steps where a run made no transition are skipped), counts are summed.
+    """
+    if len(runs) == 1:
+        return runs[0]
+    sizes = np.array([len(r.log_weight) for r in runs], dtype=float)
+
+    def weighted_mean(values, skip_nan=False):
+        values = np.stack(values)  # (runs, steps)
+        weights = np.broadcast_to(sizes[:, None], values.shape)
+        if skip_nan:
+            weights = np.where(np.isnan(values), 0.0, weights)
+            values = np.where(np.isnan(values), 0.0, values)
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            total = weights.sum(axis=0)
+            mean = (weights * values).sum(axis=0) / total
+        return np.where(total > 0, mean, np.nan)
+
+    def stacked(field):
+        return np.concatenate([getattr(r.parts, field) for r in runs])
+
+    failed = [r.failed_step for r in runs]
+    return AISRun(
+        log_weight=np.concatenate([r.log_weight for r in runs]),
+        x=np.concatenate([r.x for r in runs]),
+        parts=DensityParts(*(stacked(f) for f in ("log_prior", "log_likelihood",
+                                                   "grad_log_prior", "grad_log_likelihood"))),
+        acceptance_rate=weighted_mean([r.acceptance_rate for r in runs], skip_nan=True),
+        mean_log_weight=weighted_mean([r.mean_log_weight for r in runs]),
+        n_divergent=np.sum([r.n_divergent for r in runs], axis=0),
+        n_failed=(None if any(r.n_failed is None for r in runs)
+                  else np.sum([r.n_failed for r in runs], axis=0)),
+        failed_step=None if any(f is None for f in failed) else np.concatenate(failed),
+    )

@@ -1,0 +1,111 @@
+"""Compile each model once per process and reuse it across calls.
+
+Compiling the batched densities and the simulator is most of the cost of a short run, and users
+call the samplers repeatedly on one model (``calibrate`` alone makes several calls). The last
+:data:`CACHE_SIZE` compiled pairs are kept, keyed by the model object, and reused only while the
+model's structure is unchanged: the key includes the identity of every variable, Potential and
+Deterministic and the shapes of the observed data. (A compiled density refers to its model, so
+a weak-keyed cache would never let a model go; a small bounded cache does.) A reused
+density is re-conditioned on the model's *current* observed data (``pm.set_data`` between calls
+is honoured; a previous BDMC run's simulated data are not), and its evaluation counter restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import pymc as pm
+
+from pymc_bdmc.model.density import ModelDensity, _observed_data_value
+from pymc_bdmc.model.simulate import ModelSimulator
+
+__all__ = ["CACHE_SIZE", "CompiledModel", "clear_cache", "compiled_model"]
+
+logger = logging.getLogger(__name__)
+
+#: Compiled models kept per process (least recently used dropped first).
+CACHE_SIZE = 8
+
+# key -> (model, density, simulator); the model is kept so that its id cannot be reused.
+_CACHE: OrderedDict[tuple, tuple] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    """A model's compiled densities and simulator, and what getting them cost.
+
+    Attributes
+    ----------
+    density : ModelDensity
+    simulator : ModelSimulator
+    compile_time : float
+        Seconds spent compiling in this call (0 when reused).
+    reused : bool
+        Whether the compiled functions came from the cache.
+    """
+
+    density: ModelDensity
+    simulator: ModelSimulator
+    compile_time: float
+    reused: bool
+
+
+def _observed_values(model: pm.Model) -> dict:
+    values = {}
+    for rv in model.observed_RVs:
+        data = _observed_data_value(model.rvs_to_values[rv])
+        if data is not None:
+            values[rv.name] = data
+    return values
+
+
+def _fingerprint(model: pm.Model, potentials_in_likelihood: bool, compile_kwargs) -> tuple:
+    structure = tuple(
+        tuple(id(v) for v in group)
+        for group in (model.free_RVs, model.observed_RVs, model.potentials,
+                      model.deterministics, model.value_vars)
+    )
+    transforms = tuple(id(model.rvs_to_transforms.get(rv)) for rv in model.free_RVs)
+    shapes = tuple((name, v.shape, str(v.dtype))
+                   for name, v in sorted(_observed_values(model).items()))
+    return (id(model), structure, transforms, shapes, bool(potentials_in_likelihood),
+            repr(sorted((compile_kwargs or {}).items())))
+
+
+def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
+                   compile_kwargs: dict | None = None, cache: bool = True) -> CompiledModel:
+    """The compiled densities and simulator of ``model``, compiled at most once per structure.
+
+    Parameters
+    ----------
+    model : pm.Model
+    potentials_in_likelihood : bool, default False
+    compile_kwargs : dict, optional
+    cache : bool, default True
+        Reuse (and store) compiled functions. ``False`` always compiles afresh.
+    """
+    key = _fingerprint(model, potentials_in_likelihood, compile_kwargs)
+    if cache and key in _CACHE and _CACHE[key][0] is model:
+        _CACHE.move_to_end(key)
+        _, density, simulator = _CACHE[key]
+        density.set_observed(_observed_values(model))
+        density.n_evaluations = 0
+        logger.debug("Reusing the compiled densities of this model.")
+        return CompiledModel(density, simulator, 0.0, True)
+    start = time.perf_counter()
+    density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
+                           compile_kwargs=compile_kwargs)
+    simulator = ModelSimulator(model, density.layout, compile_kwargs=compile_kwargs)
+    if cache:
+        _CACHE[key] = (model, density, simulator)
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return CompiledModel(density, simulator, time.perf_counter() - start, False)
+
+
+def clear_cache() -> None:
+    """Forget every compiled model of this process."""
+    _CACHE.clear()

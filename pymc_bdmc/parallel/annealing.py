@@ -1,0 +1,210 @@
+"""Forward and reverse AIS over many chains, in batches, here or in worker processes.
+
+The chains are cut into groups of whole stream blocks (:mod:`pymc_bdmc.parallel.streams`). Each
+group runs the whole annealing path as one batched computation, either in this process (groups
+one after another, which bounds memory for very many chains) or as a task on a worker. A worker
+receives a pickled :class:`DensityRecipe` and compiles it once, on its first task; later tasks,
+directions and calls on the same model reuse that compilation.
+
+Because every group carries its own random streams, a seed gives the same chains whatever the
+grouping. The only differences are floating-point round-off where the model's batched linear
+algebra rounds differently for a different number of rows (BLAS kernels block by rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import cloudpickle
+import numpy as np
+import pymc as pm
+
+from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse, merge_runs
+from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.parallel.executors import Workers
+from pymc_bdmc.parallel.streams import ChainBlocks
+
+__all__ = ["AnnealingRunner", "DensityRecipe", "GroupTask", "run_group"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DensityRecipe:
+    """What a worker needs to compile a model's densities, pickled once per call.
+
+    Attributes
+    ----------
+    payload : bytes
+        ``cloudpickle`` of ``(model, potentials_in_likelihood, compile_kwargs)``.
+    key : str
+        Digest of ``payload``: workers compile each distinct recipe once.
+    """
+
+    payload: bytes
+    key: str
+
+    @classmethod
+    def from_model(cls, model: pm.Model, potentials_in_likelihood: bool,
+                   compile_kwargs: dict | None) -> DensityRecipe:
+        """Pickle a model and its compilation settings."""
+        payload = cloudpickle.dumps((model, potentials_in_likelihood, compile_kwargs))
+        return cls(payload, hashlib.sha256(payload).hexdigest())
+
+    def build(self) -> ModelDensity:
+        """Compile the densities (in the calling process)."""
+        model, potentials_in_likelihood, compile_kwargs = cloudpickle.loads(self.payload)
+        return ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
+                            compile_kwargs=compile_kwargs)
+
+
+# Per process (and per thread: compiled functions are not thread-safe), a few compiled recipes.
+_COMPILED: OrderedDict[tuple[str, int], ModelDensity] = OrderedDict()
+_COMPILED_SIZE = 4
+_LOCK = threading.Lock()
+
+
+def _density_for(recipe: DensityRecipe) -> ModelDensity:
+    key = (recipe.key, threading.get_ident())
+    with _LOCK:
+        density = _COMPILED.get(key)
+        if density is not None:
+            _COMPILED.move_to_end(key)
+            return density
+    logging.getLogger("pymc").setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        density = recipe.build()
+    with _LOCK:
+        _COMPILED[key] = density
+        while len(_COMPILED) > _COMPILED_SIZE:
+            _COMPILED.popitem(last=False)
+    return density
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """One group of chains to anneal in one direction.
+
+    Attributes
+    ----------
+    direction : {"forward", "reverse"}
+    start : ndarray
+        Forward: the group's exact prior draws, shape (chains, n_dim). Reverse: the exact
+        posterior sample every chain starts from, shape (n_dim,).
+    blocks : ChainBlocks
+        The group's chains and their random streams.
+    plan : AnnealingPlan
+    observed : mapping, optional
+        Observed data to condition on (BDMC's simulated data); None keeps the model's.
+    spread_transitions : int
+        Reverse only: kernel steps at ``beta = 1`` before annealing down.
+    """
+
+    direction: Literal["forward", "reverse"]
+    start: np.ndarray
+    blocks: ChainBlocks
+    plan: AnnealingPlan
+    observed: Mapping[str, np.ndarray] | None = None
+    spread_transitions: int = 0
+
+
+def run_group(task: GroupTask, density: ModelDensity,
+              on_step: Callable[[], None] | None = None) -> tuple[AISRun, int]:
+    """Run one group on ``density``; return the run and the batched model calls it made."""
+    if task.observed is not None:
+        density.set_observed(task.observed)
+    calls_before = density.n_evaluations
+    rng = task.blocks.generator()
+    transition = task.plan.transition(density.parts)
+    if task.direction == "forward":
+        run = ais_forward(rng, task.start, density.parts(task.start), task.plan.betas,
+                          transition, on_step=on_step)
+    else:
+        run = ais_reverse(rng, task.start, task.blocks.n_chains, task.plan.betas, transition,
+                          density.parts, on_step=on_step,
+                          spread_transitions=task.spread_transitions)
+    return run, density.n_evaluations - calls_before
+
+
+def _run_remote(recipe: DensityRecipe, task: GroupTask) -> tuple[AISRun, int]:
+    return run_group(task, _density_for(recipe))
+
+
+class AnnealingRunner:
+    """Runs forward and reverse AIS groups for one call of a sampler.
+
+    Parameters
+    ----------
+    density : ModelDensity
+        This process's compiled densities (used for in-process groups).
+    recipe : callable
+        Returns the :class:`DensityRecipe` for workers (called at most once, when needed).
+    workers : Workers
+    chains_per_batch : int, optional
+        Most chains evaluated together in one batched call (bounds memory). Default: all the
+        chains of a worker in one batch.
+    """
+
+    def __init__(self, density: ModelDensity, recipe: Callable[[], DensityRecipe],
+                 workers: Workers, chains_per_batch: int | None = None):
+        self.density = density
+        self._recipe_fn = recipe
+        self._recipe: DensityRecipe | None = None
+        self.workers = workers
+        self.chains_per_batch = chains_per_batch
+        self.model_calls = 0  # batched model calls made by workers (this process counts its own)
+
+    def groups(self, blocks: ChainBlocks) -> list[tuple[int, int]]:
+        """How ``blocks`` are grouped into batches/tasks."""
+        return blocks.groups(self.chains_per_batch, self.workers.n_workers)
+
+    def submit(self, direction: Literal["forward", "reverse"], blocks: ChainBlocks,
+               start: np.ndarray, plan: AnnealingPlan, *,
+               observed: Mapping[str, np.ndarray] | None = None,
+               spread_transitions: int = 0) -> list[GroupTask | object]:
+        """Start the groups of one direction; returns tasks (local) or futures (remote)."""
+        tasks = []
+        for first, stop in self.groups(blocks):
+            part = start if direction == "reverse" else start[blocks.chain_slice(first, stop)]
+            tasks.append(GroupTask(direction, part, blocks.subset(first, stop), plan,
+                                   observed, spread_transitions))
+        if self.workers.local:
+            return tasks
+        if self._recipe is None:
+            self._recipe = self._recipe_fn()
+        return [self.workers.submit(_run_remote, self._recipe, task) for task in tasks]
+
+    def collect(self, pending: list, on_step: Callable[[], None] | None = None,
+                on_group: Callable[[int], None] | None = None) -> AISRun:
+        """Run (local) or wait for (remote) the groups of :meth:`submit`; merge them in order.
+
+        ``on_step`` is called after every local annealing step, ``on_group`` with the number
+        of steps a finished remote group represents.
+        """
+        runs = []
+        for item in pending:
+            if isinstance(item, GroupTask):
+                run, _ = run_group(item, self.density, on_step=on_step)
+            else:
+                run, calls = item.result()
+                self.model_calls += calls
+                if on_group is not None:
+                    on_group(len(run.mean_log_weight) - 1)
+            runs.append(run)
+        return merge_runs(runs)
+
+    @staticmethod
+    def cancel(pending: list) -> None:
+        """Cancel remote groups that have not started."""
+        for item in pending:
+            if not isinstance(item, GroupTask):
+                item.cancel()
