@@ -149,6 +149,8 @@ class DensityParts:
 
     def tempered_logp(self, beta: float | np.ndarray) -> np.ndarray:
         """``log p(x) + beta * log p(y | x)``, taking ``0 * -inf`` as 0 (the prior at beta=0)."""
+        if isinstance(beta, float | int):  # the hot path: one temperature for all chains
+            return self.log_prior if beta == 0 else self.log_prior + beta * self.log_likelihood
         beta = np.asarray(beta, dtype=float)
         with np.errstate(invalid="ignore"):  # 0 * -inf is resolved just below
             tempered = self.log_prior + beta * self.log_likelihood
@@ -156,6 +158,8 @@ class DensityParts:
 
     def tempered_grad(self, beta: float | np.ndarray) -> np.ndarray:
         """Gradient of :meth:`tempered_logp` with respect to the flat vector."""
+        if isinstance(beta, float | int):
+            return self.grad_log_prior + beta * self.grad_log_likelihood
         beta = np.asarray(beta, dtype=float)
         if beta.ndim == 1:
             beta = beta[:, None]
@@ -423,8 +427,10 @@ class ModelDensity:
             (prior, lik), grad_prior = self._parts_fn(x), np.zeros(x.shape)
             grad_lik = grad_prior
         # NaN log densities are treated as impossible states: they can never be accepted.
-        prior = np.where(np.isnan(prior), -np.inf, prior)
-        lik = np.where(np.isnan(lik), -np.inf, lik)
+        # (One cheap test first: a NaN anywhere makes the sum NaN; -inf + inf does too.)
+        if np.isnan(prior.sum() + lik.sum()):
+            prior = np.where(np.isnan(prior), -np.inf, prior)
+            lik = np.where(np.isnan(lik), -np.inf, lik)
         return DensityParts(prior, lik, grad_prior, grad_lik)
 
     def logp_dlogp(self, x: np.ndarray, beta: float | np.ndarray):
