@@ -275,11 +275,8 @@ def _run(
         directions = 1 if truth is None else 2
         workers = _choose_workers(parallel.cores, parallel.executor, density, x0, plan,
                                   directions, s.reverse_spread, len(forward_blocks))
-        runner = AnnealingRunner(
-            density, lambda: DensityRecipe.from_model(model, parallel.potentials_in_likelihood,
-                                                      parallel.compile_kwargs),
-            workers, parallel.chains_per_batch,
-        )
+        runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
+                                 parallel.chains_per_batch)
         n_groups = len(runner.groups(forward_blocks))
         if not workers.local:
             logger.info("Running %d groups of chains per direction on %s.", n_groups,
@@ -337,17 +334,14 @@ def _run(
 
 @dataclass(frozen=True)
 class _Parallel:
-    """Where the chains of an AIS run go, and what workers need to compile the model."""
+    """Where the chains of an AIS run go."""
 
     cores: int | None = 1
     executor: object = None
     chains_per_batch: int | None = None
-    potentials_in_likelihood: bool = False
-    compile_kwargs: dict | None = None
 
 
-def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool,
-                       potentials_in_likelihood: bool, compile_kwargs) -> _Parallel:
+def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool) -> _Parallel:
     """Check the parallelism arguments before anything runs."""
     if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int)
                               or cores < 1):
@@ -361,8 +355,7 @@ def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool,
                 "use `cores`, and method='smc' runs in this process."
             )
         resolve_workers(None, executor)  # refuses anything that is not an executor
-    return _Parallel(cores, executor, chains_per_batch, potentials_in_likelihood,
-                     compile_kwargs)
+    return _Parallel(cores, executor, chains_per_batch)
 
 
 def _generating_values(density: ModelDensity, truth: JointDraw) -> dict[str, np.ndarray]:
@@ -578,8 +571,7 @@ def sample_ais(
             "`plan` holds frozen HMC kernels; it cannot be combined with PyMC step methods "
             "(`step=`, or a model with discrete free variables)."
         )
-    parallel = _parallel_settings(cores, executor, chains_per_batch, specs is not None,
-                                  potentials_in_likelihood, compile_kwargs)
+    parallel = _parallel_settings(cores, executor, chains_per_batch, specs is not None)
     streams = _streams(random_seed)
     if specs is not None:
         return sample_with_step_methods(
@@ -703,7 +695,7 @@ def sample_bdmc(
         )
     check_model(model, needs_simulation=True, gradient_kernel=specs is None)
     parallel = _parallel_settings(cores, executor, chains_per_batch,
-                                  specs is not None or smc is not None, False, compile_kwargs)
+                                  specs is not None or smc is not None)
     streams = _streams(random_seed)
     if specs is not None:
         return sample_with_step_methods(

@@ -125,6 +125,26 @@ def test_batches_and_worker_processes_give_the_same_chains(regression):
         "model_evaluations"]
 
 
+def _mixture_logp(value, mu):
+    # a user-defined density: its logp dispatch lives in this process only
+    return pm.math.logaddexp(pm.logp(pm.Normal.dist(mu, 1.0), value),
+                             pm.logp(pm.Normal.dist(-mu, 1.0), value)) - np.log(2.0)
+
+
+def test_custom_distributions_run_in_worker_processes():
+    # Workers receive the compiled densities' graph, not the model: a CustomDist's logp is
+    # registered when the model is built and does not survive pickling the model.
+    rng = np.random.default_rng(4)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 2.0)
+        pm.CustomDist("y", mu, logp=_mixture_logp, observed=rng.normal(size=10) + 1.0)
+        here = pmb.sample_ais(cores=1, **RUN)
+        with ProcessPoolExecutor(2) as pool:
+            there = pmb.sample_ais(executor=pool, **RUN)
+    np.testing.assert_array_equal(here["evidence"]["log_weight_forward"].values,
+                                  there["evidence"]["log_weight_forward"].values)
+
+
 def test_a_local_dask_cluster_gives_the_same_chains(regression):
     distributed = pytest.importorskip("distributed")
     with regression:

@@ -262,6 +262,117 @@ def _poison_rows(point: np.ndarray) -> np.ndarray:
     return np.stack(rows)
 
 
+def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True,
+                    extra_inputs=(), extra_values=(), **kwargs):
+    """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
+
+    ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain graph
+    at ``points`` before use, and for independence of the chains (valid rows must not change
+    next to NaN and extreme rows); where it fails or disagrees (it mis-broadcasts some PyMC
+    graphs), a ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function
+    instead. ``compile_fn(inputs, outputs, **kwargs)`` compiles; ``hot=False`` compiles with
+    :data:`ONE_SHOT_MODE` (for functions called rarely). ``extra_inputs`` are further inputs
+    shared by all chains (not batched), passed after the batch of ``x``; ``extra_values`` are
+    values of them used to validate the batched graph. Returns ``(function, batching)``.
+    """
+    if not hot:
+        kwargs = {**kwargs, "mode": ONE_SHOT_MODE}
+    extra_inputs, extra_values = list(extra_inputs), list(extra_values)
+    batch_x = pt.matrix("x_batch", dtype=x.dtype)
+    try:
+        fn = compile_fn([batch_x, *extra_inputs],
+                        vectorize_graph(_checks_to_switches(outputs), replace={x: batch_x}),
+                        **kwargs)
+        batched = fn(points, *extra_values)
+        single = compile_fn([x, *extra_inputs], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
+        for i, point in enumerate(points):
+            for b, s in zip(batched, single(point, *extra_values), strict=True):
+                if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
+                    raise ValueError("vectorized graph disagrees with the per-chain graph")
+        # Chains must not see each other: valid rows stay put next to invalid ones.
+        with np.errstate(all="ignore"):
+            poisoned = fn(np.concatenate([points, _poison_rows(points[0])]),
+                          *extra_values)
+        for b, ref in zip(poisoned, batched, strict=True):
+            if not np.array_equal(b[: len(points)], ref, equal_nan=True):
+                raise ValueError("a chain's value depends on the other chains in the batch")
+        return fn, "vectorized"
+    except Exception as err:  # noqa: BLE001 - any failure means: use the safe fallback
+        logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
+    # OpFromGraph needs shared variables (our data) as explicit, un-batched inputs.
+    shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
+    core = OpFromGraph([x, *extra_inputs, *shared], list(outputs), inline=False)
+
+    def dims(prefix, variables):
+        return "".join(
+            ",(" + ",".join(f"{prefix}{i}_{d}" for d in range(v.ndim)) + ")"
+            for i, v in enumerate(variables)
+        )
+
+    signature = (f"(n){dims('e', extra_inputs)}{dims('s', shared)}->"
+                 f"{dims('o', outputs)[1:]}")
+    result = Blockwise(core, signature=signature)(batch_x, *extra_inputs, *shared)
+    return compile_fn([batch_x, *extra_inputs],
+                      result if isinstance(result, list) else [result], **kwargs), "blockwise"
+
+
+def _finite_parts(prior, lik, grad_prior, grad_lik) -> DensityParts:
+    # NaN log densities are treated as impossible states: they can never be accepted.
+    # (One cheap test first: a NaN anywhere makes the sum NaN; -inf + inf does too.)
+    if np.isnan(prior.sum() + lik.sum()):
+        prior = np.where(np.isnan(prior), -np.inf, prior)
+        lik = np.where(np.isnan(lik), -np.inf, lik)
+    return DensityParts(prior, lik, grad_prior, grad_lik)
+
+
+class BatchedParts:
+    """The hot path of a :class:`ModelDensity` on its own: batched densities and gradients.
+
+    It pickles as its symbolic graph (not as the PyMC model, whose custom distributions may
+    not survive pickling) and compiles on first use, so worker processes rebuild exactly the
+    function this process runs. Data are set with :meth:`set_observed` without checks: the
+    owning :class:`ModelDensity` has checked them.
+    """
+
+    def __init__(self, x, outputs, data: Mapping[str, SharedVariable], points: np.ndarray,
+                 compile_kwargs: Mapping | None = None):
+        self._graph = (x, list(outputs), dict(data), np.asarray(points),
+                       dict(compile_kwargs or {}))
+        self._fn = None
+        self.batching = None
+        self.n_evaluations = 0
+
+    def __getstate__(self):
+        return {"graph": self._graph}
+
+    def __setstate__(self, state):
+        self.__init__(*state["graph"])
+
+    def _compile(self, inputs, outputs, **kwargs):
+        fn = compile_pytensor(inputs, outputs, **{**self._graph[4], **kwargs})
+        fn.trust_input = True
+        return fn
+
+    def compile(self) -> BatchedParts:
+        """Compile (once); returns self."""
+        if self._fn is None:
+            x, outputs, _, points, _ = self._graph
+            self._fn, self.batching = compile_batched(self._compile, x, outputs, points)
+        return self
+
+    def set_observed(self, data: Mapping[str, np.ndarray]) -> None:
+        """Condition on new (already checked) observed values."""
+        shared = self._graph[2]
+        for name, value in data.items():
+            shared[name].set_value(np.array(value, dtype=shared[name].dtype, copy=True))
+
+    def parts(self, x: np.ndarray) -> DensityParts:
+        """Densities and gradients of a batch ``x`` of shape (chains, n_dim)."""
+        self.n_evaluations += 1
+        return _finite_parts(*self.compile()._fn(np.ascontiguousarray(x, dtype=float)))
+
+
+
 class ModelDensity:
     """Compiled, batched log-densities of a PyMC model in its unconstrained space.
 
@@ -327,6 +438,7 @@ class ModelDensity:
             outputs.append(pytensor.grad(pre_prior, x, disconnected_inputs="ignore"))
             outputs.append(pytensor.grad(pre_lik, x, disconnected_inputs="ignore"))
             self._parts_fn, self.batching = self._compile_batched(x, outputs)
+            self._hot_graph = (x, outputs)
         else:
             self._parts_fn, self.batching = None, "lazy"
             self._lazy_parts = (x, outputs)
@@ -350,57 +462,9 @@ class ModelDensity:
 
     def _compile_batched(self, x, outputs, hot: bool = True, extra_inputs=(),
                          extra_values=(), **kwargs):
-        """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
-
-        ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain
-        graph before use; where it fails or disagrees (it mis-broadcasts some PyMC graphs), a
-        ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function instead.
-        ``hot=False`` compiles with :data:`ONE_SHOT_MODE` (for functions called rarely).
-        ``extra_inputs`` are further inputs shared by all chains (not batched), passed after the
-        batch of ``x``; ``extra_values`` are values of them used to validate the batched graph.
-        """
-        if not hot:
-            kwargs = {**kwargs, "mode": ONE_SHOT_MODE}
-        extra_inputs, extra_values = list(extra_inputs), list(extra_values)
-        batch_x = pt.matrix("x_batch", dtype=x.dtype)
-        points = self._validation_points()
-        try:
-            fn = self._compile([batch_x, *extra_inputs],
-                               vectorize_graph(_checks_to_switches(outputs),
-                                               replace={x: batch_x}), **kwargs)
-            batched = fn(points, *extra_values)
-            single = self._compile([x, *extra_inputs], outputs,
-                                   **{**kwargs, "mode": ONE_SHOT_MODE})
-            for i, point in enumerate(points):
-                for b, s in zip(batched, single(point, *extra_values), strict=True):
-                    if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
-                        raise ValueError("vectorized graph disagrees with the per-chain graph")
-            # Chains must not see each other: valid rows stay put next to invalid ones.
-            with np.errstate(all="ignore"):
-                poisoned = fn(np.concatenate([points, _poison_rows(points[0])]),
-                              *extra_values)
-            for b, ref in zip(poisoned, batched, strict=True):
-                if not np.array_equal(b[: len(points)], ref, equal_nan=True):
-                    raise ValueError("a chain's value depends on the other chains in the batch")
-            return fn, "vectorized"
-        except Exception as err:  # noqa: BLE001 - any failure means: use the safe fallback
-            logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
-        # OpFromGraph needs shared variables (our data) as explicit, un-batched inputs.
-        shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
-        core = OpFromGraph([x, *extra_inputs, *shared], list(outputs), inline=False)
-
-        def dims(prefix, variables):
-            return "".join(
-                ",(" + ",".join(f"{prefix}{i}_{d}" for d in range(v.ndim)) + ")"
-                for i, v in enumerate(variables)
-            )
-
-        signature = (f"(n){dims('e', extra_inputs)}{dims('s', shared)}->"
-                     f"{dims('o', outputs)[1:]}")
-        result = Blockwise(core, signature=signature)(batch_x, *extra_inputs, *shared)
-        return self._compile([batch_x, *extra_inputs],
-                             result if isinstance(result, list) else [result],
-                             **kwargs), "blockwise"
+        """Compile ``outputs(x)`` over a batch of ``x`` rows (see :func:`compile_batched`)."""
+        return compile_batched(self._compile, x, outputs, self._validation_points(), hot=hot,
+                               extra_inputs=extra_inputs, extra_values=extra_values, **kwargs)
 
     def _compile(self, inputs, outputs, **kwargs):
         self.n_compilations += 1
@@ -426,12 +490,15 @@ class ModelDensity:
                 self._parts_fn, self.batching = self._compile_batched(*self._lazy_parts)
             (prior, lik), grad_prior = self._parts_fn(x), np.zeros(x.shape)
             grad_lik = grad_prior
-        # NaN log densities are treated as impossible states: they can never be accepted.
-        # (One cheap test first: a NaN anywhere makes the sum NaN; -inf + inf does too.)
-        if np.isnan(prior.sum() + lik.sum()):
-            prior = np.where(np.isnan(prior), -np.inf, prior)
-            lik = np.where(np.isnan(lik), -np.inf, lik)
-        return DensityParts(prior, lik, grad_prior, grad_lik)
+        return _finite_parts(prior, lik, grad_prior, grad_lik)
+
+    def batched_parts(self) -> BatchedParts:
+        """The hot path alone, as a picklable :class:`BatchedParts` (for worker processes)."""
+        if not self.gradients:
+            raise ValueError("Only a density compiled with gradients has a batched hot path.")
+        x, outputs = self._hot_graph
+        return BatchedParts(x, outputs, self._data_shared, self._validation_points(),
+                            self.compile_kwargs)
 
     def logp_dlogp(self, x: np.ndarray, beta: float | np.ndarray):
         """Tempered log-density ``prior + beta * loglik`` and its gradient, batched."""

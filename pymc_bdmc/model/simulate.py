@@ -65,37 +65,47 @@ class ModelSimulator:
         self._free_names = [rv.name for rv in free]
         self._observed_names = [rv.name for rv in observed]
         self._n_free = len(free)
+        self._compile_kwargs = compile_kwargs
+        # Prior draws need only the free variables: a likelihood without a random method
+        # (e.g. a CustomDist given only a logp) does not stop AIS on real data. The joint
+        # sampler, for BDMC, is compiled on first use.
+        self._prior_fn, self._prior_rngs = self._compile([*transformed])
+        self._joint = [*transformed, *free, *observed]
+        self._joint_fn = None
+
+    def _compile(self, outputs):
         # Called a few hundred times at most: a fast-compiling backend costs less overall than
         # a cold Numba compilation of the random graph.
-        with model:
-            self._fn = compile_pytensor(
-                [], [*transformed, *free, *observed], random_seed=0,
-                **{**(compile_kwargs or {}), "mode": ONE_SHOT_MODE},
+        with self.model:
+            fn = compile_pytensor(
+                [], outputs, random_seed=0,
+                **{**(self._compile_kwargs or {}), "mode": ONE_SHOT_MODE},
             )
-        self._rngs = [
-            v for v in self._fn.get_shared()
-            if isinstance(v.get_value(borrow=True), np.random.Generator)
-        ]
+        rngs = [v for v in fn.get_shared()
+                if isinstance(v.get_value(borrow=True), np.random.Generator)]
+        return fn, rngs
 
-    def _reseed(self, rng: np.random.Generator) -> None:
-        reseed_rngs(self._rngs, int(rng.integers(2**63)))
+    @staticmethod
+    def _reseed(rngs, rng: np.random.Generator) -> None:
+        reseed_rngs(rngs, int(rng.integers(2**63)))
 
-    def _draw_once(self):
-        values = self._fn()
+    def draw_prior(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` independent exact prior draws as flat unconstrained vectors, shape (n, n_dim)."""
+        self._reseed(self._prior_rngs, rng)
+        names = self._value_names
+        return np.stack([self.layout.ravel(dict(zip(names, self._prior_fn(), strict=True)))
+                         for _ in range(n)])
+
+    def draw_joint(self, rng: np.random.Generator) -> JointDraw:
+        """One exact joint draw ``(theta*, y*)`` from the prior predictive."""
+        if self._joint_fn is None:
+            self._joint_fn = self._compile(self._joint)
+        fn, rngs = self._joint_fn
+        self._reseed(rngs, rng)
+        values = fn()
         n = self._n_free
         x = self.layout.ravel(dict(zip(self._value_names, values[:n], strict=True)))
         free = dict(zip(self._free_names, values[n:2 * n], strict=True))
         observed = dict(zip(self._observed_names, values[2 * n:], strict=True))
-        return x, free, observed
-
-    def draw_prior(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` independent exact prior draws as flat unconstrained vectors, shape (n, n_dim)."""
-        self._reseed(rng)
-        return np.stack([self._draw_once()[0] for _ in range(n)])
-
-    def draw_joint(self, rng: np.random.Generator) -> JointDraw:
-        """One exact joint draw ``(theta*, y*)`` from the prior predictive."""
-        self._reseed(rng)
-        x, free, observed = self._draw_once()
         return JointDraw(x=x, free={k: np.array(v) for k, v in free.items()},
                          observed={k: np.array(v) for k, v in observed.items()})

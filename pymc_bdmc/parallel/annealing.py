@@ -3,8 +3,9 @@
 The chains are cut into groups of whole stream blocks (:mod:`pymc_bdmc.parallel.streams`). Each
 group runs the whole annealing path as one batched computation, either in this process (groups
 one after another, which bounds memory for very many chains) or as a task on a worker. A worker
-receives a pickled :class:`DensityRecipe` and compiles it once, on its first task; later tasks,
-directions and calls on the same model reuse that compilation.
+receives a pickled :class:`DensityRecipe` (the symbolic graph of the batched densities, not the
+PyMC model: custom distributions do not always survive pickling) and compiles it once, on its
+first task; later tasks, directions and calls on the same model reuse that compilation.
 
 Because every group carries its own random streams, a seed gives the same chains whatever the
 grouping. The only differences are floating-point round-off where the model's batched linear
@@ -24,11 +25,10 @@ from typing import Literal
 
 import cloudpickle
 import numpy as np
-import pymc as pm
 
 from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse, merge_runs
 from pymc_bdmc.kernels.tuning import AnnealingPlan
-from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.density import BatchedParts, ModelDensity
 from pymc_bdmc.parallel.executors import Workers
 from pymc_bdmc.parallel.streams import ChainBlocks
 
@@ -44,7 +44,7 @@ class DensityRecipe:
     Attributes
     ----------
     payload : bytes
-        ``cloudpickle`` of ``(model, potentials_in_likelihood, compile_kwargs)``.
+        ``cloudpickle`` of the density's :class:`~pymc_bdmc.model.density.BatchedParts`.
     key : str
         Digest of ``payload``: workers compile each distinct recipe once.
     """
@@ -53,26 +53,23 @@ class DensityRecipe:
     key: str
 
     @classmethod
-    def from_model(cls, model: pm.Model, potentials_in_likelihood: bool,
-                   compile_kwargs: dict | None) -> DensityRecipe:
-        """Pickle a model and its compilation settings."""
-        payload = cloudpickle.dumps((model, potentials_in_likelihood, compile_kwargs))
+    def from_density(cls, density: ModelDensity) -> DensityRecipe:
+        """Pickle the hot path of ``density`` (its graph and compilation settings)."""
+        payload = cloudpickle.dumps(density.batched_parts())
         return cls(payload, hashlib.sha256(payload).hexdigest())
 
-    def build(self) -> ModelDensity:
+    def build(self) -> BatchedParts:
         """Compile the densities (in the calling process)."""
-        model, potentials_in_likelihood, compile_kwargs = cloudpickle.loads(self.payload)
-        return ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
-                            compile_kwargs=compile_kwargs)
+        return cloudpickle.loads(self.payload).compile()
 
 
 # Per process (and per thread: compiled functions are not thread-safe), a few compiled recipes.
-_COMPILED: OrderedDict[tuple[str, int], ModelDensity] = OrderedDict()
+_COMPILED: OrderedDict[tuple[str, int], BatchedParts] = OrderedDict()
 _COMPILED_SIZE = 4
 _LOCK = threading.Lock()
 
 
-def _density_for(recipe: DensityRecipe) -> ModelDensity:
+def _density_for(recipe: DensityRecipe) -> BatchedParts:
     key = (recipe.key, threading.get_ident())
     with _LOCK:
         density = _COMPILED.get(key)
@@ -117,7 +114,7 @@ class GroupTask:
     spread_transitions: int = 0
 
 
-def run_group(task: GroupTask, density: ModelDensity,
+def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
               on_step: Callable[[], None] | None = None) -> tuple[AISRun, int]:
     """Run one group on ``density``; return the run and the batched model calls it made."""
     if task.observed is not None:
