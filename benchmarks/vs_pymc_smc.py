@@ -17,6 +17,7 @@ from _common import quiet, run_pymc_smc
 
 import pymc_bdmc as pmb
 from pymc_bdmc import testing
+from pymc_bdmc.model.cache import clear_cache
 from pymc_bdmc.model.density import ModelDensity
 
 MODELS = {
@@ -29,6 +30,7 @@ SMC_DRAWS = (250, 500, 1000, 2000, 4000)
 
 
 def run_ais(am, n_steps, seed):
+    clear_cache()  # compilation included in every run, as for pm.sample_smc
     start = time.perf_counter()
     with am.model:
         r = pmb.sample_ais(n_steps=n_steps, chains=32, random_seed=seed, progressbar=False)
