@@ -64,7 +64,6 @@ from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.results.datatree import _annealing_dataset, _named_dataset
 from pymc_bdmc.sampling import (
-    REVERSE_SPREAD_TRANSITIONS,
     _no_bound_if_interrupted,
     _phase,
     _pilot_phase,
@@ -75,7 +74,7 @@ from pymc_bdmc.sampling import (
     _streams,
     _validate,
 )
-from pymc_bdmc.schedules import ADAPTIVE, ScheduleName
+from pymc_bdmc.schedules import ScheduleName
 
 __all__ = ["sample_heldout_likelihood"]
 
@@ -223,7 +222,7 @@ def run_case_pilot(
 
 # -- per-case summaries ------------------------------------------------------------------------
 def _ess(log_w: np.ndarray) -> np.ndarray:
-    """Importance ESS of every column of ``log_w`` (chains, cases); 0 where all weights are 0."""
+    """Return the importance ESS of each column of ``log_w`` (chains, cases); 0 if all are 0."""
     with np.errstate(invalid="ignore"):
         ess = np.exp(2 * logsumexp(log_w, axis=0) - logsumexp(2 * log_w, axis=0))
     return np.where(np.any(np.isfinite(log_w), axis=0), ess, 0.0)
@@ -306,8 +305,10 @@ def _heldout_dataset(summary: dict, forward: AISRun, reverse: AISRun | None,
 
 def _posterior_groups(rng: np.random.Generator, density: CaseDensity, forward: AISRun,
                       chains: int, observed: dict, attrs: dict) -> xr.DataTree:
-    """``posterior`` (final forward states resampled by weight *within each case*),
-    ``sample_stats`` and ``observed_data``."""
+    """Build ``posterior``, ``sample_stats`` and ``observed_data``.
+
+    The posterior holds the final forward states resampled by weight *within each case*.
+    """
     cond = density.conditioned
     cases = cond.n_cases
     log_w = forward.log_weight.reshape(chains, cases)

@@ -76,7 +76,7 @@ class ConditionedModel:
 
 
 def _without_initvals(model: pm.Model) -> pm.Model:
-    """A shallow stand-in of ``model`` whose initvals are default (PyMC cloning refuses them)."""
+    """Return a shallow stand-in of ``model`` with default initvals (PyMC cloning refuses them)."""
     if not any(v is not None for v in model.rvs_to_initial_values.values()):
         return model
     stand_in = object.__new__(type(model))
@@ -88,7 +88,7 @@ def _without_initvals(model: pm.Model) -> pm.Model:
 def _as_numeric(name: str, value, what: str) -> np.ndarray:
     try:
         array = np.array(value)
-    except Exception as err:  # noqa: BLE001 - anything unconvertible is bad input
+    except Exception as err:  # anything unconvertible is bad input
         raise BDMCInputError(f"{what} {name!r} is not an array ({err}).") from err
     if not (np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.bool_)):
         raise BDMCInputError(f"{what} {name!r} is not numeric (dtype {array.dtype}).")
@@ -309,6 +309,20 @@ def _check_cases(clone: pm.Model, values: dict[str, np.ndarray]) -> ConditionedM
             f"number of cases; leading dimensions: {leading} (None: scalar or symbolic data)."
         )
     n_cases = next(iter(leading.values()))
+    # Dims-based shapes are symbolic, so PyMC accepts data of any shape: compare with the
+    # variables' actual shapes (which do not depend on random values).
+    with clone:
+        shape_fn = compile_pytensor([], [rv.shape for rv in clone.observed_RVs],
+                                    mode=ONE_SHOT_MODE)
+    wrong = {rv.name: (observed[rv.name].shape, tuple(int(s) for s in shape))
+             for rv, shape in zip(clone.observed_RVs, shape_fn(), strict=True)
+             if observed[rv.name].shape != tuple(int(s) for s in shape)}
+    if wrong:
+        raise BDMCInputError(
+            f"The data do not fit the observed variables (name: (data shape, variable shape)) "
+            f"{wrong}. Apart from the number of cases, held-out data must have the shape of the "
+            "model's observations."
+        )
     if not clone.free_RVs:
         raise BDMCInputError(
             "`params` fixes every free variable, so there are no latent variables to integrate "
