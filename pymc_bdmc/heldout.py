@@ -54,6 +54,7 @@ from pymc_bdmc.kernels.hmc import HMCParams, PartsFn, hmc_step
 from pymc_bdmc.kernels.tuning import (
     MAX_PILOT_STEPS,
     MIN_VARIANCE,
+    AnnealingPlan,
     PilotResult,
     _next_beta,
     plan_from_pilot,
@@ -408,6 +409,7 @@ def sample_heldout_likelihood(
     step_size_jitter: float = 0.5,
     pilot_chains: int | None = None,
     confidence: float = 0.95,
+    plan: AnnealingPlan | None = None,
     random_seed=None,
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
@@ -457,6 +459,11 @@ def sample_heldout_likelihood(
         Pilot particles per case (default 16).
     confidence : float, default 0.95
         Level of the Markov-inequality bounds on the totals.
+    plan : AnnealingPlan, optional
+        A frozen plan to run instead of tuning one, e.g. ``AnnealingPlan.from_result(check)``
+        of a ``simulate=True`` run whose gap certified it: the test cases then get exactly the
+        kernels and schedule the gap was measured with. Its schedule and kernels replace
+        ``n_steps``, ``schedule`` and the kernel settings.
     random_seed : int, array_like of int, SeedSequence or Generator, optional
         Seed of every random choice; the same seed gives the same result.
     progressbar : bool, default True
@@ -521,8 +528,15 @@ def sample_heldout_likelihood(
                          target_accept, step_size_jitter, pilot_chains, confidence)
     if not isinstance(simulate, bool | np.bool_):
         raise BDMCInputError(f"`simulate` must be True or False, got {simulate!r}.")
+    if plan is not None and not isinstance(plan, AnnealingPlan):
+        raise BDMCInputError(f"`plan` must be an AnnealingPlan, got {type(plan).__name__}.")
     start = time.perf_counter()
     cond = condition_on_parameters(model, params, data, simulate=bool(simulate))
+    if plan is not None and plan.n_dim != cond.case_size:
+        raise BDMCInputError(
+            f"The plan's kernels act on {plan.n_dim} latent coordinates per case, but this "
+            f"model has {cond.case_size}: a plan only transfers between runs of the same model."
+        )
     density = CaseDensity(cond, compile_kwargs=compile_kwargs)
     simulator = ModelSimulator(cond.model, density.density.layout, compile_kwargs=compile_kwargs)
     compile_time = time.perf_counter() - start
@@ -547,34 +561,45 @@ def sample_heldout_likelihood(
         "fixed_parameters": sorted(cond.params),
         "simulate": bool(simulate),
     }
-    return _run(cond, density, simulator, settings, streams, truth, progressbar, attrs)
+    return _run(cond, density, simulator, settings, streams, truth, progressbar, attrs, plan)
+
+
+def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, n_cases: int):
+    """Run the per-case pilot (with its progress row) and freeze its tuning into a plan."""
+    with _pilot_phase(progress) as report:
+        pilot = run_case_pilot(rng, x_pilot, parts_pilot, parts_fn, n_cases,
+                               n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
+                               jitter=s.step_size_jitter, on_step=report)
+    betas = (thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, s.n_steps)
+             if s.adaptive else s.betas)
+    plan = plan_from_pilot(pilot, betas, s.n_leapfrog, s.step_size_jitter,
+                           s.transitions_per_step)
+    logger.info("Pilot: %d temperatures, %d per-case resamplings, pilot total log likelihood "
+                "%.3f; plan frozen.", pilot.n_steps, pilot.n_resampled, pilot.log_z)
+    return plan, pilot
 
 
 def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator,
          s: _Settings, streams: dict, truth: JointDraw | None, progressbar: bool,
-         attrs: dict) -> xr.DataTree:
+         attrs: dict, plan: AnnealingPlan | None) -> xr.DataTree:
     n_cases = cond.n_cases
     parts_fn = density.parts
-    x_pilot, parts_pilot = _start(simulator, density, s.pilot_chains, streams["pilot_init"],
-                                  "pilot's prior draws")
+    x_pilot = parts_pilot = None
+    if plan is None:
+        x_pilot, parts_pilot = _start(simulator, density, s.pilot_chains,
+                                      streams["pilot_init"], "pilot's prior draws")
     x0, parts0 = _start(simulator, density, s.chains, streams["forward_init"], "prior draws")
     start = time.perf_counter()
     done, interrupted = _StepCounter(), None
     progress = create_simple_progress(_progress_enabled(progressbar))
-    with progress, _no_bound_if_interrupted(done, s.n_steps):
-        with _pilot_phase(progress) as report:
-            pilot = run_case_pilot(
-                streams["pilot"], x_pilot, parts_pilot, parts_fn, n_cases,
-                n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
-                jitter=s.step_size_jitter, on_step=report,
-            )
-        betas = (thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, s.n_steps)
-                 if s.adaptive else s.betas)
-        plan = plan_from_pilot(pilot, betas, s.n_leapfrog, s.step_size_jitter,
-                               s.transitions_per_step)
-        logger.info("Pilot: %d temperatures, %d per-case resamplings, pilot total log "
-                    "likelihood %.3f; plan frozen.", pilot.n_steps, pilot.n_resampled,
-                    pilot.log_z)
+    n_steps = s.n_steps if plan is None else plan.n_steps
+    with progress, _no_bound_if_interrupted(done, n_steps):
+        pilot = None
+        if plan is None:
+            plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
+                                n_cases)
+        else:
+            logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
         with _phase(progress, "Forward AIS", plan.n_steps) as advance:
             forward = ais_forward(streams["forward"], x0, parts0, plan.betas,
                                   plan.transition(parts_fn),
@@ -606,9 +631,9 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
         "n_steps": plan.n_steps,
         "chains": s.chains,
         "pilot_chains": s.pilot_chains,
-        "pilot_log_z": pilot.log_z,
-        "pilot_steps": pilot.n_steps,
-        "schedule": "adaptive" if s.adaptive else "fixed",
+        "pilot_log_z": np.nan if pilot is None else pilot.log_z,
+        "pilot_steps": 0 if pilot is None else pilot.n_steps,
+        "schedule": "given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
         "target_accept": s.target_accept,
         "confidence": s.confidence,
         "sampling_time": sampling_time,

@@ -226,6 +226,25 @@ def test_bdmc_sandwiches_each_simulated_case(simulated_result):
     assert "log_weight_reverse" in h and h.attrs["simulate"]
 
 
+def test_plan_certified_on_simulated_cases_runs_on_the_test_cases(ppca, simulated_result):
+    # The recipe: certify on simulated cases, then apply exactly that frozen plan to the test
+    # cases (no pilot run).
+    plan = pmb.AnnealingPlan.from_result(simulated_result)
+    with ppca:
+        res = pmb.sample_heldout_likelihood(_ppca_truth(), {"y": ppca_heldout_data()},
+                                            plan=plan, chains=16, random_seed=13,
+                                            progressbar=False, compile_kwargs=FAST)
+    ann = res["annealing"]
+    np.testing.assert_array_equal(ann["beta"].values, plan.betas)
+    np.testing.assert_array_equal(ann["step_size"].values, plan.step_size)
+    np.testing.assert_array_equal(ann["inverse_mass"].values, plan.inv_mass)
+    h = res["heldout"]
+    assert h.attrs["schedule"] == "given plan" and h.attrs["pilot_steps"] == 0
+    exact = ppca_log_density(_ppca_truth(), ppca_heldout_data())
+    np.testing.assert_array_less(np.abs(h["lower"].values - exact), CASE_TOL)
+    assert abs(float(h["total_lower"]) - exact.sum()) < TOTAL_TOL
+
+
 def test_gamma_poisson_heldout_matches_closed_form():
     model, _ = gamma_poisson_model(n_cases=6)
     y_test = np.random.default_rng(5).poisson(3.0, size=(9, 4))
@@ -301,6 +320,9 @@ Y = ppca_heldout_data()
         (ppca_model, {"data": {"y": Y[0]}, "simulate": False}, "do not fit"),
         (ppca_model, {"data": {"y": Y}, "simulate": True}, "do not also pass `data`"),
         (ppca_model, {"chains": 0}, "chains"),
+        (ppca_model, {"plan": pmb.AnnealingPlan(np.array([0.0, 1.0]), np.array([np.nan, 0.1]),
+                                                np.ones((2, 3)), 3, 0.5)},
+         "3 latent coordinates per case"),
         (_fixed_shape_model, {"params": {"w": np.ones(2)}, "data": {"y": np.zeros(7)}},
          "cannot be resized"),
         (_fixed_shape_model, {"params": {"w": np.ones(2)}, "data": {"y": np.zeros((5, 1))}},
@@ -310,7 +332,7 @@ Y = ppca_heldout_data()
     ],
     ids=["missing-global", "unknown-param", "param-shape", "param-support", "param-nan",
          "no-params", "nothing-left", "data-nan", "data-trailing-shape", "data-unknown-name",
-         "data-no-case-rows", "simulate-and-data", "bad-chains", "fixed-shape-resize",
+         "data-no-case-rows", "simulate-and-data", "bad-chains", "plan-dimension", "fixed-shape-resize",
          "fixed-shape-data", "discrete-latent", "potential"],
 )
 def test_bad_input_is_refused_before_sampling(make_model, kwargs, message):

@@ -66,6 +66,8 @@ class ConditionedModel:
         Coordinate values along it.
     params : dict
         The fixed global parameters (constrained values, as given).
+    case_size : int
+        Unconstrained latent coordinates per case.
     """
 
     model: pm.Model
@@ -73,6 +75,7 @@ class ConditionedModel:
     case_dim: str
     case_coords: np.ndarray
     params: dict[str, np.ndarray]
+    case_size: int
 
 
 def _without_initvals(model: pm.Model) -> pm.Model:
@@ -329,12 +332,13 @@ def _check_cases(clone: pm.Model, values: dict[str, np.ndarray]) -> ConditionedM
             "out; the held-out likelihood is then the model's log-likelihood itself."
         )
     shapes = clone.eval_rv_shapes()
-    not_per_case = {}
+    not_per_case, case_size = {}, 0
     for rv in clone.free_RVs:
         value_name = clone.rvs_to_values[rv].name
         shape = tuple(int(s) for s in shapes[value_name])
         if _leading(shape) != n_cases:
             not_per_case[rv.name] = shape
+        case_size += int(np.prod(shape[1:], dtype=int))
     if not_per_case:
         raise BDMCInputError(
             f"After fixing {sorted(values)}, free variables {not_per_case} (name: shape) are "
@@ -348,7 +352,7 @@ def _check_cases(clone: pm.Model, values: dict[str, np.ndarray]) -> ConditionedM
     coords = clone.coords.get(dim)
     case_coords = (np.asarray(coords) if coords is not None and len(coords) == n_cases
                    else np.arange(n_cases))
-    return ConditionedModel(clone, int(n_cases), dim, case_coords, values)
+    return ConditionedModel(clone, int(n_cases), dim, case_coords, values, case_size)
 
 
 @dataclass(frozen=True)
