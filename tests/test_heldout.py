@@ -300,6 +300,14 @@ def _potential_model():
     return model
 
 
+def _scalar_observation_model():
+    with pm.Model() as model:
+        w = pm.Normal("w", 0, 1)
+        z = pm.Normal("z", 0, 1)
+        pm.Normal("y", w * z, 1, observed=0.3)
+    return model
+
+
 PARAMS = _ppca_truth()
 Y = ppca_heldout_data()
 
@@ -329,11 +337,15 @@ Y = ppca_heldout_data()
          "do not fit"),
         (_discrete_latent_model, {"params": {"mu": np.zeros(2)}}, "discrete"),
         (_potential_model, {"params": {"w": 1.0}}, "Potentials"),
+        (_scalar_observation_model, {"params": {"w": 1.0}}, "first axis"),
+        (_scalar_observation_model, {"params": {"w": 1.0}, "data": {"y": np.zeros(3)}},
+         "first axis"),
     ],
     ids=["missing-global", "unknown-param", "param-shape", "param-support", "param-nan",
          "no-params", "nothing-left", "data-nan", "data-trailing-shape", "data-unknown-name",
-         "data-no-case-rows", "simulate-and-data", "bad-chains", "plan-dimension", "fixed-shape-resize",
-         "fixed-shape-data", "discrete-latent", "potential"],
+         "data-no-case-rows", "simulate-and-data", "bad-chains", "plan-dimension",
+         "fixed-shape-resize", "fixed-shape-data", "discrete-latent", "potential",
+         "scalar-observation", "scalar-observation-with-data"],
 )
 def test_bad_input_is_refused_before_sampling(make_model, kwargs, message):
     kwargs = {"params": PARAMS, **kwargs}

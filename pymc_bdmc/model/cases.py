@@ -277,13 +277,18 @@ def condition_on_parameters(model: pm.Model, params, data=None, *,
                 f"{leading}); every observed variable needs one row per case."
             )
         n_cases = next(iter(leading.values()))
-        current = {name: (None if value is None else _leading(value.shape))
-                   for name, value in _observed_values(clone).items()}
-        symbolic = [name for name, value in current.items() if value is None]
+        model_data = _observed_values(clone)
+        symbolic = [name for name, value in model_data.items() if value is None]
         if symbolic:
             raise BDMCInputError(
                 f"Observed variables {symbolic} have symbolic data (an expression), which "
                 "cannot be replaced. Pass their observations as arrays or pm.Data."
+            )
+        current = {name: _leading(value.shape) for name, value in model_data.items()}
+        if any(value is None for value in current.values()):
+            raise BDMCInputError(
+                f"Every observed variable needs the cases along its first axis; the model's "
+                f"observations have leading dimensions {current} (None: scalar)."
             )
         old = max(current.values())
         if any(value != n_cases for value in current.values()):
