@@ -14,6 +14,7 @@ from pymc_bdmc.calibration import calibrate
 from pymc_bdmc.compare import bayes_factor, compare
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
+from pymc_bdmc.heldout import sample_heldout_likelihood
 from pymc_bdmc.model.checks import BDMCInputError
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
 from pymc_bdmc.sampling_smc import sample_smc_evidence
@@ -31,6 +32,7 @@ __all__ = [
     "log_mean_exp",
     "sample_ais",
     "sample_bdmc",
+    "sample_heldout_likelihood",
     "sample_smc_evidence",
     "schedules",
     "testbed",
