@@ -1,10 +1,12 @@
 """Estimator testbed: the BDMC paper's experiments (Grosse, Ghahramani & Adams 2015, §6).
 
-Benchmark problems on simulated data (:mod:`.models`), marginal-likelihood estimators behind one
-interface (:mod:`.estimators`) and a runner that compares them against BDMC ground truth
-(:mod:`.runner`).
+Benchmark problems on simulated data (:mod:`.models`, with collapsed discrete-latent forms in
+:mod:`.collapsed`), marginal-likelihood estimators behind one interface (:mod:`.estimators`,
+:mod:`.chib`, :mod:`.nested`, :mod:`.quadrature`) and a runner that compares them against BDMC
+ground truth (:mod:`.runner`).
 """
 
+from pymc_bdmc.testbed.collapsed import CollapsedLinearGaussian
 from pymc_bdmc.testbed.estimators import ESTIMATORS, EstimateResult, EstimatorSpec
 from pymc_bdmc.testbed.models import (
     Problem,
@@ -25,6 +27,7 @@ from pymc_bdmc.testbed.runner import (
 
 __all__ = [
     "ESTIMATORS",
+    "CollapsedLinearGaussian",
     "EstimateResult",
     "EstimatorSpec",
     "Problem",
