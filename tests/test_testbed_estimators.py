@@ -7,17 +7,19 @@ import itertools
 import numpy as np
 import pymc as pm
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 from scipy.special import gammaln, logsumexp
 
 import pymc_bdmc as pmb
 import pymc_bdmc.testbed as tb
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.testbed import estimators as est
-from pymc_bdmc.testbed.base import _compiled
 from pymc_bdmc.testbed.chib import DiscreteGibbs, chib_murray_salakhutdinov, cms_run
 from pymc_bdmc.testbed.models import enumerate_clustering_log_evidence
 from pymc_bdmc.testbed.nested import nested_sampling, nested_sampling_estimator
 from pymc_bdmc.testbed.quadrature import (
+    _neg_profile_log_ml,
     bayesian_monte_carlo,
     bmc_integral,
     gaussian_prior,
@@ -43,17 +45,17 @@ def _all_states(collapsed):
                                            repeat=collapsed.n_sites)))
 
 
-# -- collapsed discrete-latent models ----------------------------------------------------------
+# -- Gibbs forms: collapsed discrete latents ---------------------------------------------------
 
 def test_collapsed_clustering_matches_independent_enumeration(tiny_clustering):
     # Woodbury form vs the full-covariance Cholesky enumeration of models.py.
-    assert tiny_clustering.collapsed.log_evidence_enumerated() == pytest.approx(
+    assert tiny_clustering.gibbs_model.log_evidence_enumerated() == pytest.approx(
         enumerate_clustering_log_evidence(tiny_clustering), rel=1e-12)
 
 
 def test_collapsed_binary_joint_matches_direct_gaussian_marginal():
     problem = tb.binary_attributes(n_obs=4, n_dim=3, n_attributes=2, seed=2)
-    c, info = problem.collapsed, problem.info
+    c, info = problem.gibbs_model, problem.info
     states = _all_states(c)  # 2**8 attribute matrices
     y = problem.observed["y"]
     direct = []
@@ -73,7 +75,8 @@ def test_exchangeable_components_of_the_benchmark_problems(regression2):
     assert tb.binary_attributes(n_obs=4, n_dim=2, n_attributes=2).n_exchangeable_components == 2
     assert tb.low_rank(n_obs=4, n_dim=3, rank=2).n_exchangeable_components == 2
     assert regression2.n_exchangeable_components == 1
-    assert regression2.collapsed is None and tb.low_rank(n_obs=4, n_dim=3).collapsed is None
+    assert regression2.gibbs_model is None
+    assert isinstance(tb.low_rank(n_obs=4, n_dim=3).gibbs_model, tb.LowRankGibbs)
 
 
 # -- Gibbs operator and the Chib-Murray-Salakhutdinov estimator -------------------------------
@@ -82,7 +85,7 @@ def test_exchangeable_components_of_the_benchmark_problems(regression2):
 def test_gibbs_sweep_is_stationary_and_reverse_sweep_is_its_reverse(kind):
     problem = (tb.clustering(n_obs=4, n_dim=2, n_clusters=3, seed=0) if kind == "clustering"
                else tb.binary_attributes(n_obs=3, n_dim=2, n_attributes=2, seed=0))
-    c = problem.collapsed
+    c = problem.gibbs_model
     gibbs = DiscreteGibbs(c.log_joint, c.n_sites, c.n_values)
     states = _all_states(c)
     log_joint = c.log_joint(states)
@@ -98,7 +101,7 @@ def test_gibbs_sweep_is_stationary_and_reverse_sweep_is_its_reverse(kind):
 
 
 def test_gibbs_sweep_draws_from_its_transition_probabilities(tiny_clustering):
-    c = tiny_clustering.collapsed
+    c = tiny_clustering.gibbs_model
     gibbs = DiscreteGibbs(c.log_joint, c.n_sites, c.n_values)
     states = _all_states(c)
     start = np.array([0, 1, 2, 0, 1])
@@ -119,7 +122,7 @@ def test_gibbs_sweep_draws_from_its_transition_probabilities(tiny_clustering):
 def test_cms_is_unbiased_for_the_evidence_and_a_lower_bound_in_log(kind, tiny_clustering):
     problem = (tiny_clustering if kind == "clustering"
                else tb.binary_attributes(n_obs=3, n_dim=3, n_attributes=2, seed=4))
-    c = problem.collapsed
+    c = problem.gibbs_model
     gibbs = DiscreteGibbs(c.log_joint, c.n_sites, c.n_values)
     states = _all_states(c)
     log_joint = c.log_joint(states)
@@ -138,7 +141,7 @@ def test_cms_is_unbiased_for_the_evidence_and_a_lower_bound_in_log(kind, tiny_cl
 def test_unbiasedness_check_detects_a_chain_started_at_h_star(tiny_clustering):
     # The check above has power: Chib's average over a chain *started at* h* (instead of the
     # CMS draw from the reverse operator) is biased here, by about +40% in p(y).
-    c = tiny_clustering.collapsed
+    c = tiny_clustering.gibbs_model
     gibbs = DiscreteGibbs(c.log_joint, c.n_sites, c.n_values)
     states = _all_states(c)
     log_joint = c.log_joint(states)
@@ -155,7 +158,7 @@ def test_unbiasedness_check_detects_a_chain_started_at_h_star(tiny_clustering):
 
 def test_cms_estimator_close_to_enumeration():
     problem = tb.clustering(n_obs=6, n_dim=2, n_clusters=3, seed=1)
-    exact = problem.collapsed.log_evidence_enumerated()
+    exact = problem.gibbs_model.log_evidence_enumerated()
     results = [chib_murray_salakhutdinov(problem, 30, seed) for seed in range(8)]
     per_chain = np.concatenate([r.info["per_chain"] for r in results]) - exact
     ratio = np.exp(per_chain)
@@ -166,8 +169,52 @@ def test_cms_estimator_close_to_enumeration():
         assert r.log_evidence == pytest.approx(logsumexp(r.info["per_chain"]) - np.log(4))
 
 
-def test_cms_needs_a_collapsed_model(regression2):
-    with pytest.raises(ValueError, match="collapsed discrete-latent"):
+def test_block_gibbs_reverse_sweep_satisfies_generalized_detailed_balance():
+    # T(b <- a) p(a, y) = T~(a <- b) p(b, y) for the two-block sweep and its reverse (densities)
+    model = tb.low_rank(n_obs=5, n_dim=3, rank=2, seed=0).gibbs_model
+    gibbs = model.gibbs()
+    rng = np.random.default_rng(0)
+    a, b = model.sample_prior(6, rng), model.sample_prior(6, rng)
+    forward = gibbs.log_transition(b, a) + model.log_joint(a)
+    backward = np.array([gibbs.log_transition(a[i], b[i:i + 1], reverse=True)[0]
+                         for i in range(6)]) + model.log_joint(b)
+    np.testing.assert_allclose(forward, backward, rtol=1e-12)
+    # and the joint is the PyMC model's (prior + likelihood) at the same U, V
+    problem = tb.low_rank(n_obs=5, n_dim=3, rank=2, seed=0)
+    density = ModelDensity(problem.model, compile_kwargs={"mode": "FAST_COMPILE"})
+    u, v = model.split(a)
+    parts = density.parts(np.stack([density.layout.ravel({"U": u[i], "V": v[i]})
+                                    for i in range(6)]))
+    np.testing.assert_allclose(model.log_joint(a), parts.log_prior + parts.log_likelihood,
+                               rtol=1e-12)
+
+
+def test_cms_on_low_rank_block_gibbs_matches_quadrature():
+    # Rank 1, 3 x 2: p(y) = integral N(v | 0, I) prod_i N(y_i | 0, I + v v') dv over v in R^2,
+    # by an 801^2 grid (the integrand is smooth and decays like a Gaussian). With
+    # C = I + v v': log det C = log(1 + |v|^2), y' C^-1 y = |y|^2 - (v'y)^2 / (1 + |v|^2).
+    problem = tb.low_rank(n_obs=3, n_dim=2, rank=1, seed=2)
+    y = problem.observed["y"]
+    grid = np.linspace(-7, 7, 801)
+    v = np.stack(np.meshgrid(grid, grid, indexing="ij"), axis=-1).reshape(-1, 2)
+    norm2 = 1 + np.sum(v**2, axis=1)
+    quad = np.sum(y**2) - np.sum((v @ y.T) ** 2, axis=1) / norm2
+    log_integrand = (-0.5 * (3 * np.log(norm2) + quad) - 3 * np.log(2 * np.pi)
+                     + stats.norm.logpdf(v).sum(axis=1))
+    exact = logsumexp(log_integrand) + 2 * np.log(grid[1] - grid[0])
+    model = problem.gibbs_model
+    gibbs = model.gibbs()
+    rng = np.random.default_rng(0)
+    h = gibbs.sweep(rng, model.sample_prior(4, rng))
+    h_star = h[np.argmax(model.log_joint(h))]
+    run = cms_run(np.random.default_rng(11), gibbs, h_star, 10, chains=4000)
+    ratio = np.exp(run.log_estimate - exact)
+    assert abs(ratio.mean() - 1.0) < 4 * ratio.std() / np.sqrt(ratio.size)
+    assert abs(np.log(ratio.mean())) < 0.05  # pooled over 4000 chains (measured: 0.01-0.03)
+
+
+def test_cms_needs_a_gibbs_model(regression2):
+    with pytest.raises(ValueError, match="no Gibbs form"):
         chib_murray_salakhutdinov(regression2, 10, seed=0)
 
 
@@ -190,7 +237,7 @@ def test_nested_sampling_with_exact_replacements_is_calibrated():
         return x, log_l(x)
 
     errors, sds = [], []
-    for seed in range(100):
+    for seed in range(60):
         rng = np.random.default_rng(seed)
         x0 = rng.standard_normal((20, d))
         run = nested_sampling(rng, x0, log_l(x0), oracle, batch=4)
@@ -231,7 +278,8 @@ def test_bmc_exact_when_integrand_is_a_kernel_at_a_design_point():
     points = 2 * rng.normal(size=(15, d))
     centre = points[4]
     log_f = 2.0 - 0.5 * np.sum(((points - centre) / ell) ** 2, axis=1)
-    # integral of exp(-1/2 (x - c)' A^-1 (x - c)) N(x | b, B) = (2 pi)^(d/2) |A|^(1/2) N(c | b, A + B)
+    # integral exp(-1/2 (x - c)' A^-1 (x - c)) N(x | b, B) dx
+    #   = (2 pi)^(d/2) |A|^(1/2) N(c | b, A + B)
     exact = (2.0 + 0.5 * d * np.log(2 * np.pi) + np.sum(np.log(ell))
              + stats.multivariate_normal(mean, np.diag(ell**2) + cov).logpdf(centre))
     result = bmc_integral(points, log_f, mean, cov, ell, jitter=0.0)
@@ -243,6 +291,17 @@ def test_bmc_exact_when_integrand_is_a_kernel_at_a_design_point():
     assert z == pytest.approx(mc.mean(), abs=4 * mc.std() / np.sqrt(mc.size))
 
 
+def test_gp_lengthscale_objective_gradient_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(30, 3))
+    f = np.exp(-np.sum(points**2, axis=1))
+    log_ell = np.log([0.5, 1.0, 2.0])
+    _, grad = _neg_profile_log_ml(log_ell, points, f, 1e-8)
+    numeric = optimize.approx_fprime(log_ell,
+                                     lambda t: _neg_profile_log_ml(t, points, f, 1e-8)[0], 1e-6)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-4)
+
+
 def test_bmc_exact_on_a_pymc_model_with_a_kernel_shaped_likelihood():
     # x ~ N(0, 2^2 I_2), y ~ N(x, 0.5^2 I_2): L(x) is an SE kernel of lengthscale 0.5 centred
     # at y, so with y among the design points BMC is exact: log N(y | 0, (4 + 0.25) I).
@@ -250,8 +309,8 @@ def test_bmc_exact_on_a_pymc_model_with_a_kernel_shaped_likelihood():
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, 2.0, shape=2)
         pm.Normal("y", x, 0.5, observed=y)
-    problem = tb.Problem("kernel", model)
-    density, simulator, _ = _compiled(problem)
+    density = ModelDensity(model, compile_kwargs={"mode": "FAST_COMPILE"})
+    simulator = ModelSimulator(model, density.layout)
     mean, cov = gaussian_prior(density, simulator, np.random.default_rng(0))
     np.testing.assert_allclose(mean, 0.0, atol=1e-8)
     np.testing.assert_allclose(cov, 4.0 * np.eye(2), rtol=1e-6)
@@ -309,7 +368,7 @@ def test_new_estimators_are_registered_with_their_directions(regression2):
     assert est.ESTIMATORS["cms"].applies_to(tb.clustering(n_obs=4, n_dim=2, n_clusters=2))
 
 
-def test_compare_estimators_skips_cms_without_collapsed_model(regression2):
+def test_compare_estimators_skips_cms_without_gibbs_model(regression2):
     results = pmb.compare_estimators(regression2, ["cms", "likelihood_weighting"], levels=(1,),
                                      trials=1)
     assert list(results.estimator.values) == ["likelihood_weighting"]

@@ -1,13 +1,13 @@
 """Estimator testbed: the BDMC paper's experiments (Grosse, Ghahramani & Adams 2015, §6).
 
-Benchmark problems on simulated data (:mod:`.models`, with collapsed discrete-latent forms in
-:mod:`.collapsed`), marginal-likelihood estimators behind one interface (:mod:`.estimators`,
+Benchmark problems on simulated data (:mod:`.models`, with Gibbs-sampler forms in
+:mod:`.gibbs_models`), marginal-likelihood estimators behind one interface (:mod:`.estimators`,
 :mod:`.chib`, :mod:`.nested`, :mod:`.quadrature`) and a runner that compares them against BDMC
 ground truth (:mod:`.runner`).
 """
 
-from pymc_bdmc.testbed.collapsed import CollapsedLinearGaussian
 from pymc_bdmc.testbed.estimators import ESTIMATORS, EstimateResult, EstimatorSpec
+from pymc_bdmc.testbed.gibbs_models import CollapsedLinearGaussian, LowRankGibbs
 from pymc_bdmc.testbed.models import (
     Problem,
     binary_attributes,
@@ -30,6 +30,7 @@ __all__ = [
     "CollapsedLinearGaussian",
     "EstimateResult",
     "EstimatorSpec",
+    "LowRankGibbs",
     "Problem",
     "binary_attributes",
     "clustering",

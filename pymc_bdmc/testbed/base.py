@@ -76,9 +76,10 @@ class EstimatorSpec:
         Budget at level 1 of :func:`pymc_bdmc.testbed.runner.compare_estimators`.
     needs_generating_point : bool
         Whether it needs ``theta*`` (simulated data).
-    needs_collapsed : bool
-        Whether it needs the problem's collapsed discrete-latent representation
-        (:attr:`~pymc_bdmc.testbed.models.Problem.collapsed`), as the Chib-style estimator does.
+    needs_gibbs_model : bool
+        Whether it needs the problem's Gibbs form
+        (:attr:`~pymc_bdmc.testbed.models.Problem.gibbs_model`), as the Chib-style estimator
+        does.
     """
 
     fn: Callable[..., EstimateResult]
@@ -86,12 +87,12 @@ class EstimatorSpec:
     budget_unit: str
     base_budget: int
     needs_generating_point: bool = False
-    needs_collapsed: bool = False
+    needs_gibbs_model: bool = False
 
     def applies_to(self, problem: Problem) -> bool:
         """Whether ``problem`` has what this estimator needs."""
         return ((not self.needs_generating_point or problem.generating_point is not None)
-                and (not self.needs_collapsed or problem.collapsed is not None))
+                and (not self.needs_gibbs_model or problem.gibbs_model is not None))
 
 
 def as_problem(obj) -> Problem:

@@ -1,4 +1,4 @@
-"""The Chib-Murray-Salakhutdinov (CMS) estimator on a collapsed Gibbs sampler.
+"""The Chib-Murray-Salakhutdinov (CMS) estimator on Gibbs samplers with computable transitions.
 
 Chib's identity ``p(y) = p(h*, y) / p(h* | y)`` holds for any latent state ``h*``. If ``T`` is a
 Markov operator leaving the posterior ``p(h | y)`` invariant, stationarity gives
@@ -22,12 +22,14 @@ with ``P(H)`` the law of an equilibrium chain of ``S`` states, so
 a stochastic **lower** bound on ``log p(y)``. Poor mixing makes it underestimate (BDMC paper §5.2,
 §6.4: by over 1000 nats on the low-rank model).
 
-The operator here is a systematic-scan Gibbs sweep over a discrete latent vector, updating sites
-``1..M`` in order from their exact conditionals; its transition probability to a given state is
-the product of conditionals ``T(h* <- h) = prod_j p(h*_j | h*_<j, h_>j, y)`` (M&S eq. 11). Each
-single-site update is reversible, so the reverse operator ``T~`` is the sweep in order ``M..1``.
-The latents live in the collapsed model of :mod:`.collapsed` (continuous parameters integrated
-out), as in the paper's experiments.
+The operators are Gibbs sweeps (:mod:`.gibbs_models`), as in the paper's experiments. For the
+clustering and binary-attribute models, a systematic scan over collapsed discrete latents
+(continuous parameters integrated out) updates sites ``1..M`` in order from their exact
+conditionals, so ``T(h* <- h) = prod_j p(h*_j | h*_<j, h_>j, y)`` (M&S eq. 11). For the low-rank
+model, a two-block sweep ``U | V`` then ``V | U`` with Gaussian conditionals: ``T`` is then a
+density, which the derivation allows because a Gibbs sweep has no point mass (M&S App. A). Each
+single-site or block update is reversible, so the reverse operator ``T~`` is the sweep in reverse
+order (checked exactly in the tests).
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class DiscreteGibbs:
     *reverse* sweep updates ``M-1..0``. The reverse sweep is the reverse operator of the forward
     sweep with respect to ``p(h | y)`` (tested exactly on small models).
     """
+
+    dtype = np.int64
 
     def __init__(self, log_joint: Callable[[np.ndarray], np.ndarray], n_sites: int,
                  n_values: int):
@@ -156,7 +160,7 @@ def cms_run(rng: np.random.Generator, gibbs: DiscreteGibbs, h_star: np.ndarray, 
     CMSRun
     """
     n_sweeps = _check_budget(n_sweeps)
-    h_star = np.asarray(h_star, dtype=np.int64)
+    h_star = np.asarray(h_star, dtype=gibbs.dtype)
     if h_star.shape != (gibbs.n_sites,):
         raise ValueError(f"`h_star` must have shape ({gibbs.n_sites},), got {h_star.shape}.")
     start = rng.integers(1, n_sweeps + 1, size=chains)
@@ -195,19 +199,19 @@ def chib_murray_salakhutdinov(problem, budget: int, seed: int, chains: int = 4,
                               prerun_sweeps: int = 20, prerun_chains: int = 4) -> EstimateResult:
     """Chib-Murray-Salakhutdinov estimator: unbiased for ``p(y)``, a stochastic **lower** bound.
 
-    Runs on the problem's collapsed discrete-latent model (:attr:`Problem.collapsed`: cluster
-    assignments or binary attributes, continuous parameters integrated out) with a
-    systematic-scan Gibbs sampler, whose transition probabilities are products of the exact
-    single-site conditionals. The special state ``h*`` is the most probable state visited by a
-    separate pre-run of ``prerun_chains`` Gibbs chains from prior draws (``prerun_sweeps``
-    sweeps; its cost is included in ``seconds``); then ``chains`` independent estimates of
-    ``budget`` states each are averaged on the natural scale (see the module notes).
+    Runs on the problem's Gibbs form (:attr:`Problem.gibbs_model`): collapsed cluster
+    assignments or binary attributes with a systematic-scan single-site Gibbs sampler, or the
+    low-rank factors with two-block Gibbs. The special state ``h*`` is the most probable state
+    visited by a separate pre-run of ``prerun_chains`` Gibbs chains from prior draws
+    (``prerun_sweeps`` sweeps; its cost is included in ``seconds``); then ``chains``
+    independent estimates of ``budget`` states each are averaged on the natural scale (see the
+    module notes).
 
     Parameters
     ----------
     problem : Problem
-        With ``collapsed`` (:func:`~pymc_bdmc.testbed.clustering`,
-        :func:`~pymc_bdmc.testbed.binary_attributes`).
+        With ``gibbs_model`` (:func:`~pymc_bdmc.testbed.clustering`,
+        :func:`~pymc_bdmc.testbed.binary_attributes`, :func:`~pymc_bdmc.testbed.low_rank`).
     budget : int
         Gibbs sweeps per chain (``S``, the states each chain averages over).
     seed : int
@@ -221,20 +225,21 @@ def chib_murray_salakhutdinov(problem, budget: int, seed: int, chains: int = 4,
         ``log p(h* | y)``.
     """
     problem, budget = as_problem(problem), _check_budget(budget)
-    collapsed = problem.collapsed
-    if collapsed is None:
+    model = problem.gibbs_model
+    if model is None:
         raise ValueError(
-            f"Problem {problem.name!r} has no collapsed discrete-latent representation: the "
+            f"Problem {problem.name!r} has no Gibbs form (gibbs_model): the "
             "Chib-Murray-Salakhutdinov estimator needs a Gibbs sampler with computable "
-            "transition probabilities (available for clustering and binary_attributes).")
+            "transition probabilities (available for clustering, binary_attributes and "
+            "low_rank).")
     start = time.perf_counter()
     pre_rng, run_rng = _rng(seed).spawn(2)
-    gibbs = DiscreteGibbs(collapsed.log_joint, collapsed.n_sites, collapsed.n_values)
-    h_star, _ = _special_state(pre_rng, gibbs, collapsed.sample_prior(prerun_chains, pre_rng),
+    gibbs = model.gibbs()
+    h_star, _ = _special_state(pre_rng, gibbs, model.sample_prior(prerun_chains, pre_rng),
                                prerun_sweeps)
     run = cms_run(run_rng, gibbs, h_star, budget, chains)
     estimate = float(np.logaddexp.reduce(run.log_estimate) - np.log(chains))
     return EstimateResult(estimate, time.perf_counter() - start, {
         "per_chain": run.log_estimate.tolist(), "log_joint_star": run.log_joint_star,
         "log_posterior_star": run.log_posterior_star.tolist(),
-        "joint_evaluations": gibbs.n_evaluations})
+        "evaluations": gibbs.n_evaluations})

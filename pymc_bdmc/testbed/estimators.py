@@ -592,7 +592,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
     "shme": EstimatorSpec(sequential_harmonic_mean, "upper", "SMC stages", 25,
                           needs_generating_point=True),
     "cms": EstimatorSpec(chib_murray_salakhutdinov, "lower", "Gibbs sweeps per chain", 50,
-                         needs_collapsed=True),
+                         needs_gibbs_model=True),
     "nested_sampling": EstimatorSpec(nested_sampling_estimator, "neither", "live points", 50),
     "bayesian_monte_carlo": EstimatorSpec(bayesian_monte_carlo, "neither", "design points",
                                           100),

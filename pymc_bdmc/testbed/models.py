@@ -29,7 +29,7 @@ from scipy.special import logsumexp
 
 from pymc_bdmc.model.density import FlatLayout
 from pymc_bdmc.model.simulate import ModelSimulator
-from pymc_bdmc.testbed.collapsed import CollapsedLinearGaussian
+from pymc_bdmc.testbed.gibbs_models import CollapsedLinearGaussian, LowRankGibbs
 from pymc_bdmc.testing import AnalyticModel
 
 __all__ = [
@@ -61,9 +61,10 @@ class Problem:
         The exact ``log p(y*)`` where it is known in closed form.
     info : dict
         Sizes and hyperparameters, for reports.
-    collapsed : CollapsedLinearGaussian or None
-        The same model with its continuous parameters integrated out, over discrete latents
-        only (clustering and binary attributes): what the Chib-style estimator runs on.
+    gibbs_model : CollapsedLinearGaussian, LowRankGibbs or None
+        The same model in a form with a Gibbs sampler whose transition probabilities are
+        computable (collapsed discrete latents for clustering and binary attributes, the two
+        factor blocks for low rank): what the Chib-style estimator runs on.
     n_exchangeable_components : int
         Number ``K`` of interchangeable components (clusters, attributes, factors), whose
         ``K!`` relabelings leave the posterior unchanged; 1 when there is no such symmetry.
@@ -75,7 +76,7 @@ class Problem:
     generating_point: dict[str, np.ndarray] | None = None
     log_evidence: float | None = None
     info: dict = field(default_factory=dict)
-    collapsed: CollapsedLinearGaussian | None = None
+    gibbs_model: CollapsedLinearGaussian | LowRankGibbs | None = None
     n_exchangeable_components: int = 1
 
     @property
@@ -229,7 +230,7 @@ def clustering(n_obs: int = 50, n_dim: int = 10, n_clusters: int = 5,
     return Problem("clustering", model, {"theta": theta},
                    info=dict(n_obs=n_obs, n_dim=n_dim, n_clusters=n_clusters,
                              sigma_theta=sigma_theta, sigma_noise=sigma_noise, seed=seed),
-                   collapsed=collapsed, n_exchangeable_components=n_clusters)
+                   gibbs_model=collapsed, n_exchangeable_components=n_clusters)
 
 
 def low_rank(n_obs: int = 50, n_dim: int = 10, rank: int = 3, sigma_u: float = 1.0,
@@ -266,6 +267,7 @@ def low_rank(n_obs: int = 50, n_dim: int = 10, rank: int = 3, sigma_u: float = 1
     return Problem("low_rank", model, {"U": u, "V": v},
                    info=dict(n_obs=n_obs, n_dim=n_dim, rank=rank, sigma_u=sigma_u,
                              sigma_v=sigma_v, sigma_noise=sigma_noise, seed=seed),
+                   gibbs_model=LowRankGibbs(y, rank, sigma_u, sigma_v, sigma_noise),
                    n_exchangeable_components=rank)
 
 
@@ -312,7 +314,7 @@ def binary_attributes(n_obs: int = 50, n_dim: int = 10, n_attributes: int = 3,
                    info=dict(n_obs=n_obs, n_dim=n_dim, n_attributes=n_attributes,
                              p_attribute=p_attribute, sigma_a=sigma_a,
                              sigma_noise=sigma_noise, seed=seed),
-                   collapsed=collapsed, n_exchangeable_components=n_attributes)
+                   gibbs_model=collapsed, n_exchangeable_components=n_attributes)
 
 
 def enumerate_clustering_log_evidence(problem: Problem) -> float:

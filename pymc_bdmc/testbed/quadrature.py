@@ -147,24 +147,31 @@ def bmc_integral(points: np.ndarray, log_f: np.ndarray, mean: np.ndarray, cov: n
 
 
 def _neg_profile_log_ml(log_ell, points, f, jitter):
-    """Minus the GP log marginal likelihood of ``f``, amplitude profiled out, and its gradient."""
+    """Minus the GP log marginal likelihood of ``f``, amplitude profiled out, and its gradient.
+
+    ``value = n/2 log(f' K^-1 f / n) + 1/2 log|K|`` for the unit-amplitude kernel matrix ``K``.
+    With ``dK/dlog(ell_d) = K o S_d``, ``S_d[i, j] = (x_id - x_jd)^2 / ell_d^2``, the gradient is
+    ``sum_ij C_ij S_d[i, j]`` for ``C = (K^-1 - n alpha alpha' / f'alpha) o K / 2``; it is formed
+    from matrix products, never an ``(n, n, d)`` array.
+    """
     ell = np.exp(log_ell)
     n = len(f)
-    sq = ((points[:, None, :] - points[None, :, :]) / ell) ** 2  # (n, n, d)
-    k = np.exp(-0.5 * sq.sum(-1)) + jitter * np.eye(n)
+    scaled = points / ell
+    sq_norms = np.sum(scaled**2, axis=1)
+    dist2 = np.maximum(sq_norms[:, None] + sq_norms[None, :] - 2 * scaled @ scaled.T, 0.0)
+    kernel = np.exp(-0.5 * dist2)
     try:
-        chol = linalg.cho_factor(k)
+        chol = linalg.cho_factor(kernel + jitter * np.eye(n))
     except linalg.LinAlgError:
         return 1e300, np.zeros_like(log_ell)
     alpha = linalg.cho_solve(chol, f)
     fka = float(f @ alpha)
     logdet = 2 * np.sum(np.log(np.diag(chol[0])))
     value = 0.5 * n * np.log(fka / n) + 0.5 * logdet
-    # dK/dlog(ell_d) = K * sq_d (off the jitter); d value = -n/2 a'dK a / f'a + 1/2 tr(K^-1 dK)
     k_inv = linalg.cho_solve(chol, np.eye(n))
-    kk = k - jitter * np.eye(n)
-    grad = (-0.5 * n / fka * np.einsum("ij,ijd->d", np.outer(alpha, alpha) * kk, sq)
-            + 0.5 * np.einsum("ij,ijd->d", k_inv * kk, sq))
+    c = 0.5 * (k_inv - n * np.outer(alpha, alpha) / fka) * kernel
+    # sum_ij C_ij (s_i - s_j)^2 = 2 sum_i s_i^2 (C 1)_i - 2 s' C s, per scaled coordinate s
+    grad = 2 * (c.sum(axis=1) @ scaled**2) - 2 * np.sum(scaled * (c @ scaled), axis=0)
     return value, grad
 
 

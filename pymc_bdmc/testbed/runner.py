@@ -90,7 +90,7 @@ def compare_estimators(
     ----------
     problem : Problem, pm.Model or AnalyticModel
         The model on (simulated) data. Estimators needing ``theta*`` are skipped without it,
-        and those needing a collapsed discrete-latent model (CMS) without one.
+        and those needing a Gibbs form (CMS) without one.
     estimators : sequence of str, optional
         Names in :data:`~pymc_bdmc.testbed.estimators.ESTIMATORS` (default all).
     levels : sequence of int, default (1, 4, 16)
@@ -119,7 +119,7 @@ def compare_estimators(
         raise ValueError(f"Unknown estimators {sorted(unknown)}; known: {sorted(ESTIMATORS)}.")
     skipped = [n for n in names if not ESTIMATORS[n].applies_to(problem)]
     if skipped:
-        logger.info("Skipping %s: %s lacks what they need (theta* or a collapsed model).",
+        logger.info("Skipping %s: %s lacks what they need (theta* or a Gibbs form).",
                     skipped, problem.name)
         names = [n for n in names if n not in skipped]
     truth = ground_truth(problem, truth_steps) if truth is None else truth
