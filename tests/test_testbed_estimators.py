@@ -17,7 +17,11 @@ from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.testbed import estimators as est
 from pymc_bdmc.testbed.chib import DiscreteGibbs, chib_murray_salakhutdinov, cms_run
 from pymc_bdmc.testbed.models import enumerate_clustering_log_evidence
-from pymc_bdmc.testbed.nested import nested_sampling, nested_sampling_estimator
+from pymc_bdmc.testbed.nested import (
+    _ConstrainedWalk,
+    nested_sampling,
+    nested_sampling_estimator,
+)
 from pymc_bdmc.testbed.quadrature import (
     _neg_profile_log_ml,
     bayesian_monte_carlo,
@@ -257,6 +261,24 @@ def test_nested_sampling_on_conjugate_model(regression2):
         # within 4 of Skilling's standard deviations sqrt(H / N) (about 0.2 nats here)
         assert abs(result.log_evidence - regression2.log_evidence) < 4 * result.info[
             "log_evidence_sd"]
+
+
+def test_nested_sampling_proposals_span_every_direction_with_few_live_points():
+    # 8 live points in 20 dimensions span 7 directions; the proposal must not be confined there.
+    walk = _ConstrainedWalk(density=None, n_steps=1)
+    live = np.random.default_rng(0).normal(size=(8, 20)) * np.arange(1, 21)
+    walk.set_covariance(live)
+    cov = walk.chol @ walk.chol.T
+    assert np.linalg.matrix_rank(cov, tol=1e-6 * np.trace(cov) / 20) == 20
+    np.testing.assert_allclose(np.diag(cov), np.var(live, axis=0, ddof=1) * 2.38**2 / 20,
+                               rtol=1e-9)
+    many = np.random.default_rng(1).normal(size=(400, 3)) @ np.array([[1, 0.9, 0], [0, 1, 0],
+                                                                       [0, 0, 2]])
+    walk.set_covariance(many)
+    weight = 1 - 3 / 400
+    expected = np.cov(many, rowvar=False)
+    expected = weight * expected + (1 - weight) * np.diag(np.diag(expected))
+    np.testing.assert_allclose(walk.chol @ walk.chol.T, expected * 2.38**2 / 3, rtol=1e-9)
 
 
 def test_nested_sampling_refuses_bad_input(regression2):

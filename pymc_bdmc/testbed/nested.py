@@ -173,9 +173,9 @@ def nested_sampling(rng: np.random.Generator, live_x: np.ndarray, live_log_l: np
 class _ConstrainedWalk:
     """Random-walk Metropolis on the unconstrained prior restricted to ``log L > log_l_min``.
 
-    Proposals are Gaussian with the live points' covariance times ``scale**2``; the scale is
-    steered between replacements toward an acceptance rate of ``TARGET_ACCEPT`` (the walk of
-    one replacement never changes its own proposal).
+    Proposals are Gaussian with the live points' (shrunk) covariance times ``scale**2``; the
+    scale is steered between replacements toward an acceptance rate of ``TARGET_ACCEPT`` (the
+    walk of one replacement never changes its own proposal).
     """
 
     TARGET_ACCEPT = 0.3
@@ -189,8 +189,16 @@ class _ConstrainedWalk:
         self.n_accepted = 0
 
     def set_covariance(self, live_x: np.ndarray) -> None:
-        d = live_x.shape[1]
-        cov = np.atleast_2d(np.cov(live_x, rowvar=False)) + 1e-12 * np.eye(d)
+        """Proposal shape from the live points, shrunk toward its diagonal when they are few.
+
+        ``n`` live points span at most ``n - 1`` directions: their sample covariance alone would
+        confine the walk to that subspace when ``n <= d``. The weight ``max(0, 1 - d / n)`` on
+        the full covariance (the rest on its diagonal) keeps every direction open.
+        """
+        n, d = live_x.shape
+        sample = np.atleast_2d(np.cov(live_x, rowvar=False))
+        weight = max(0.0, 1.0 - d / n)
+        cov = weight * sample + (1 - weight) * np.diag(np.diag(sample)) + 1e-12 * np.eye(d)
         self.chol = np.linalg.cholesky(cov) * (2.38 / np.sqrt(d))
 
     def __call__(self, rng, starts, log_l_min):

@@ -67,10 +67,10 @@ def ground_truth(problem: Problem, n_steps: int = 2000, seed: int = 12345, chain
                        plan=plan).log_evidence
     logger.info("BDMC ground truth of %s: [%.2f, %.2f] (gap %.2f) with %d steps (%s).",
                 problem.name, lower, upper, upper - lower, n_steps, schedule)
-    if upper < lower:
-        logger.warning("The BDMC bounds of %s crossed (lower %.2f > upper %.2f): each is only a "
-                       "stochastic bound, but a crossing of more than a nat or two suggests "
-                       "increasing n_steps.", problem.name, lower, upper)
+    if upper < lower - 1.0:
+        logger.warning("The BDMC bounds of %s crossed by more than a nat (lower %.2f > upper "
+                       "%.2f): each is only a stochastic bound, but this suggests increasing "
+                       "n_steps.", problem.name, lower, upper)
     return {"truth": 0.5 * (lower + upper), "lower": lower, "upper": upper,
             "gap": upper - lower, "method": "bdmc"}
 
