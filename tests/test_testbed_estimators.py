@@ -144,7 +144,7 @@ def test_cms_is_unbiased_for_the_evidence_and_a_lower_bound_in_log(kind, tiny_cl
 
 def test_unbiasedness_check_detects_a_chain_started_at_h_star(tiny_clustering):
     # The check above has power: Chib's average over a chain *started at* h* (instead of the
-    # CMS draw from the reverse operator) is biased here, by about +40% in p(y).
+    # CMS draw from the reverse operator) is biased here, by about +26% in p(y) at S = 3.
     c = tiny_clustering.gibbs_model
     gibbs = DiscreteGibbs(c.log_joint, c.n_sites, c.n_values)
     states = _all_states(c)
