@@ -1,11 +1,13 @@
 """Estimator testbed: the BDMC paper's experiments (Grosse, Ghahramani & Adams 2015, §6).
 
-Benchmark problems on simulated data (:mod:`.models`), marginal-likelihood estimators behind one
-interface (:mod:`.estimators`) and a runner that compares them against BDMC ground truth
-(:mod:`.runner`).
+Benchmark problems on simulated data (:mod:`.models`, with Gibbs-sampler forms in
+:mod:`.gibbs_models`), marginal-likelihood estimators behind one interface (:mod:`.estimators`,
+:mod:`.chib`, :mod:`.nested`, :mod:`.quadrature`) and a runner that compares them against BDMC
+ground truth (:mod:`.runner`).
 """
 
 from pymc_bdmc.testbed.estimators import ESTIMATORS, EstimateResult, EstimatorSpec
+from pymc_bdmc.testbed.gibbs_models import CollapsedLinearGaussian, LowRankGibbs
 from pymc_bdmc.testbed.models import (
     Problem,
     binary_attributes,
@@ -25,8 +27,10 @@ from pymc_bdmc.testbed.runner import (
 
 __all__ = [
     "ESTIMATORS",
+    "CollapsedLinearGaussian",
     "EstimateResult",
     "EstimatorSpec",
+    "LowRankGibbs",
     "Problem",
     "binary_attributes",
     "clustering",

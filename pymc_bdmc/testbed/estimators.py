@@ -12,7 +12,12 @@ Each estimator states its *bias direction*, following Grosse, Ghahramani & Adams
 * ``"upper"``: a stochastic upper bound (an unbiased estimator of ``1 / p(y)``), valid when the
   chains start from *exact* posterior samples (simulated data, ``theta*`` known);
 * ``"neither"``: no guaranteed direction (BIC, Laplace, PyMC's adaptive SMC, the harmonic mean
-  from approximate posterior draws, which is an upper bound only in the limit of exact draws).
+  from approximate posterior draws, which is an upper bound only in the limit of exact draws,
+  nested sampling with MCMC replacements, Bayesian Monte Carlo, the symmetry-corrected ELBO).
+
+The Chib-Murray-Salakhutdinov estimator (:mod:`.chib`), nested sampling (:mod:`.nested`) and
+Bayesian Monte Carlo (:mod:`.quadrature`) live in modules of their own and are registered here;
+the shared interface is in :mod:`.base`.
 
 The compiled model densities are cached per model, so a sweep over budgets and trials compiles
 each model once; compile time is reported in ``info["compile_seconds"]`` and is *not* included in
@@ -26,23 +31,32 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import pymc as pm
 from scipy import optimize
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
+from pymc_bdmc.algorithms.smc import TemperingPath, smc_forward, smc_reverse
 from pymc_bdmc.estimators import log_mean_exp
-from pymc_bdmc.kernels.tuning import tune_plan
-from pymc_bdmc.model.density import ModelDensity
-from pymc_bdmc.model.simulate import ModelSimulator
-from pymc_bdmc.schedules import make_schedule
+from pymc_bdmc.testbed.base import (  # noqa: F401  (re-exported: the estimator interface)
+    AIS_CHAINS,
+    COMPILE_KWARGS,
+    Bias,
+    EstimateResult,
+    EstimatorSpec,
+    _check_budget,
+    _compiled,
+    _log_likelihood_batched,
+    _plan,
+    _rng,
+    as_problem,
+)
+from pymc_bdmc.testbed.chib import chib_murray_salakhutdinov
 from pymc_bdmc.testbed.models import Problem
-from pymc_bdmc.testing import AnalyticModel
+from pymc_bdmc.testbed.nested import nested_sampling_estimator
+from pymc_bdmc.testbed.quadrature import bayesian_monte_carlo
 
 __all__ = [
     "COMPILE_KWARGS",
@@ -51,114 +65,23 @@ __all__ = [
     "EstimatorSpec",
     "ais",
     "as_problem",
+    "bayesian_monte_carlo",
     "bic",
+    "chib_murray_salakhutdinov",
+    "forward_smc",
     "harmonic_mean",
     "harmonic_mean_exact",
     "laplace",
     "likelihood_weighting",
+    "nested_sampling_estimator",
     "reverse_ais",
+    "sequential_harmonic_mean",
     "smc",
     "variational_bayes",
+    "variational_bayes_symmetric",
 ]
 
 logger = logging.getLogger(__name__)
-
-Bias = Literal["lower", "upper", "neither"]
-
-#: Compilation settings of every density the testbed compiles (and of PyMC's samplers it wraps).
-COMPILE_KWARGS: dict = {"mode": "FAST_RUN"}
-
-#: Chains of the annealing estimators (forward and reverse AIS, harmonic-mean chains).
-AIS_CHAINS = 16
-
-
-@dataclass(frozen=True)
-class EstimateResult:
-    """One evidence estimate.
-
-    Attributes
-    ----------
-    log_evidence : float
-        The estimate of ``log p(y)`` (NaN if the estimator failed; see ``info["error"]``).
-    seconds : float
-        Wall time of the estimate, compilation excluded for the testbed's own densities.
-    info : dict
-        Estimator-specific diagnostics (budget meaning, ESS, compile time, ...).
-    """
-
-    log_evidence: float
-    seconds: float
-    info: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class EstimatorSpec:
-    """An estimator with its bias direction and the meaning of its budget.
-
-    Attributes
-    ----------
-    fn : callable
-        ``fn(problem, budget, seed) -> EstimateResult``.
-    bias : {"lower", "upper", "neither"}
-    budget_unit : str
-        What one unit of budget buys.
-    base_budget : int
-        Budget at level 1 of :func:`pymc_bdmc.testbed.runner.compare_estimators`.
-    needs_generating_point : bool
-        Whether it needs ``theta*`` (simulated data).
-    """
-
-    fn: Callable[..., EstimateResult]
-    bias: Bias
-    budget_unit: str
-    base_budget: int
-    needs_generating_point: bool = False
-
-
-def as_problem(obj) -> Problem:
-    """Wrap a ``pm.Model`` or :class:`~pymc_bdmc.testing.AnalyticModel` as a Problem."""
-    if isinstance(obj, Problem):
-        return obj
-    if isinstance(obj, AnalyticModel):
-        return Problem("analytic", obj.model, None, obj.log_evidence())
-    if isinstance(obj, pm.Model):
-        return Problem("model", obj)
-    raise TypeError(f"Expected a Problem, pm.Model or AnalyticModel, got {type(obj).__name__}.")
-
-
-_CACHE: dict[int, tuple[pm.Model, ModelDensity, ModelSimulator, float]] = {}
-
-
-def _compiled(problem: Problem) -> tuple[ModelDensity, ModelSimulator, float]:
-    key = id(problem.model)
-    if key not in _CACHE:
-        start = time.perf_counter()
-        density = ModelDensity(problem.model, compile_kwargs=COMPILE_KWARGS)
-        simulator = ModelSimulator(problem.model, density.layout)
-        _CACHE[key] = (problem.model, density, simulator, time.perf_counter() - start)
-    _, density, simulator, seconds = _CACHE[key]
-    return density, simulator, seconds
-
-
-def _rng(seed: int) -> np.random.Generator:
-    # Estimator streams are keyed apart from the data simulation: a problem simulated with
-    # seed s must not share its draws with an estimator run with seed s.
-    return np.random.default_rng([int(seed), _ESTIMATOR_STREAM])
-
-
-_ESTIMATOR_STREAM = 0xE57
-
-
-def _check_budget(budget) -> int:
-    budget = int(budget)
-    if budget < 1:
-        raise ValueError(f"`budget` must be a positive integer, got {budget}.")
-    return budget
-
-
-def _log_likelihood_batched(density: ModelDensity, x: np.ndarray, batch: int = 512) -> np.ndarray:
-    return np.concatenate([density.parts(x[i:i + batch]).log_likelihood
-                           for i in range(0, len(x), batch)])
 
 
 # -- simple Monte Carlo ----------------------------------------------------------------------------
@@ -193,34 +116,35 @@ def likelihood_weighting(problem, budget: int, seed: int) -> EstimateResult:
 
 # -- annealing ----------------------------------------------------------------------------------
 
-def _plan(density, simulator, rng, n_steps, pilot_chains=32):
-    x_pilot = simulator.draw_prior(pilot_chains, rng)
-    plan, pilot = tune_plan(rng, x_pilot, density.parts(x_pilot), density.parts,
-                            schedule=make_schedule("sigmoid", n_steps), n_steps=n_steps,
-                            n_leapfrog=3, target_accept=0.9, jitter=0.5,
-                            transitions_per_step=2)
-    return plan, pilot
+#: HMC transitions at beta = 1 that spread reverse chains out from theta* (as in sample_bdmc).
+REVERSE_SPREAD = 10
 
 
-def _annealing(problem: Problem, n_steps: int, seed: int, direction: str) -> EstimateResult:
+def _annealing(problem: Problem, n_steps: int, seed: int, direction: str, *,
+               schedule: str = "sigmoid", chains: int = AIS_CHAINS, pilot_chains: int = 32,
+               plan=None) -> EstimateResult:
+    """Forward or reverse AIS on the cached density; a frozen ``plan`` skips the pilot."""
     density, simulator, compile_seconds = _compiled(problem)
     x_star = problem.generating_vector(density.layout) if direction == "reverse" else None
     start = time.perf_counter()
     pilot_rng, run_rng = _rng(seed).spawn(2)
-    plan, _ = _plan(density, simulator, pilot_rng, n_steps)
+    if plan is None:
+        plan, _ = _plan(density, simulator, pilot_rng, n_steps, pilot_chains=pilot_chains,
+                        schedule=schedule)
     transition = plan.transition(density.parts)
     if direction == "forward":
-        x0 = simulator.draw_prior(AIS_CHAINS, run_rng)
+        x0 = simulator.draw_prior(chains, run_rng)
         run = ais_forward(run_rng, x0, density.parts(x0), plan.betas, transition)
         estimate = float(log_mean_exp(run.log_weight))
     else:
-        run = ais_reverse(run_rng, x_star, AIS_CHAINS, plan.betas, transition, density.parts,
-                          spread_transitions=10)
+        run = ais_reverse(run_rng, x_star, chains, plan.betas, transition, density.parts,
+                          spread_transitions=REVERSE_SPREAD)
         estimate = -float(log_mean_exp(run.log_weight))
     return EstimateResult(estimate, time.perf_counter() - start, {
-        "compile_seconds": compile_seconds, "chains": AIS_CHAINS,
+        "compile_seconds": compile_seconds, "chains": chains,
         "mean_log_weight": float(np.mean(run.log_weight)),
         "acceptance_rate": float(np.nanmean(run.acceptance_rate)),
+        "n_failed": run.n_failed_total,
     })
 
 
@@ -263,6 +187,83 @@ def reverse_ais(problem, budget: int, seed: int) -> EstimateResult:
     EstimateResult
     """
     return _annealing(as_problem(problem), _check_budget(budget), seed, "reverse")
+
+
+# -- this package's SMC and its reverse (SHME) --------------------------------------------------
+
+#: Populations and particles of the testbed's SMC rows, and HMC transitions per stage (as in
+#: :func:`pymc_bdmc.sample_smc_evidence`).
+SMC_CHAINS, SMC_PARTICLES, SMC_TRANSITIONS = 4, 32, 5
+
+
+def _smc_run(problem: Problem, n_steps: int, seed: int, direction: str) -> EstimateResult:
+    density, simulator, compile_seconds = _compiled(problem)
+    x_star = problem.generating_vector(density.layout) if direction == "reverse" else None
+    start = time.perf_counter()
+    pilot_rng, run_rng = _rng(seed).spawn(2)
+    plan, _ = _plan(density, simulator, pilot_rng, n_steps, pilot_chains=64,
+                    schedule="adaptive", transitions_per_step=SMC_TRANSITIONS)
+    path, transition = TemperingPath(plan.betas), plan.transition(density.parts)
+    if direction == "forward":
+        x0 = simulator.draw_prior(SMC_CHAINS * SMC_PARTICLES, run_rng)
+        run = smc_forward(run_rng, x0, density.parts(x0), path, transition, chains=SMC_CHAINS)
+        estimate = float(log_mean_exp(run.log_weight))
+    else:
+        run = smc_reverse(run_rng, x_star, SMC_PARTICLES, path, transition, density.parts,
+                          chains=SMC_CHAINS, spread_transitions=REVERSE_SPREAD)
+        estimate = -float(log_mean_exp(run.log_weight))
+    return EstimateResult(estimate, time.perf_counter() - start, {
+        "compile_seconds": compile_seconds, "chains": SMC_CHAINS, "particles": SMC_PARTICLES,
+        "per_population": run.log_weight.tolist(),
+        "resampling_events": int(run.resampled.sum()), "n_failed": run.n_failed_total,
+    })
+
+
+def forward_smc(problem, budget: int, seed: int) -> EstimateResult:
+    """Run this package's SMC from exact prior draws (paper §3.4): a stochastic **lower** bound.
+
+    The algorithm of :func:`pymc_bdmc.sample_smc_evidence` on the cached density: a pilot
+    (64 particles) tunes HMC kernels and places ``budget`` stages at equal thermodynamic length;
+    then 4 populations of 32 particles reweight, resample systematically when their ESS drops
+    below half, and move (5 frozen HMC transitions per stage). Each population's estimate is
+    unbiased for ``p(y)``; they are averaged on the natural scale. (``"smc"`` is PyMC's own
+    adaptive ``pm.sample_smc``, which has no guaranteed direction.)
+
+    Parameters
+    ----------
+    problem : Problem, pm.Model or AnalyticModel
+    budget : int
+        Number of SMC stages (tempering steps).
+    seed : int
+
+    Returns
+    -------
+    EstimateResult
+    """
+    return _smc_run(as_problem(problem), _check_budget(budget), seed, "forward")
+
+
+def sequential_harmonic_mean(problem, budget: int, seed: int) -> EstimateResult:
+    """Reverse SMC from ``theta*``, the sequential harmonic mean estimator: an **upper** bound.
+
+    Every particle starts at the generating parameters (spread by 10 transitions at
+    ``beta = 1``), and the path of :func:`forward_smc` is run backwards, resampling in
+    proportion to ``1 / w`` (paper §4.2.2, Algorithm 3); each population's estimate of
+    ``1 / p(y)`` is unbiased. Simulated data only.
+
+    Parameters
+    ----------
+    problem : Problem
+        With ``generating_point``.
+    budget : int
+        Number of SMC stages.
+    seed : int
+
+    Returns
+    -------
+    EstimateResult
+    """
+    return _smc_run(as_problem(problem), _check_budget(budget), seed, "reverse")
 
 
 # -- harmonic mean ------------------------------------------------------------------------------
@@ -429,13 +430,22 @@ def bic(problem, budget: int, seed: int) -> EstimateResult:
 
 
 def variational_bayes(problem, budget: int, seed: int, elbo_draws: int = 2000,
-                      learning_rate: float = 0.05) -> EstimateResult:
+                      learning_rate: float = 0.05,
+                      symmetry_correction: bool = False) -> EstimateResult:
     """Mean-field ADVI (``pm.fit``) evidence lower bound: a stochastic **lower** bound.
 
     After ``budget`` ADVI iterations, the ELBO of the fitted Gaussian ``q`` over PyMC's
     unconstrained space is estimated with ``elbo_draws`` fresh draws from ``q``:
-    ``E_q[log p(x, y)] + H[q]``, whose expectation is at most ``log p(y)``. No symmetry
-    correction for label switching is applied (paper §5.2).
+    ``E_q[log p(x, y)] + H[q]``, whose expectation is at most ``log p(y)``.
+
+    With ``symmetry_correction``, ``log K!`` is added for a problem with
+    ``K = problem.n_exchangeable_components`` interchangeable components (paper §6: the bound
+    "multiplied by the number of equivalent relabelings"). A unimodal ``q`` covers at most one of
+    the posterior's ``K!`` symmetric modes; if those modes are well separated and ``q`` captures
+    one well, the mixture of its ``K!`` relabelings is still a valid ``q`` and gains ``log K!``.
+    When the modes overlap (or ``q`` sits between them) the corrected value can exceed
+    ``log p(y)``, so it is no longer a guaranteed lower bound: :data:`ESTIMATORS` lists it as
+    ``"neither"``.
 
     Parameters
     ----------
@@ -447,12 +457,18 @@ def variational_bayes(problem, budget: int, seed: int, elbo_draws: int = 2000,
     learning_rate : float, default 0.05
         Of the Adam optimizer (PyMC's default Adagrad step is too small to converge in a few
         thousand iterations on the benchmark models).
+    symmetry_correction : bool, default False
+        Add ``log K!`` (``info["symmetry_correction"]``).
 
     Returns
     -------
     EstimateResult
     """
     problem, budget = as_problem(problem), _check_budget(budget)
+    k = int(problem.n_exchangeable_components)
+    if k < 1:
+        raise ValueError(f"`n_exchangeable_components` must be at least 1, got {k}.")
+    correction = float(gammaln(k + 1)) if symmetry_correction else 0.0
     density, _, compile_seconds = _compiled(problem)
     start = time.perf_counter()
     rng_fit, rng_elbo = _rng(seed).spawn(2)
@@ -474,10 +490,30 @@ def variational_bayes(problem, budget: int, seed: int, elbo_draws: int = 2000,
         for i in range(0, elbo_draws, 512)
     ])
     entropy = np.sum(np.log(sd)) + 0.5 * density.n_dim * (1 + np.log(2 * np.pi))
-    estimate = float(np.mean(log_joint) + entropy)
-    return EstimateResult(estimate, time.perf_counter() - start, {
-        "compile_seconds": compile_seconds,
+    elbo = float(np.mean(log_joint) + entropy)
+    return EstimateResult(elbo + correction, time.perf_counter() - start, {
+        "compile_seconds": compile_seconds, "elbo": elbo, "symmetry_correction": correction,
         "elbo_se": float(np.std(log_joint) / np.sqrt(elbo_draws))})
+
+
+def variational_bayes_symmetric(problem, budget: int, seed: int) -> EstimateResult:
+    """:func:`variational_bayes` plus ``log K!`` for ``K`` exchangeable components: **neither**.
+
+    ``K`` is ``problem.n_exchangeable_components`` (clusters, attributes or factors of the
+    benchmark models; 1, i.e. no correction, elsewhere). See :func:`variational_bayes`.
+
+    Parameters
+    ----------
+    problem : Problem, pm.Model or AnalyticModel
+    budget : int
+        ADVI iterations.
+    seed : int
+
+    Returns
+    -------
+    EstimateResult
+    """
+    return variational_bayes(problem, budget, seed, symmetry_correction=True)
 
 
 # -- PyMC's SMC as an outside peer -----------------------------------------------------------------
@@ -547,9 +583,19 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
     "bic": EstimatorSpec(bic, "neither", "optimizer restarts", 1),
     "laplace": EstimatorSpec(laplace, "neither", "optimizer restarts", 1),
     "variational_bayes": EstimatorSpec(variational_bayes, "lower", "ADVI iterations", 2000),
+    "variational_bayes_sym": EstimatorSpec(variational_bayes_symmetric, "neither",
+                                           "ADVI iterations", 2000),
     "ais": EstimatorSpec(ais, "lower", "annealing steps", 100),
     "reverse_ais": EstimatorSpec(reverse_ais, "upper", "annealing steps", 100,
                                  needs_generating_point=True),
+    "forward_smc": EstimatorSpec(forward_smc, "lower", "SMC stages", 25),
+    "shme": EstimatorSpec(sequential_harmonic_mean, "upper", "SMC stages", 25,
+                          needs_generating_point=True),
+    "cms": EstimatorSpec(chib_murray_salakhutdinov, "lower", "Gibbs sweeps per chain", 50,
+                         needs_gibbs_model=True),
+    "nested_sampling": EstimatorSpec(nested_sampling_estimator, "neither", "live points", 50),
+    "bayesian_monte_carlo": EstimatorSpec(bayesian_monte_carlo, "neither", "design points",
+                                          100),
     "smc": EstimatorSpec(smc, "neither", "particles per chain", 500),
 }
 """The registered estimators by name, with bias direction and budget meaning."""

@@ -29,6 +29,7 @@ from scipy.special import logsumexp
 
 from pymc_bdmc.model.density import FlatLayout
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.testbed.gibbs_models import CollapsedLinearGaussian, LowRankGibbs
 from pymc_bdmc.testing import AnalyticModel
 
 __all__ = [
@@ -60,6 +61,14 @@ class Problem:
         The exact ``log p(y*)`` where it is known in closed form.
     info : dict
         Sizes and hyperparameters, for reports.
+    gibbs_model : CollapsedLinearGaussian, LowRankGibbs or None
+        The same model in a form with a Gibbs sampler whose transition probabilities are
+        computable (collapsed discrete latents for clustering and binary attributes, the two
+        factor blocks for low rank): what the Chib-style estimator runs on.
+    n_exchangeable_components : int
+        Number ``K`` of interchangeable components (clusters, attributes, factors), whose
+        ``K!`` relabelings leave the posterior unchanged; 1 when there is no such symmetry.
+        The symmetry-corrected variational estimate adds ``log K!`` (paper §6).
     """
 
     name: str
@@ -67,6 +76,8 @@ class Problem:
     generating_point: dict[str, np.ndarray] | None = None
     log_evidence: float | None = None
     info: dict = field(default_factory=dict)
+    gibbs_model: CollapsedLinearGaussian | LowRankGibbs | None = None
+    n_exchangeable_components: int = 1
 
     @property
     def observed(self) -> dict[str, np.ndarray]:
@@ -214,9 +225,12 @@ def clustering(n_obs: int = 50, n_dim: int = 10, n_clusters: int = 5,
     with pm.Model(coords={"cluster": range(n_clusters), "dim": range(n_dim)}) as model:
         centers = pm.Normal("theta", 0.0, sigma_theta, dims=("cluster", "dim"))
         _row_mixture("y", centers, pt.as_tensor(log_w), sigma_noise, y)
+    collapsed = CollapsedLinearGaussian(y, sigma_theta, sigma_noise, n_clusters, "assignment",
+                                        log_weights=log_w)
     return Problem("clustering", model, {"theta": theta},
                    info=dict(n_obs=n_obs, n_dim=n_dim, n_clusters=n_clusters,
-                             sigma_theta=sigma_theta, sigma_noise=sigma_noise, seed=seed))
+                             sigma_theta=sigma_theta, sigma_noise=sigma_noise, seed=seed),
+                   gibbs_model=collapsed, n_exchangeable_components=n_clusters)
 
 
 def low_rank(n_obs: int = 50, n_dim: int = 10, rank: int = 3, sigma_u: float = 1.0,
@@ -248,9 +262,13 @@ def low_rank(n_obs: int = 50, n_dim: int = 10, rank: int = 3, sigma_u: float = 1
         uu = pm.Normal("U", 0.0, sigma_u, dims=("obs", "factor"))
         vv = pm.Normal("V", 0.0, sigma_v, dims=("factor", "dim"))
         pm.Normal("y", uu @ vv, sigma_noise, observed=y, dims=("obs", "dim"))
+    # The paper's VB correction counts the rank! factor permutations (it ignores sign flips
+    # and the continuous rotations U R, R^-1 V, which also leave the likelihood unchanged).
     return Problem("low_rank", model, {"U": u, "V": v},
                    info=dict(n_obs=n_obs, n_dim=n_dim, rank=rank, sigma_u=sigma_u,
-                             sigma_v=sigma_v, sigma_noise=sigma_noise, seed=seed))
+                             sigma_v=sigma_v, sigma_noise=sigma_noise, seed=seed),
+                   gibbs_model=LowRankGibbs(y, rank, sigma_u, sigma_v, sigma_noise),
+                   n_exchangeable_components=rank)
 
 
 def binary_patterns(n_attributes: int) -> np.ndarray:
@@ -290,10 +308,13 @@ def binary_attributes(n_obs: int = 50, n_dim: int = 10, n_attributes: int = 3,
     with pm.Model(coords={"attribute": range(n_attributes), "dim": range(n_dim)}) as model:
         aa = pm.Normal("A", 0.0, sigma_a, dims=("attribute", "dim"))
         _row_mixture("y", pt.as_tensor(patterns) @ aa, pt.as_tensor(log_w), sigma_noise, y)
+    collapsed = CollapsedLinearGaussian(y, sigma_a, sigma_noise, n_attributes, "binary",
+                                        p_attribute=p_attribute)
     return Problem("binary_attributes", model, {"A": a},
                    info=dict(n_obs=n_obs, n_dim=n_dim, n_attributes=n_attributes,
                              p_attribute=p_attribute, sigma_a=sigma_a,
-                             sigma_noise=sigma_noise, seed=seed))
+                             sigma_noise=sigma_noise, seed=seed),
+                   gibbs_model=collapsed, n_exchangeable_components=n_attributes)
 
 
 def enumerate_clustering_log_evidence(problem: Problem) -> float:
