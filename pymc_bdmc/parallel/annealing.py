@@ -19,6 +19,7 @@ import logging
 import threading
 import warnings
 from collections import OrderedDict
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -159,6 +160,7 @@ class AnnealingRunner:
         self.workers = workers
         self.chains_per_batch = chains_per_batch
         self.model_calls = 0  # batched model calls made by workers (this process counts its own)
+        self._warned = False
 
     def groups(self, blocks: ChainBlocks) -> list[tuple[int, int]]:
         """How ``blocks`` are grouped into batches/tasks."""
@@ -178,7 +180,8 @@ class AnnealingRunner:
             return tasks
         if self._recipe is None:
             self._recipe = self._recipe_fn()
-        return [self.workers.submit(_run_remote, self._recipe, task) for task in tasks]
+        return [_Remote(task, self.workers.submit(_run_remote, self._recipe, task))
+                for task in tasks]
 
     def collect(self, pending: list, on_step: Callable[[], None] | None = None,
                 on_group: Callable[[int], None] | None = None) -> AISRun:
@@ -192,10 +195,24 @@ class AnnealingRunner:
             if isinstance(item, GroupTask):
                 run, _ = run_group(item, self.density, on_step=on_step)
             else:
-                run, calls = item.result()
+                try:
+                    run, calls = item.future.result()
+                except BrokenProcessPool:
+                    # A local worker died, typically because a script without an
+                    # ``if __name__ == "__main__":`` guard re-ran itself in the worker. The
+                    # group's streams are in its task, so running it here changes nothing.
+                    if not self._warned:
+                        logger.warning(
+                            "A worker process failed; running its chains in this process. "
+                            "Scripts that use worker processes (`cores` > 1) must start "
+                            "sampling under `if __name__ == \"__main__\":`.")
+                        self._warned = True
+                    run, _ = run_group(item.task, self.density, on_step=on_step)
+                    calls = 0  # counted by this process's density
+                else:
+                    if on_group is not None:
+                        on_group(len(run.mean_log_weight) - 1)
                 self.model_calls += calls
-                if on_group is not None:
-                    on_group(len(run.mean_log_weight) - 1)
             runs.append(run)
         return merge_runs(runs)
 
@@ -203,5 +220,13 @@ class AnnealingRunner:
     def cancel(pending: list) -> None:
         """Cancel remote groups that have not started."""
         for item in pending:
-            if not isinstance(item, GroupTask):
-                item.cancel()
+            if isinstance(item, _Remote):
+                item.future.cancel()
+
+
+@dataclass(frozen=True)
+class _Remote:
+    """A group submitted to a worker, with its task kept for a local re-run."""
+
+    task: GroupTask
+    future: object

@@ -29,13 +29,14 @@ _POOLS: dict[int, ProcessPoolExecutor] = {}
 def mp_context():
     """Like PyMC: forkserver where available (fork is unsafe once threads exist).
 
-    The server imports this package once, so workers fork with PyMC already imported. This has
-    no effect if this process's forkserver was already started by someone else.
+    The server imports this package once, so workers fork with PyMC already imported. (Not
+    ``__main__``: an unguarded script would run inside the server.) This has no effect if this
+    process's forkserver was already started by someone else.
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", "pymc_bdmc"])
+    context.set_forkserver_preload(["pymc_bdmc"])
     return context
 
 
