@@ -36,6 +36,8 @@ def notebook_from_script(script: Path):
     notebook = jupytext.read(script, fmt="py:percent")
     notebook.metadata = {"kernelspec": dict(KERNELSPEC),
                          "language_info": {"name": "python"}}
+    for i, cell in enumerate(notebook.cells):  # stable ids: a rebuild changes only outputs
+        cell.id = f"{script.stem[:50]}-{i}"
     return notebook
 
 
