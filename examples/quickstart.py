@@ -5,7 +5,8 @@
 # and a stochastic upper bound (reverse AIS from the parameters that generated the data). Here
 # the model's evidence is known in closed form, so we can see the sandwich hold.
 #
-# Run as a script (`python3 examples/quickstart.py`) or open as a notebook with jupytext.
+# This notebook is generated from `examples/quickstart.py`, which also runs as a script
+# (`python3 examples/quickstart.py`); see `docs/index.md`.
 
 # %%
 import logging
@@ -47,6 +48,22 @@ shape = (2 / 3) * (np.eye(40) + 1.5**2 * X @ X.T)
 exact = stats.multivariate_t(np.zeros(40), shape, df=6).logpdf(bdmc["observed_data"]["y"].values)
 print(f"exact {exact:.3f}")
 assert float(ev.lower) - 3 < exact < float(ev.upper) + 3
+
+# %% [markdown]
+# Each chain's log weight is a noisy estimate of `log p(y*)`: forward weights from below,
+# negated reverse weights from above. The bounds average the weights themselves, not their
+# logs, so the lower bound lies above the mean forward log weight and the upper bound below the
+# mean negated reverse log weight (by Jensen's inequality, those means are looser bounds).
+
+# %%
+import matplotlib.pyplot as plt  # noqa: E402
+
+from pymc_bdmc import plots  # noqa: E402
+
+ax = plots.plot_log_weights(bdmc)
+ax.axvline(exact, color="k", ls="--", lw=1, label="exact")
+ax.legend(fontsize="small")
+plt.show()
 
 # %% [markdown]
 # ## A lower bound on the real data

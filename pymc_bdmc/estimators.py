@@ -27,7 +27,20 @@ __all__ = [
 
 
 def log_mean_exp(log_w: np.ndarray, axis: int | None = None) -> np.ndarray | float:
-    """Stable ``log(mean(exp(log_w)))``; ``-inf`` entries count as zero weights."""
+    """Stable ``log(mean(exp(log_w)))``; ``-inf`` entries count as zero weights.
+
+    Parameters
+    ----------
+    log_w : array_like
+        Log weights.
+    axis : int, optional
+        Axis to average over; by default all entries.
+
+    Returns
+    -------
+    float or ndarray
+        The log of the mean weight. Zero weights (``-inf``) count in the number of terms.
+    """
     log_w = np.asarray(log_w, dtype=float)
     n = log_w.size if axis is None else log_w.shape[axis]
     return logsumexp(log_w, axis=axis) - np.log(n)

@@ -32,10 +32,12 @@ def plot_annealing(result, axes=None):
     result : xarray.DataTree
         A result of :func:`~pymc_bdmc.sample_ais` or :func:`~pymc_bdmc.sample_bdmc`.
     axes : sequence of 3 matplotlib Axes, optional
+        Where to draw; a new figure when omitted.
 
     Returns
     -------
     ndarray of matplotlib Axes
+        Schedule, step sizes and acceptance rates, in that order.
     """
     plt = _plt()
     if axes is None:
@@ -60,6 +62,19 @@ def plot_log_weights(result, ax=None, bins: int = 20):
 
     Forward log weights estimate ``log p(y)`` from below, negated reverse log weights from
     above; the vertical lines are the log-mean-exp bounds.
+
+    Parameters
+    ----------
+    result : xarray.DataTree
+        A result of :func:`~pymc_bdmc.sample_ais` or :func:`~pymc_bdmc.sample_bdmc`.
+    ax : matplotlib Axes, optional
+        Where to draw; a new figure when omitted.
+    bins : int, default 20
+        Histogram bins per direction.
+
+    Returns
+    -------
+    matplotlib Axes
     """
     plt = _plt()
     if ax is None:
@@ -88,6 +103,11 @@ def plot_bounds(results: Mapping[int, object] | Sequence, truth: float | None = 
     truth : float, optional
         Exact ``log p(y)``, drawn as a horizontal line when known.
     ax : matplotlib Axes, optional
+        Where to draw; a new figure when omitted.
+
+    Returns
+    -------
+    matplotlib Axes
     """
     plt = _plt()
     if ax is None:
@@ -115,6 +135,17 @@ def plot_compare(table: pd.DataFrame, ax=None):
 
     A sandwich is drawn as an interval between its bounds; a lower bound alone as an arrow
     pointing up the scale (it says nothing about how much higher the evidence may be).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The output of :func:`pymc_bdmc.compare`.
+    ax : matplotlib Axes, optional
+        Where to draw; a new figure when omitted.
+
+    Returns
+    -------
+    matplotlib Axes
     """
     plt = _plt()
     if ax is None:

@@ -23,12 +23,36 @@ ADAPTIVE = "adaptive"
 
 
 def linear(n_steps: int) -> np.ndarray:
-    """Equally spaced inverse temperatures."""
+    """Equally spaced inverse temperatures.
+
+    Parameters
+    ----------
+    n_steps : int
+        Number of annealing steps.
+
+    Returns
+    -------
+    ndarray, shape (n_steps + 1,)
+        ``0, 1/n_steps, ..., 1``.
+    """
     return np.linspace(0.0, 1.0, check_positive_int(n_steps, "n_steps") + 1)
 
 
 def geometric(n_steps: int, start: float = 1e-5) -> np.ndarray:
-    """``0`` followed by ``n_steps`` geometrically spaced values from ``start`` to 1."""
+    """``0`` followed by ``n_steps`` geometrically spaced values from ``start`` to 1.
+
+    Parameters
+    ----------
+    n_steps : int
+        Number of annealing steps.
+    start : float, default 1e-5
+        First non-zero inverse temperature, in (0, 1).
+
+    Returns
+    -------
+    ndarray, shape (n_steps + 1,)
+        ``[0, 1]`` when ``n_steps == 1``.
+    """
     n_steps = check_positive_int(n_steps, "n_steps")
     if not 0 < start < 1:
         raise BDMCInputError(f"`start` of a geometric schedule must be in (0, 1), got {start}.")
@@ -42,6 +66,18 @@ def sigmoid(n_steps: int, delta: float = 4.0) -> np.ndarray:
 
     ``b_t = sigmoid(delta * (2 t / T - 1))`` rescaled so that ``beta_0 = 0`` and ``beta_T = 1``;
     it puts more intermediate distributions near both ends of the path.
+
+    Parameters
+    ----------
+    n_steps : int
+        Number of annealing steps.
+    delta : float, default 4.0
+        Steepness; larger values crowd more temperatures near 0 and 1.
+
+    Returns
+    -------
+    ndarray, shape (n_steps + 1,)
+        From exactly 0 to exactly 1.
     """
     n_steps = check_positive_int(n_steps, "n_steps")
     if not delta > 0:

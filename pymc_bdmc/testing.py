@@ -36,9 +36,10 @@ class AnalyticModel:
     Attributes
     ----------
     model : pm.Model
-    log_evidence : callable
-        ``log_evidence(observed)`` with ``observed`` a mapping from observed-variable name to
-        data; ``log_evidence()`` uses the data the model was built with.
+    log_evidence_fn : callable
+        ``log_evidence_fn(observed)``: the exact ``log p(y)`` of ``observed``, a mapping from
+        observed-variable name to data. Call it through :meth:`log_evidence`, which defaults to
+        the data the model was built with.
     data : dict
         The data the model was built with.
     constants : dict
@@ -92,7 +93,28 @@ class AnalyticModel:
 
 def linear_regression(n_obs: int = 50, n_coef: int = 5, prior_sd: float = 2.0,
                       noise_sd: float = 0.5, seed: int = 0) -> AnalyticModel:
-    """``w ~ N(0, prior_sd^2 I)``, ``y ~ N(X w, noise_sd^2 I)``: ``y ~ N(0, s^2 I + t^2 X X')``."""
+    """``w ~ N(0, prior_sd^2 I)``, ``y ~ N(X w, noise_sd^2 I)``: ``y ~ N(0, s^2 I + t^2 X X')``.
+
+    Here ``s = noise_sd`` and ``t = prior_sd``.
+
+    Parameters
+    ----------
+    n_obs : int, default 50
+        Number of observations (rows of the design matrix ``X``).
+    n_coef : int, default 5
+        Number of coefficients (columns of ``X``, whose entries are standard normal).
+    prior_sd : float, default 2.0
+        Prior standard deviation of each coefficient.
+    noise_sd : float, default 0.5
+        Known noise standard deviation.
+    seed : int, default 0
+        Seeds ``X`` and the data, which are drawn from the model itself.
+
+    Returns
+    -------
+    AnalyticModel
+        With exact tempered posteriors (Gaussian).
+    """
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n_obs, n_coef))
     y = x @ rng.normal(0, prior_sd, n_coef) + rng.normal(0, noise_sd, n_obs)
@@ -122,6 +144,25 @@ def normal_inverse_gamma_regression(n_obs: int = 30, n_coef: int = 3, a: float =
 
     ``sigma2 ~ InvGamma(a, b)``, ``w | sigma2 ~ N(0, sigma2 c^2 I)``,
     ``y ~ N(X w, sigma2 I)``. Marginally ``y ~ t_{2a}(0, (b/a) (I + c^2 X X'))``.
+
+    Parameters
+    ----------
+    n_obs : int, default 30
+        Number of observations (rows of the standard normal design matrix ``X``).
+    n_coef : int, default 3
+        Number of coefficients.
+    a, b : float, default 3.0 and 2.0
+        Shape and scale of the inverse-gamma prior on the noise variance ``sigma2``.
+    prior_scale : float, default 1.5
+        ``c``: prior standard deviation of the coefficients in units of the noise standard
+        deviation.
+    seed : int, default 0
+        Seeds ``X`` and the data, which are drawn from the model itself.
+
+    Returns
+    -------
+    AnalyticModel
+        With exact tempered posteriors (normal-inverse-gamma).
     """
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n_obs, n_coef))
@@ -154,7 +195,22 @@ def normal_inverse_gamma_regression(n_obs: int = 30, n_coef: int = 3, a: float =
 
 def beta_binomial(trials=(20, 15, 30, 10), a: float = 2.0, b: float = 3.0,
                   seed: int = 0) -> AnalyticModel:
-    """``p ~ Beta(a, b)``, ``k_i ~ Binomial(n_i, p)``; exercises the interval (logit) transform."""
+    """``p ~ Beta(a, b)``, ``k_i ~ Binomial(n_i, p)``; exercises the interval (logit) transform.
+
+    Parameters
+    ----------
+    trials : sequence of int, default (20, 15, 30, 10)
+        ``n_i``, the number of trials of each observation.
+    a, b : float, default 2.0 and 3.0
+        Parameters of the beta prior on the success probability ``p``.
+    seed : int, default 0
+        Seeds the data, which are drawn from the model itself.
+
+    Returns
+    -------
+    AnalyticModel
+        With exact tempered posteriors (beta).
+    """
     rng = np.random.default_rng(seed)
     n = np.asarray(trials)
     k = rng.binomial(n, rng.beta(a, b))
@@ -177,7 +233,22 @@ def beta_binomial(trials=(20, 15, 30, 10), a: float = 2.0, b: float = 3.0,
 
 def gamma_poisson(n_obs: int = 20, a: float = 2.0, b: float = 0.5,
                   seed: int = 0) -> AnalyticModel:
-    """``rate ~ Gamma(a, b)``, ``y_i ~ Poisson(rate)``; a log-transformed rate."""
+    """``rate ~ Gamma(a, b)``, ``y_i ~ Poisson(rate)``; a log-transformed rate.
+
+    Parameters
+    ----------
+    n_obs : int, default 20
+        Number of counts.
+    a, b : float, default 2.0 and 0.5
+        Shape and rate of the gamma prior on ``rate``.
+    seed : int, default 0
+        Seeds the data, which are drawn from the model itself.
+
+    Returns
+    -------
+    AnalyticModel
+        With exact tempered posteriors (gamma).
+    """
     rng = np.random.default_rng(seed)
     y = rng.poisson(rng.gamma(a, 1 / b), n_obs)
     with pm.Model() as model:
@@ -230,6 +301,26 @@ def categorical_mixture(n_obs: int = 6, n_components: int = 2, prior_sd: float =
     ``y_i ~ N(mu_{z_i}, noise_sd^2)``. For each of the ``K^N`` assignments, ``w`` integrates to
     a Dirichlet-multinomial and each cluster's mean to a Gaussian marginal, so
     ``log p(y) = logsumexp_z [log p(z) + sum_k log p(y_{z=k})]`` exactly. Keep ``K^N`` small.
+
+    Parameters
+    ----------
+    n_obs : int, default 6
+        ``N``, the number of observations (and of discrete assignments ``z_i``).
+    n_components : int, default 2
+        ``K``, the number of mixture components.
+    prior_sd : float, default 3.0
+        Prior standard deviation of the component means.
+    noise_sd : float, default 1.0
+        Known standard deviation within a component.
+    concentration : float, default 1.0
+        Parameter of the symmetric Dirichlet prior on the weights.
+    seed : int, default 0
+        Seeds the data, which are drawn from the model itself.
+
+    Returns
+    -------
+    AnalyticModel
+        Without a tempered-posterior sampler; the model has discrete free variables ``z``.
     """
     rng = np.random.default_rng(seed)
     alpha = np.full(n_components, float(concentration))
@@ -265,6 +356,24 @@ def binary_attribute(n_obs: int = 8, effect_sd: float = 2.0, noise_sd: float = 0
     ``y_i ~ N(effect * z_i, noise_sd^2)``. For each of the ``2^N`` attribute vectors, ``p``
     integrates to a Beta-Bernoulli term and ``effect`` to a Gaussian marginal over the items
     with ``z_i = 1`` (the others are pure noise).
+
+    Parameters
+    ----------
+    n_obs : int, default 8
+        ``N``, the number of items (and of binary attributes ``z_i``).
+    effect_sd : float, default 2.0
+        Prior standard deviation of the shared effect.
+    noise_sd : float, default 0.7
+        Known noise standard deviation.
+    a, b : float, default 1.0 and 1.0
+        Parameters of the beta prior on the attribute probability ``p``.
+    seed : int, default 0
+        Seeds the data, which are drawn from the model itself.
+
+    Returns
+    -------
+    AnalyticModel
+        Without a tempered-posterior sampler; the model has discrete free variables ``z``.
     """
     rng = np.random.default_rng(seed)
     z = rng.binomial(1, rng.beta(a, b), n_obs)

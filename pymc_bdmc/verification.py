@@ -1158,29 +1158,94 @@ def _scaled_error(ours, theirs) -> float:
 def check_density_consistency(model: pm.Model | None = None, **kwargs) -> DensityCheckResult:
     """Exact checks of a model's compiled densities; see :meth:`Verifier.check_density`.
 
-    Keyword arguments other than ``density``, ``potentials_in_likelihood`` and
-    ``compile_kwargs`` (for :class:`Verifier`) go to :meth:`Verifier.check_density`.
+    Parameters
+    ----------
+    model : pm.Model, optional
+        Taken from the ``with`` context when omitted.
+    **kwargs
+        ``density``, ``potentials_in_likelihood`` and ``compile_kwargs`` build the
+        :class:`Verifier`; the others go to :meth:`Verifier.check_density`.
+
+    Returns
+    -------
+    DensityCheckResult
     """
     verifier, kwargs = _verifier(model, kwargs)
     return verifier.check_density(**kwargs)
 
 
 def geweke_test(kernel, *, t: int, model: pm.Model | None = None, **kwargs) -> KernelTestResult:
-    """Geweke joint-distribution test of a kernel; see :meth:`Verifier.geweke`."""
+    """Geweke joint-distribution test of a kernel; see :meth:`Verifier.geweke`.
+
+    Parameters
+    ----------
+    kernel : callable
+        Kernel factory ``kernel(parts_fn) -> Transition`` (with ``set_data``, a
+        ``Transition``).
+    t : int
+        Index at which the transition is called; its target must be the posterior.
+    model : pm.Model, optional
+        Taken from the ``with`` context when omitted.
+    **kwargs
+        ``density``, ``potentials_in_likelihood`` and ``compile_kwargs`` build the
+        :class:`Verifier`; the others go to :meth:`Verifier.geweke`.
+
+    Returns
+    -------
+    KernelTestResult
+    """
     verifier, kwargs = _verifier(model, kwargs)
     return verifier.geweke(kernel, t=t, **kwargs)
 
 
 def invariance_test(kernel, *, t: int, beta: float, model: pm.Model | None = None,
                     **kwargs) -> KernelTestResult:
-    """Invariance test of a kernel from exact starts; see :meth:`Verifier.invariance`."""
+    """Invariance test of a kernel from exact starts; see :meth:`Verifier.invariance`.
+
+    Parameters
+    ----------
+    kernel : callable
+        Kernel factory ``kernel(parts_fn) -> Transition``.
+    t : int
+        Index at which the transition is called.
+    beta : float
+        Inverse temperature of the transition's target ``p(x) p(y|x)^beta``.
+    model : pm.Model, optional
+        Taken from the ``with`` context when omitted.
+    **kwargs
+        ``density``, ``potentials_in_likelihood`` and ``compile_kwargs`` build the
+        :class:`Verifier`; the others go to :meth:`Verifier.invariance`.
+
+    Returns
+    -------
+    KernelTestResult
+    """
     verifier, kwargs = _verifier(model, kwargs)
     return verifier.invariance(kernel, t=t, beta=beta, **kwargs)
 
 
 def reversibility_test(kernel, *, t: int, beta: float, model: pm.Model | None = None,
                        **kwargs) -> KernelTestResult:
-    """Detailed-balance test of a kernel; see :meth:`Verifier.reversibility`."""
+    """Detailed-balance test of a kernel; see :meth:`Verifier.reversibility`.
+
+    Parameters
+    ----------
+    kernel : callable
+        Kernel factory ``kernel(parts_fn) -> Transition``.
+    t : int
+        Index at which the transition is called.
+    beta : float
+        Inverse temperature of the transition's target ``p(x) p(y|x)^beta``.
+    model : pm.Model, optional
+        Taken from the ``with`` context when omitted.
+    **kwargs
+        ``density``, ``potentials_in_likelihood`` and ``compile_kwargs`` build the
+        :class:`Verifier`; the others go to :meth:`Verifier.reversibility`.
+
+    Returns
+    -------
+    KernelTestResult
+    """
     verifier, kwargs = _verifier(model, kwargs)
     return verifier.reversibility(kernel, t=t, beta=beta, **kwargs)
 

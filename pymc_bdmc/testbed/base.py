@@ -96,7 +96,19 @@ class EstimatorSpec:
 
 
 def as_problem(obj) -> Problem:
-    """Wrap a ``pm.Model`` or :class:`~pymc_bdmc.testing.AnalyticModel` as a Problem."""
+    """Wrap a ``pm.Model`` or :class:`~pymc_bdmc.testing.AnalyticModel` as a Problem.
+
+    Parameters
+    ----------
+    obj : Problem, pm.Model or AnalyticModel
+        Returned unchanged if it is a Problem already.
+
+    Returns
+    -------
+    Problem
+        Without ``generating_point`` (the data are not known to be simulated); with the exact
+        ``log_evidence`` of an AnalyticModel's own data.
+    """
     if isinstance(obj, Problem):
         return obj
     if isinstance(obj, AnalyticModel):

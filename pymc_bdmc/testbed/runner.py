@@ -158,7 +158,18 @@ def compare_estimators(
 
 
 def rmse(results: xr.Dataset) -> xr.DataArray:
-    """Root mean squared error over trials against ``results.attrs["truth"]`` (nats)."""
+    """Root mean squared error over trials against ``results.attrs["truth"]`` (nats).
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        From :func:`compare_estimators`.
+
+    Returns
+    -------
+    xarray.DataArray
+        Per estimator and level.
+    """
     return np.sqrt(((results["estimate"] - results.attrs["truth"]) ** 2).mean("trial"))
 
 
@@ -184,7 +195,21 @@ def time_to_accuracy(results: xr.Dataset, threshold: float = 10.0) -> xr.DataArr
 
 
 def summary_table(results: xr.Dataset, threshold: float = 10.0) -> str:
-    """A Markdown table: per estimator, bias direction, error and time at each budget."""
+    """A Markdown table: per estimator, bias direction, error and time at each budget.
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        From :func:`compare_estimators`.
+    threshold : float, default 10.0
+        Accuracy target (nats) of the last column, as in :func:`time_to_accuracy`.
+
+    Returns
+    -------
+    str
+        One row per estimator; per level the mean error, the RMSE (both in nats) and the mean
+        seconds per estimate.
+    """
     error = rmse(results)
     mean_err = (results["estimate"] - results.attrs["truth"]).mean("trial")
     reach = time_to_accuracy(results, threshold)
