@@ -29,11 +29,11 @@ from pymc_bdmc.testbed import binary_attributes, clustering, low_rank
 from pymc_bdmc.testbed.models import with_observed
 
 
-def models(n_obs: int, n_dim: int) -> dict:
+def models(n_obs: int, n_dim: int, n_attributes: int) -> dict:
     return {
         "low_rank": lambda: low_rank(n_obs, n_dim, rank=5),
         "clustering": lambda: clustering(n_obs, n_dim, n_clusters=10),
-        "binary_attributes": lambda: binary_attributes(n_obs, n_dim, n_attributes=10),
+        "binary_attributes": lambda: binary_attributes(n_obs, n_dim, n_attributes=n_attributes),
     }
 
 
@@ -61,7 +61,9 @@ def main() -> None:
                                                          "binary_attributes"])
     parser.add_argument("--n-obs", type=int, default=50)
     parser.add_argument("--n-dim", type=int, default=25)
-    parser.add_argument("--n-steps", type=int, nargs="+", default=[1000, 3000])
+    parser.add_argument("--n-attributes", type=int, default=10,
+                        help="binary attributes (the paper's 10 means 1024 patterns per row)")
+    parser.add_argument("--n-steps", type=int, nargs="+", default=[1000, 4000])
     parser.add_argument("--chains", type=int, default=32)
     parser.add_argument("--cores", type=int, default=None)
     parser.add_argument("--smc-draws", type=int, default=2000)
@@ -71,7 +73,7 @@ def main() -> None:
     logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)
     logging.getLogger("pymc").setLevel(logging.ERROR)
 
-    factories = models(args.n_obs, args.n_dim)
+    factories = models(args.n_obs, args.n_dim, args.n_attributes)
     for name in args.models:
         model = factories[name]().model
         n_free = sum(int(np.prod(v.shape.eval())) for v in model.free_RVs)
