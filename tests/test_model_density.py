@@ -136,3 +136,48 @@ def test_a_chain_never_sees_the_other_chains_of_its_batch():
         assert parts.log_likelihood[0] == -np.inf
         for field in ("log_prior", "log_likelihood", "grad_log_prior", "grad_log_likelihood"):
             np.testing.assert_array_equal(getattr(parts, field)[1:], getattr(clean, field)[1:])
+
+
+def _coupling_compile(shift):
+    """A compile function whose vectorized function adds ``shift(batch)`` to every output."""
+    from pymc.pytensorf import compile as compile_pytensor
+
+    batched_compiles = []
+
+    def compile_fn(inputs, outputs, **kwargs):
+        fn = compile_pytensor(inputs, outputs, **kwargs)
+        if inputs[0].ndim == 1 or batched_compiles:  # only the vectorized graph is coupled
+            return fn
+        batched_compiles.append(fn)
+
+        def batched(x, *rest):
+            return [out + shift(x) for out in fn(x, *rest)]
+        return batched
+    return compile_fn
+
+
+@pytest.mark.parametrize(("shift", "expected"), [
+    # A chain's value moved by the other rows of its batch: fall back to a loop over chains.
+    (lambda x: 1e-6 * np.nanmean(np.clip(x, -5, 5)), "blockwise"),
+    # Round-off that depends on the batch size (BLAS sums in another order): still vectorized.
+    (lambda x: 1e-15 * len(x), "vectorized"),
+])
+def test_batched_graph_is_checked_for_chain_coupling(shift, expected):
+    import pytensor.tensor as pt
+
+    from pymc_bdmc.model.density import compile_batched
+
+    x = pt.vector("x")
+    outputs = [pt.sum(x**2), pt.exp(x)]
+    points = np.array([[0.1, 0.2], [0.3, -0.4], [1.0, 2.0]])
+    fn, batching = compile_batched(_coupling_compile(shift), x, outputs, points)
+    assert batching == expected
+    total, exp = fn(points)
+    np.testing.assert_allclose(total, (points**2).sum(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(exp, np.exp(points), rtol=1e-12)
+
+
+def test_regression_with_matrix_product_is_vectorized(nig_density):
+    # X @ beta over a batch is a matrix product whose round-off depends on the batch size; the
+    # chain-coupling check must not mistake that for coupling (it did: a 2x slower loop).
+    assert nig_density.batching == "vectorized"
