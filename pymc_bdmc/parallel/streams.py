@@ -13,6 +13,7 @@ block: a block of 8 keeps that cost small next to the batched model evaluation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -85,7 +86,17 @@ class BlockedGenerator:
     Implements the part of :class:`numpy.random.Generator` the kernels use, for draws whose
     leading dimension is the batch of chains: ``uniform(low, high, size)`` and
     ``standard_normal(size)``. Anything else raises, rather than silently mixing streams.
+
+    Draws are buffered: each block fills its own rows of a per-kind buffer of
+    :data:`BUFFER_DRAWS` numbers per chain from its own generator, and a request takes the next
+    columns. One slice then serves all chains, instead of one generator call per block on every
+    request (which cost as much as the model call on small models). A block's numbers depend only
+    on its generator and on the sequence of requests, which is the same however chains are
+    grouped, so grouping still changes nothing.
     """
+
+    #: Numbers per chain fetched at once for each kind of draw.
+    BUFFER_DRAWS = 512
 
     def __init__(self, sizes: Sequence[int], generators: Sequence[np.random.Generator]):
         if len(sizes) != len(generators):
@@ -93,22 +104,40 @@ class BlockedGenerator:
         self._sizes = tuple(int(s) for s in sizes)
         self._generators = tuple(generators)
         self.n_chains = sum(self._sizes)
+        self._buffers: dict[str, list] = {}  # kind -> [array (chains, BUFFER_DRAWS), next column]
 
-    def _per_block(self, size, draw):
-        shape = () if size is None else (size,) if np.isscalar(size) else tuple(size)
+    def _shape(self, size) -> tuple[int, ...]:
+        shape = () if size is None else (size,) if isinstance(size, int | np.integer) else tuple(size)
         if not shape or shape[0] != self.n_chains:
             raise ValueError(
                 f"Draws must have one row per chain ({self.n_chains}), got size {size!r}."
             )
-        if len(self._generators) == 1:
-            return draw(self._generators[0], shape)
-        return np.concatenate([draw(g, (n, *shape[1:]))
-                               for g, n in zip(self._generators, self._sizes, strict=True)])
+        return shape
+
+    def _per_block(self, kind: str, width: int) -> np.ndarray:
+        """``width`` fresh numbers per chain, shape (chains, width), each block's from its own."""
+        def draw(g, shape):
+            return g.standard_normal(shape) if kind == "normal" else g.random(shape)
+
+        if width > self.BUFFER_DRAWS:  # larger than a buffer: drawn directly
+            return np.concatenate([draw(g, (n, width))
+                                   for g, n in zip(self._generators, self._sizes, strict=True)])
+        buffer = self._buffers.get(kind)
+        if buffer is None or buffer[1] + width > self.BUFFER_DRAWS:
+            buffer = self._buffers[kind] = [
+                np.concatenate([draw(g, (n, self.BUFFER_DRAWS))
+                                for g, n in zip(self._generators, self._sizes, strict=True)]), 0]
+        values, start = buffer
+        buffer[1] = start + width
+        return values[:, start:start + width].copy()
 
     def uniform(self, low=0.0, high=1.0, size=None) -> np.ndarray:
         """Uniform draws on ``[low, high)``; ``size`` leads with the number of chains."""
-        return self._per_block(size, lambda g, s: g.uniform(low, high, s))
+        shape = self._shape(size)
+        unit = self._per_block("uniform", math.prod(shape[1:])).reshape(shape)
+        return low + (high - low) * unit
 
     def standard_normal(self, size=None) -> np.ndarray:
         """Standard normal draws; ``size`` leads with the number of chains."""
-        return self._per_block(size, lambda g, s: g.standard_normal(s))
+        shape = self._shape(size)
+        return self._per_block("normal", math.prod(shape[1:])).reshape(shape)
