@@ -22,6 +22,7 @@ from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.hmc import hmc_step
 from pymc_bdmc.kernels.pymc_steps import resolve_step_methods
 from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
 from pymc_bdmc.model.checks import (
@@ -63,6 +64,11 @@ _STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "rever
 #: With ``cores=None``, chains go to worker processes only when the run is predicted to take
 #: longer than this (seconds): starting workers costs a few seconds each (import, compilation).
 AUTO_PARALLEL_SECONDS = 20.0
+#: With ``fused_kernel=None``, the fused kernel is compiled when the predicted saving exceeds
+#: this multiple of the model's own compilation time (compiling it costs about 1-2 times that).
+FUSED_PAYBACK = 2.0
+#: A fused transition, measured, costs about this multiple of its model calls alone.
+FUSED_CALL_OVERHEAD = 1.2
 
 
 @dataclass(frozen=True)
@@ -182,29 +188,64 @@ def _compile(model, potentials_in_likelihood, compile_kwargs):
     return compiled.density, compiled.simulator, compiled.compile_time
 
 
-def _predicted_seconds(density: ModelDensity, x: np.ndarray, plan: AnnealingPlan,
-                       directions: int, spread: int) -> float:
-    """Rough duration of the annealing runs, from timing the batched model call."""
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        density.parts(x)
-        times.append(time.perf_counter() - start)
-    calls = directions * plan.transitions_per_step * plan.n_leapfrog * (plan.n_steps + spread)
-    return float(np.median(times)) * calls
+@dataclass(frozen=True)
+class _KernelTiming:
+    """Measured cost of the hot path on all chains, to choose how to run (never the result)."""
+
+    model_call: float  # seconds per batched model call
+    transition: float  # seconds per NumPy HMC transition (n_leapfrog model calls and Python)
+
+    @classmethod
+    def measure(cls, density: ModelDensity, x: np.ndarray, plan: AnnealingPlan) -> _KernelTiming:
+        calls_before = density.n_evaluations  # timing is not part of the run's cost
+        parts = density.parts(x)
+        rng = np.random.default_rng(0)  # a throwaway stream: the chains' own are untouched
+        beta, params = float(plan.betas[-1]), plan.kernel(plan.n_steps)
+        calls, transitions = [], []
+        for _ in range(3):
+            start = time.perf_counter()
+            density.parts(x)
+            calls.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            hmc_step(rng, x, parts, beta, params, density.parts)
+            transitions.append(time.perf_counter() - start)
+        density.n_evaluations = calls_before
+        return cls(float(np.median(calls)), float(np.median(transitions)))
+
+    def fused_transition(self, n_leapfrog: int) -> float:
+        """Predicted seconds per fused transition: its model calls and a little more."""
+        return FUSED_CALL_OVERHEAD * n_leapfrog * self.model_call
 
 
-def _choose_workers(cores, executor, density, x0, plan, directions, spread,
-                    n_blocks) -> Workers:
+def _n_transitions(plan: AnnealingPlan, directions: int, spread: int) -> int:
+    """HMC transitions of the measured runs (each chain group runs all of them)."""
+    return plan.transitions_per_step * (directions * plan.n_steps + (spread if directions == 2
+                                                                     else 0))
+
+
+def _use_fused_kernel(setting: bool | None, density: ModelDensity, timing: _KernelTiming,
+                      plan: AnnealingPlan, n_transitions: int) -> bool:
+    """Whether to run the compiled transition (see ``fused_kernel`` in the docstrings)."""
+    if setting is False:
+        return False
+    if not density.can_fuse_hmc:
+        if setting:
+            logger.info("No fused kernel for this model (its densities are evaluated chain by "
+                        "chain); using the NumPy kernel.")
+        return False
+    if setting or density.has_fused_hmc:  # asked for, or already compiled (free)
+        return True
+    saving = n_transitions * (timing.transition - timing.fused_transition(plan.n_leapfrog))
+    return saving > FUSED_PAYBACK * density.compile_seconds
+
+
+def _choose_workers(cores, executor, predicted_seconds: float, n_blocks: int) -> Workers:
     if executor is not None or cores is not None:
         return resolve_workers(cores, executor)
-    if n_blocks < 2:
-        return IN_PROCESS
-    predicted = _predicted_seconds(density, x0, plan, directions, spread)
-    if predicted < AUTO_PARALLEL_SECONDS:
+    if n_blocks < 2 or predicted_seconds < AUTO_PARALLEL_SECONDS:
         return IN_PROCESS
     logger.info("Predicted run of %.0f s: using all cores (set `cores=1` to stay in this "
-                "process).", predicted)
+                "process).", predicted_seconds)
     return resolve_workers(None)
 
 
@@ -273,8 +314,17 @@ def _run(
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
         directions = 1 if truth is None else 2
-        workers = _choose_workers(parallel.cores, parallel.executor, density, x0, plan,
-                                  directions, s.reverse_spread, len(forward_blocks))
+        n_transitions = _n_transitions(plan, directions, s.reverse_spread)
+        auto = parallel.fused_kernel is None or (parallel.cores is None
+                                                 and parallel.executor is None)
+        timing = _KernelTiming.measure(density, x0, plan) if auto else None
+        fused = _use_fused_kernel(parallel.fused_kernel, density, timing, plan, n_transitions)
+        per_transition = (None if timing is None else timing.fused_transition(plan.n_leapfrog)
+                          if fused else timing.transition)
+        workers = _choose_workers(
+            parallel.cores, parallel.executor,
+            0.0 if per_transition is None else n_transitions * per_transition,
+            len(forward_blocks))
         runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
                                  parallel.chains_per_batch)
         n_groups = len(runner.groups(forward_blocks))
@@ -282,10 +332,11 @@ def _run(
             logger.info("Running %d groups of chains per direction on %s.", n_groups,
                         workers.description)
         observed = density.observed_data()  # workers may hold other data from earlier calls
-        pending_forward = runner.submit("forward", forward_blocks, x0, plan, observed=observed)
+        pending_forward = runner.submit("forward", forward_blocks, x0, plan, observed=observed,
+                                        fused_kernel=fused)
         pending_reverse = None if truth is None else runner.submit(
             "reverse", reverse_blocks, truth.x, plan, observed=observed,
-            spread_transitions=s.reverse_spread)
+            spread_transitions=s.reverse_spread, fused_kernel=fused)
         with _phase(progress, "Forward AIS", n_steps * n_groups) as advance:
             forward = runner.collect(pending_forward, on_step=done.counting("forward", advance),
                                      on_group=done.counting_groups("forward", advance))
@@ -316,6 +367,7 @@ def _run(
             model_evaluations=density.n_evaluations + runner.model_calls,
             workers=workers.description,
             chain_groups=n_groups,
+            fused_kernel=fused,
             schedule="given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
         ),
     }
@@ -334,15 +386,24 @@ def _run(
 
 @dataclass(frozen=True)
 class _Parallel:
-    """Where the chains of an AIS run go."""
+    """Where the chains of an AIS run go, and whether their transitions are fused."""
 
     cores: int | None = 1
     executor: object = None
     chains_per_batch: int | None = None
+    fused_kernel: bool | None = False
 
 
-def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool) -> _Parallel:
-    """Check the parallelism arguments before anything runs."""
+def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool,
+                       fused_kernel: bool | None = None) -> _Parallel:
+    """Check the parallelism and execution arguments before anything runs."""
+    if fused_kernel is not None and not isinstance(fused_kernel, bool):
+        raise BDMCInputError(f"`fused_kernel` must be True, False or None, got {fused_kernel!r}.")
+    if fused_kernel and runs_elsewhere:
+        raise BDMCInputError(
+            "`fused_kernel` compiles the vectorized HMC kernel of method='ais'; it does not "
+            "apply to PyMC step methods or method='smc'."
+        )
     if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int)
                               or cores < 1):
         raise BDMCInputError(f"`cores` must be a positive integer or None, got {cores!r}.")
@@ -355,7 +416,7 @@ def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool) 
                 "use `cores`, and method='smc' runs in this process."
             )
         resolve_workers(None, executor)  # refuses anything that is not an executor
-    return _Parallel(cores, executor, chains_per_batch)
+    return _Parallel(cores, executor, chains_per_batch, fused_kernel)
 
 
 def _generating_values(density: ModelDensity, truth: JointDraw) -> dict[str, np.ndarray]:
@@ -488,6 +549,13 @@ _COMMON_DOC = """
     chains_per_batch : int, optional
         Most chains evaluated together in one batched model call, which bounds memory when
         ``chains`` is large. Default: all chains of a worker at once.
+    fused_kernel : bool, optional
+        Compile each HMC transition (all its leapfrog steps and the accept/reject) into one
+        function, which removes most of the Python around every model call: on small models
+        several times faster per step. It is the same kernel with the same random draws, so
+        results agree to round-off. Compiling it costs about as much again as compiling the
+        model. Default: only when timing the model predicts that the runs save more than that
+        (long runs, cheap models); the chosen setting is stored in ``evidence.attrs``.
 """
 
 _PARALLEL_NOTES = """
@@ -520,6 +588,7 @@ def sample_ais(
     cores: int | None = None,
     executor=None,
     chains_per_batch: int | None = None,
+    fused_kernel: bool | None = None,
 ) -> xr.DataTree:
     """Estimate a stochastic lower bound on ``log p(y)`` by annealed importance sampling.
 
@@ -571,7 +640,8 @@ def sample_ais(
             "`plan` holds frozen HMC kernels; it cannot be combined with PyMC step methods "
             "(`step=`, or a model with discrete free variables)."
         )
-    parallel = _parallel_settings(cores, executor, chains_per_batch, specs is not None)
+    parallel = _parallel_settings(cores, executor, chains_per_batch, specs is not None,
+                                  fused_kernel)
     streams = _streams(random_seed)
     if specs is not None:
         return sample_with_step_methods(
@@ -613,6 +683,7 @@ def sample_bdmc(
     cores: int | None = None,
     executor=None,
     chains_per_batch: int | None = None,
+    fused_kernel: bool | None = None,
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -695,7 +766,7 @@ def sample_bdmc(
         )
     check_model(model, needs_simulation=True, gradient_kernel=specs is None)
     parallel = _parallel_settings(cores, executor, chains_per_batch,
-                                  specs is not None or smc is not None)
+                                  specs is not None or smc is not None, fused_kernel)
     streams = _streams(random_seed)
     if specs is not None:
         return sample_with_step_methods(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
+
+if TYPE_CHECKING:
+    from pymc_bdmc.kernels.fused_hmc import FusedHMC
 
 __all__ = ["AnnealingPlan", "PilotResult", "thermodynamic_schedule", "tune_plan"]
 
@@ -105,11 +109,16 @@ class AnnealingPlan:
             raise IndexError(f"No transition is defined at step {t} of {self.n_steps}.")
         return HMCParams(float(self.step_size[t]), self.inv_mass[t], self.n_leapfrog, self.jitter)
 
-    def transition(self, parts_fn: PartsFn) -> Transition:
-        """The plan's kernels as a :class:`~pymc_bdmc.kernels.base.Transition`."""
+    def transition(self, parts_fn: PartsFn, fused: FusedHMC | None = None) -> Transition:
+        """The plan's kernels as a :class:`~pymc_bdmc.kernels.base.Transition`.
+
+        With ``fused`` (the compiled transition on the same densities) each HMC transition is
+        one compiled call; the kernels and their random draws are the same.
+        """
 
         def apply(rng, x, parts, t):
-            return self._hmc(rng, x, parts, float(self.betas[t]), self.kernel(t), parts_fn)
+            return self._hmc(rng, x, parts, float(self.betas[t]), self.kernel(t), parts_fn,
+                             fused)
 
         return apply
 
@@ -143,10 +152,15 @@ class AnnealingPlan:
 
         return apply
 
-    def _hmc(self, rng, x, parts, beta, params, parts_fn):
-        x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
+    def _hmc(self, rng, x, parts, beta, params, parts_fn, fused=None):
+        def step(x, parts):
+            if fused is not None:
+                return fused.step(rng, x, parts, beta, params)
+            return hmc_step(rng, x, parts, beta, params, parts_fn)
+
+        x, parts, info = step(x, parts)
         for _ in range(self.transitions_per_step - 1):
-            x, parts, more = hmc_step(rng, x, parts, beta, params, parts_fn)
+            x, parts, more = step(x, parts)
             info = HMCInfo(info.acceptance_rate + more.acceptance_rate,
                            info.accepted | more.accepted, info.divergent | more.divergent)
         if self.transitions_per_step > 1:

@@ -18,6 +18,7 @@ Design notes
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -219,7 +220,7 @@ class ObservationParts(DensityParts):
         )
 
 
-def _checks_to_switches(outputs: list) -> list:
+def checks_to_switches(outputs: list) -> list:
     """Replace PyMC's parameter checks by per-chain ``switch(conditions, logp, -inf)``.
 
     PyMC guards log-densities with ``CheckParameterValue`` nodes, turned into ``-inf`` switches
@@ -281,7 +282,7 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
     batch_x = pt.matrix("x_batch", dtype=x.dtype)
     try:
         fn = compile_fn([batch_x, *extra_inputs],
-                        vectorize_graph(_checks_to_switches(outputs), replace={x: batch_x}),
+                        vectorize_graph(checks_to_switches(outputs), replace={x: batch_x}),
                         **kwargs)
         batched = fn(points, *extra_values)
         single = compile_fn([x, *extra_inputs], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
@@ -318,6 +319,15 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
                       result if isinstance(result, list) else [result], **kwargs), "blockwise"
 
 
+def _build_fused_hmc(x, outputs, compile_fn, owner):
+    from pymc_bdmc.kernels.fused_hmc import FusedHMC  # kernels build on this module
+
+    def count(n_calls: int) -> None:
+        owner.n_evaluations += n_calls
+
+    return FusedHMC(x, outputs, compile_fn, count=count)
+
+
 def _finite_parts(prior, lik, grad_prior, grad_lik) -> DensityParts:
     # NaN log densities are treated as impossible states: they can never be accepted.
     # (One cheap test first: a NaN anywhere makes the sum NaN; -inf + inf does too.)
@@ -341,6 +351,7 @@ class BatchedParts:
         self._graph = (x, list(outputs), dict(data), np.asarray(points),
                        dict(compile_kwargs or {}))
         self._fn = None
+        self._fused = None
         self.batching = None
         self.n_evaluations = 0
 
@@ -361,6 +372,12 @@ class BatchedParts:
             x, outputs, _, points, _ = self._graph
             self._fn, self.batching = compile_batched(self._compile, x, outputs, points)
         return self
+
+    def fused_hmc(self):
+        """The compiled HMC transition on these densities (see :meth:`ModelDensity.fused_hmc`)."""
+        if self._fused is None and self.compile().batching == "vectorized":
+            self._fused = _build_fused_hmc(self._graph[0], self._graph[1], self._compile, self)
+        return self._fused
 
     def set_observed(self, data: Mapping[str, np.ndarray]) -> None:
         """Condition on new (already checked) observed values."""
@@ -400,6 +417,7 @@ class ModelDensity:
 
     def __init__(self, model: pm.Model, *, potentials_in_likelihood: bool = False,
                  compile_kwargs: dict | None = None, gradients: bool = True):
+        started = time.perf_counter()
         self.model = model
         self.compile_kwargs = dict(compile_kwargs or {})
         self.n_compilations = 0
@@ -444,11 +462,15 @@ class ModelDensity:
         else:
             self._parts_fn, self.batching = None, "lazy"
             self._lazy_parts = (x, outputs)
+        self._fused = None
         self._constrain_fn = None
         self._pointwise_fn = None
         self._weighted_fn = None
         self._n_observations = None
         self._potentials_in_likelihood = bool(potentials_in_likelihood and model.potentials)
+        #: Seconds this object took to build (mostly compilation): a guide to what compiling
+        #: more functions of the same graph will cost.
+        self.compile_seconds = time.perf_counter() - started
 
     # -- compilation -------------------------------------------------------------------------
     def _replace_data(self, outputs):
@@ -493,6 +515,28 @@ class ModelDensity:
             (prior, lik), grad_prior = self._parts_fn(x), np.zeros(x.shape)
             grad_lik = grad_prior
         return _finite_parts(prior, lik, grad_prior, grad_lik)
+
+    def fused_hmc(self):
+        """The HMC transition compiled into one function, or None where it cannot be.
+
+        A :class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`, compiled on first use and kept: the
+        same kernel as :func:`~pymc_bdmc.kernels.hmc.hmc_step` with far less Python per
+        transition. None unless the densities have gradients and a validated vectorized graph
+        (the per-chain loop fallback is not fused).
+        """
+        if self._fused is None and self.can_fuse_hmc:
+            self._fused = _build_fused_hmc(*self._hot_graph, self._compile, self)
+        return self._fused
+
+    @property
+    def can_fuse_hmc(self) -> bool:
+        """Whether :meth:`fused_hmc` can be built (gradients and a vectorized graph)."""
+        return self.gradients and self.batching == "vectorized"
+
+    @property
+    def has_fused_hmc(self) -> bool:
+        """Whether :meth:`fused_hmc` is already compiled (so using it costs nothing more)."""
+        return self._fused is not None
 
     def batched_parts(self) -> BatchedParts:
         """The hot path alone, as a picklable :class:`BatchedParts` (for worker processes)."""

@@ -105,6 +105,9 @@ class GroupTask:
         Observed data to condition on (BDMC's simulated data); None keeps the model's.
     spread_transitions : int
         Reverse only: kernel steps at ``beta = 1`` before annealing down.
+    fused_kernel : bool
+        Run each HMC transition as one compiled function
+        (:class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`): the same kernel, less Python.
     """
 
     direction: Literal["forward", "reverse"]
@@ -113,6 +116,7 @@ class GroupTask:
     plan: AnnealingPlan
     observed: Mapping[str, np.ndarray] | None = None
     spread_transitions: int = 0
+    fused_kernel: bool = False
 
 
 def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
@@ -122,7 +126,8 @@ def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
         density.set_observed(task.observed)
     calls_before = density.n_evaluations
     rng = task.blocks.generator()
-    transition = task.plan.transition(density.parts)
+    fused = density.fused_hmc() if task.fused_kernel else None
+    transition = task.plan.transition(density.parts, fused)
     if task.direction == "forward":
         run = ais_forward(rng, task.start, density.parts(task.start), task.plan.betas,
                           transition, on_step=on_step)
@@ -169,13 +174,14 @@ class AnnealingRunner:
     def submit(self, direction: Literal["forward", "reverse"], blocks: ChainBlocks,
                start: np.ndarray, plan: AnnealingPlan, *,
                observed: Mapping[str, np.ndarray] | None = None,
-               spread_transitions: int = 0) -> list[GroupTask | object]:
+               spread_transitions: int = 0,
+               fused_kernel: bool = False) -> list[GroupTask | object]:
         """Start the groups of one direction; returns tasks (local) or futures (remote)."""
         tasks = []
         for first, stop in self.groups(blocks):
             part = start if direction == "reverse" else start[blocks.chain_slice(first, stop)]
             tasks.append(GroupTask(direction, part, blocks.subset(first, stop), plan,
-                                   observed, spread_transitions))
+                                   observed, spread_transitions, fused_kernel))
         if self.workers.local:
             return tasks
         if self._recipe is None:

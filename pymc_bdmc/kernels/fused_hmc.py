@@ -1,0 +1,132 @@
+"""The HMC transition of :mod:`pymc_bdmc.kernels.hmc` compiled into one function.
+
+On small models most of a NumPy HMC transition is Python: some thirty array operations of a
+few microseconds each around every model call. Here the whole trajectory (leapfrog steps as a
+``scan`` over the batched model graph), the energy and the accept/reject are one compiled
+PyTensor function, so a transition costs one call and little more than its model evaluations.
+
+It is the same Markov kernel, not an approximation: the random numbers (step-size jitter,
+momentum, accept/reject uniforms) are drawn in NumPy from the chains' own streams in exactly
+the order :func:`~pymc_bdmc.kernels.hmc.hmc_step` draws them, and passed in. The two agree to
+floating-point round-off (``tests/test_fused_hmc.py``), so seeds, chain splitting and the
+validity of both bounds are unchanged. Compiling costs about one more compilation of the model's
+densities, which only long runs repay; :mod:`pymc_bdmc.sampling` decides when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pytensor.graph.replace import vectorize_graph
+
+from pymc_bdmc.kernels.hmc import DIVERGENCE_THRESHOLD, HMCInfo, HMCParams
+from pymc_bdmc.model.density import DensityParts, checks_to_switches
+
+__all__ = ["FusedHMC"]
+
+
+class FusedHMC:
+    """One compiled HMC transition over a batch of chains.
+
+    Parameters
+    ----------
+    x : TensorVariable
+        The flat parameter vector the per-chain graph ``outputs`` is a function of.
+    outputs : sequence of TensorVariable
+        Per-chain ``[log_prior, log_likelihood, grad_log_prior, grad_log_likelihood]``, whose
+        vectorized version was validated against it (``batching == "vectorized"``).
+    compile_fn : callable
+        ``(inputs, outputs) -> function`` (the owning density's compiler and settings).
+    count : callable, optional
+        Called with the number of model evaluations of each transition (cost accounting).
+    """
+
+    def __init__(self, x, outputs: Sequence, compile_fn: Callable,
+                 count: Callable[[int], None] | None = None):
+        self._fn = compile_fn(*_transition_graph(x, checks_to_switches(list(outputs))))
+        self._count = count
+        self._cache: dict[int, np.ndarray] = {}
+
+    def step(self, rng, x: np.ndarray, parts: DensityParts, beta: float,
+             params: HMCParams) -> tuple[np.ndarray, DensityParts, HMCInfo]:
+        """Same contract as :func:`~pymc_bdmc.kernels.hmc.hmc_step`, without ``parts_fn``."""
+        n_chains = x.shape[0]
+        # Draws in hmc_step's order, from the same streams: the same kernel, with the same
+        # randomness. Their transformations (momentum scale, log of the uniform) are compiled.
+        eps = params.step_size * rng.uniform(1.0 - params.jitter, 1.0 + params.jitter, n_chains)
+        normals = rng.standard_normal(x.shape)
+        uniforms = rng.uniform(size=n_chains)
+        (x_new, prior, lik, grad_prior, grad_lik, accepted, acceptance_rate,
+         divergent) = self._fn(np.ascontiguousarray(x, dtype=float), normals, eps,
+                               params.inv_mass, np.float64(beta),
+                               parts.log_prior, parts.log_likelihood, parts.grad_log_prior,
+                               parts.grad_log_likelihood, uniforms,
+                               self._coefficients(params.n_leapfrog))
+        if self._count is not None:
+            self._count(params.n_leapfrog)
+        return (x_new, DensityParts(prior, lik, grad_prior, grad_lik),
+                HMCInfo(acceptance_rate, accepted, divergent))
+
+    def _coefficients(self, n_leapfrog: int) -> np.ndarray:
+        # Momentum updates along the trajectory in units of the step: 1, ..., 1, then a half.
+        coefficients = self._cache.get(n_leapfrog)
+        if coefficients is None:
+            coefficients = np.ones(n_leapfrog)
+            coefficients[-1] = 0.5
+            self._cache[n_leapfrog] = coefficients
+        return coefficients
+
+
+def _transition_graph(x, outputs):
+    """Inputs and outputs of one batched HMC transition (see :func:`hmc_step` for the maths)."""
+    q0 = pt.matrix("q0", dtype=x.dtype)
+    normals = pt.matrix("standard_normals", dtype=x.dtype)
+    eps = pt.vector("eps", dtype=x.dtype)
+    inv_mass = pt.vector("inv_mass", dtype=x.dtype)
+    beta = pt.scalar("beta", dtype=x.dtype)
+    prior0, lik0 = pt.vector("log_prior0"), pt.vector("log_likelihood0")
+    grad_prior0, grad_lik0 = pt.matrix("grad_log_prior0"), pt.matrix("grad_log_likelihood0")
+    uniforms = pt.vector("uniforms")
+    coefficients = pt.vector("momentum_coefficients")  # 1, ..., 1, 0.5 (one per leapfrog)
+    momentum = normals / pt.sqrt(inv_mass)
+
+    step = eps[:, None]
+    drift = step * inv_mass
+
+    def leapfrog(coefficient, q, p, *_previous):
+        q = q + drift * p
+        prior, lik, grad_prior, grad_lik = vectorize_graph(outputs, replace={x: q})
+        # NaN densities are impossible states (as in ModelDensity.parts).
+        prior = pt.switch(pt.isnan(prior), -np.inf, prior)
+        lik = pt.switch(pt.isnan(lik), -np.inf, lik)
+        p = p + (grad_prior + beta * grad_lik) * (coefficient * step)
+        return q, p, prior, lik, grad_prior, grad_lik
+
+    p_half = momentum + 0.5 * step * (grad_prior0 + beta * grad_lik0)
+    trajectory = pytensor.scan(
+        leapfrog, sequences=[coefficients],
+        outputs_info=[q0, p_half, prior0, lik0, grad_prior0, grad_lik0],
+        return_updates=False,
+    )
+    q, p, prior, lik, grad_prior, grad_lik = (out[-1] for out in trajectory)
+
+    kinetic0 = 0.5 * pt.sum(momentum**2 * inv_mass, axis=1)
+    kinetic1 = 0.5 * pt.sum(p**2 * inv_mass, axis=1)
+    # At beta = 0 the target is the prior alone, even where the likelihood is -inf.
+    logp1 = pt.switch(pt.eq(beta, 0), prior, prior + beta * lik)
+    logp0 = pt.switch(pt.eq(beta, 0), prior0, prior0 + beta * lik0)
+    log_ratio = (logp1 - kinetic1) - (logp0 - kinetic0)
+    # As in hmc_step: only finite proposals can be accepted; NaN densities count as -inf.
+    log_ratio = pt.switch(pt.isnan(log_ratio) | ~pt.isfinite(logp1), -np.inf, log_ratio)
+    accepted = pt.log(uniforms) < log_ratio
+    row = accepted[:, None]
+    inputs = [q0, normals, eps, inv_mass, beta, prior0, lik0, grad_prior0, grad_lik0, uniforms,
+              coefficients]
+    new = [pt.switch(row, q, q0), pt.switch(accepted, prior, prior0),
+           pt.switch(accepted, lik, lik0), pt.switch(row, grad_prior, grad_prior0),
+           pt.switch(row, grad_lik, grad_lik0), accepted,
+           pt.exp(pt.minimum(log_ratio, 0.0)), ~(log_ratio > -DIVERGENCE_THRESHOLD)]
+    return inputs, new

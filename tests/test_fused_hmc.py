@@ -1,0 +1,120 @@
+"""The compiled HMC transition is the NumPy kernel: same draws, same moves, to round-off."""
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_bdmc as pmb
+from pymc_bdmc import testing
+from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.sampling import _KernelTiming, _use_fused_kernel
+
+ROUND_OFF = 1e-9
+
+
+@pytest.fixture(scope="module")
+def scale_model_density():
+    rng = np.random.default_rng(0)
+    with pm.Model() as model:
+        s = pm.HalfNormal("s", 1.0)
+        mu = pm.Normal("mu", 0.0, 1.0, shape=3)
+        pm.Normal("y", mu, s, observed=rng.normal(size=(20, 3)))
+    return ModelDensity(model)
+
+
+def _assert_same_transition(density, x, beta, params, seed):
+    parts = density.parts(x)
+    x_np, parts_np, info_np = hmc_step(np.random.default_rng(seed), x, parts, beta, params,
+                                       density.parts)
+    calls = density.n_evaluations
+    x_f, parts_f, info_f = density.fused_hmc().step(np.random.default_rng(seed), x, parts, beta,
+                                                    params)
+    assert density.n_evaluations - calls == params.n_leapfrog
+    np.testing.assert_array_equal(info_f.accepted, info_np.accepted)
+    np.testing.assert_allclose(x_f, x_np, rtol=ROUND_OFF, atol=ROUND_OFF)
+    for field in ("log_prior", "log_likelihood", "grad_log_prior", "grad_log_likelihood"):
+        np.testing.assert_allclose(getattr(parts_f, field), getattr(parts_np, field),
+                                   rtol=ROUND_OFF, atol=ROUND_OFF)
+    np.testing.assert_allclose(info_f.acceptance_rate, info_np.acceptance_rate, rtol=1e-7,
+                               atol=1e-12)
+    np.testing.assert_array_equal(info_f.divergent, info_np.divergent)
+    return info_np
+
+
+@pytest.mark.parametrize("n_leapfrog", [1, 4])
+@pytest.mark.parametrize(("beta", "step_size"), [(0.0, 0.8), (0.3, 0.25), (1.0, 0.15)])
+def test_fused_transition_matches_numpy_kernel(scale_model_density, n_leapfrog, beta,
+                                               step_size):
+    density = scale_model_density
+    x = 0.5 * np.random.default_rng(1).normal(size=(16, density.n_dim))
+    params = HMCParams(step_size, np.linspace(0.5, 1.5, density.n_dim), n_leapfrog, jitter=0.2)
+    info = _assert_same_transition(density, x, beta, params, seed=2)
+    # Some moves accepted and some rejected, or the comparison would prove little.
+    assert 0 < info.accepted.sum() < len(x) or n_leapfrog == 1
+
+
+def test_fused_transition_rejects_impossible_states_chain_by_chain(scale_model_density):
+    density = scale_model_density
+    x = 0.3 * np.random.default_rng(3).normal(size=(8, density.n_dim))
+    x[0, 0] = -800.0  # log-scale: the scale underflows to 0, the likelihood is impossible
+    x[1, 0] = 40.0
+    params = HMCParams(0.1, np.ones(density.n_dim), 3, jitter=0.1)
+    _assert_same_transition(density, x, 1.0, params, seed=4)
+
+
+def test_fused_transition_on_a_regression(seed=5):
+    am = testing.normal_inverse_gamma_regression(30, 3, seed=1)
+    density = ModelDensity(am.model)
+    x = 0.2 * np.random.default_rng(seed).normal(size=(32, density.n_dim))
+    params = HMCParams(0.05, np.full(density.n_dim, 0.3), 5, jitter=0.2)
+    _assert_same_transition(density, x, 0.7, params, seed=seed)
+
+
+def test_sampling_with_the_fused_kernel_gives_the_same_bounds():
+    am = testing.normal_inverse_gamma_regression(20, 2, seed=3)
+    with am.model:
+        runs = {fused: pmb.sample_bdmc(n_steps=60, chains=16, random_seed=4, progressbar=False,
+                                       fused_kernel=fused)
+                for fused in (False, True)}
+    off, on = runs[False]["evidence"], runs[True]["evidence"]
+    assert on.attrs["fused_kernel"] and not off.attrs["fused_kernel"]
+    assert on.attrs["model_evaluations"] == off.attrs["model_evaluations"]
+    for bound in ("lower", "upper"):
+        np.testing.assert_allclose(float(on[bound]), float(off[bound]), rtol=1e-9)
+    np.testing.assert_allclose(runs[True]["annealing"]["acceptance_rate_forward"],
+                               runs[False]["annealing"]["acceptance_rate_forward"], rtol=1e-7)
+
+
+@dataclass
+class _StubDensity:
+    can_fuse_hmc: bool = True
+    has_fused_hmc: bool = False
+    compile_seconds: float = 1.0
+
+
+@pytest.mark.parametrize(("setting", "density", "n_transitions", "expected"), [
+    (None, _StubDensity(), 100, False),  # saves 100 x 150 us: far less than compiling
+    (None, _StubDensity(), 100_000, True),  # saves 15 s
+    (None, _StubDensity(has_fused_hmc=True), 10, True),  # already compiled: free
+    (None, _StubDensity(can_fuse_hmc=False), 100_000, False),
+    (True, _StubDensity(can_fuse_hmc=False), 10, False),  # not available: NumPy kernel
+    (True, _StubDensity(), 10, True),
+    (False, _StubDensity(), 100_000, False),
+])
+def test_fused_kernel_is_chosen_when_it_pays(setting, density, n_transitions, expected):
+    timing = _KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 180 us fused
+    plan = SimpleNamespace(n_leapfrog=3)
+    assert _use_fused_kernel(setting, density, timing, plan, n_transitions) is expected
+
+
+def test_fused_kernel_setting_is_checked_before_sampling():
+    am = testing.normal_inverse_gamma_regression(20, 2, seed=3)
+    with am.model, pytest.raises(BDMCInputError, match="fused_kernel"):
+        pmb.sample_ais(n_steps=10, fused_kernel="yes")
+    with am.model, pytest.raises(BDMCInputError, match="fused_kernel"):
+        pmb.sample_bdmc(n_steps=10, method="smc", fused_kernel=True)
