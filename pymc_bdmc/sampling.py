@@ -67,8 +67,9 @@ AUTO_PARALLEL_SECONDS = 20.0
 #: With ``fused_kernel=None``, the fused kernel is compiled when the predicted saving exceeds
 #: this multiple of the model's own compilation time (compiling it costs about 1-2 times that).
 FUSED_PAYBACK = 2.0
-#: A fused transition, measured, costs about this multiple of its model calls alone.
-FUSED_CALL_OVERHEAD = 1.2
+#: A fused transition, measured, costs about this multiple of its model calls alone (1.2 on a
+#: 4-parameter regression, 1.6 on the 375-parameter low-rank model).
+FUSED_CALL_OVERHEAD = 1.6
 
 
 @dataclass(frozen=True)
@@ -319,12 +320,11 @@ def _run(
                                                  and parallel.executor is None)
         timing = _KernelTiming.measure(density, x0, plan) if auto else None
         fused = _use_fused_kernel(parallel.fused_kernel, density, timing, plan, n_transitions)
-        per_transition = (None if timing is None else timing.fused_transition(plan.n_leapfrog)
-                          if fused else timing.transition)
+        # Workers are chosen on the NumPy kernel's time, which a fused kernel does not always
+        # cut much (on large models the model calls dominate either way).
         workers = _choose_workers(
             parallel.cores, parallel.executor,
-            0.0 if per_transition is None else n_transitions * per_transition,
-            len(forward_blocks))
+            0.0 if timing is None else n_transitions * timing.transition, len(forward_blocks))
         runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
                                  parallel.chains_per_batch)
         n_groups = len(runner.groups(forward_blocks))

@@ -107,7 +107,7 @@ class _StubDensity:
     (False, _StubDensity(), 100_000, False),
 ])
 def test_fused_kernel_is_chosen_when_it_pays(setting, density, n_transitions, expected):
-    timing = _KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 180 us fused
+    timing = _KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 240 us fused
     plan = SimpleNamespace(n_leapfrog=3)
     assert _use_fused_kernel(setting, density, timing, plan, n_transitions) is expected
 

@@ -119,7 +119,7 @@ class BlockedGenerator:
         def draw(g, shape):
             return g.standard_normal(shape) if kind == "normal" else g.random(shape)
 
-        if width > self.BUFFER_DRAWS:  # larger than a buffer: drawn directly
+        if 2 * width > self.BUFFER_DRAWS:  # a buffer would serve one request: draw directly
             return np.concatenate([draw(g, (n, width))
                                    for g, n in zip(self._generators, self._sizes, strict=True)])
         buffer = self._buffers.get(kind)
