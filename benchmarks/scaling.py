@@ -11,7 +11,8 @@ sampling time stored in the result, so compilation is excluded; the model is com
 * steps: seconds at 250, 500 and 1000 steps, divided by steps (flat = linear);
 * data: seconds per step at 100, 1000 and 10000 observations;
 * overhead: wall time / (batched model calls x seconds of one batched call), where one call is
-  timed alone on the same batch (target <= 1.3);
+  timed alone on the same batch (target <= 1.3), with the NumPy HMC kernel and with the fused
+  (compiled) kernel, whose compilation is excluded like the model's;
 * processes: a long AIS run with ``cores=1`` and ``cores=2`` (same seed, same numbers), the
   second ``cores=2`` call reusing the started workers and their compiled model.
 """
@@ -106,6 +107,12 @@ def main() -> None:
               f"per step={attrs['sampling_time'] / p.n_steps * 1e3:.3f} ms  "
               f"one batched call={call * 1e6:.1f} us  calls={attrs['model_evaluations']}  "
               f"overhead ratio={ratio:.2f} (target <= 1.3)")
+        timed_ais(m, p, 32, fused_kernel=True)  # compiles the fused kernel (kept with the model)
+        fused = timed_ais(m, p, 32, fused_kernel=True)
+        fused_ratio = fused["sampling_time"] / (fused["model_evaluations"] * call)
+        print(f"             fused kernel: seconds={fused['sampling_time']:.3f}  "
+              f"overhead ratio={fused_ratio:.2f}  "
+              f"speed-up {attrs['sampling_time'] / fused['sampling_time']:.2f}x")
 
     print(f"\n## processes (AIS, 64 chains, {args.parallel_steps} steps, "
           f"n_obs={args.parallel_obs})")
