@@ -22,7 +22,12 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 
-from pymc_bdmc.kernels.hmc import DIVERGENCE_THRESHOLD, HMCInfo, HMCParams
+from pymc_bdmc.kernels.hmc import (
+    DIVERGENCE_THRESHOLD,
+    HMCInfo,
+    HMCParams,
+    draw_transition_noise,
+)
 from pymc_bdmc.model.density import DensityParts, checks_to_switches
 
 __all__ = ["FusedHMC"]
@@ -53,12 +58,9 @@ class FusedHMC:
     def step(self, rng, x: np.ndarray, parts: DensityParts, beta: float,
              params: HMCParams) -> tuple[np.ndarray, DensityParts, HMCInfo]:
         """Same contract as :func:`~pymc_bdmc.kernels.hmc.hmc_step`, without ``parts_fn``."""
-        n_chains = x.shape[0]
-        # Draws in hmc_step's order, from the same streams: the same kernel, with the same
-        # randomness. Their transformations (momentum scale, log of the uniform) are compiled.
-        eps = params.step_size * rng.uniform(1.0 - params.jitter, 1.0 + params.jitter, n_chains)
-        normals = rng.standard_normal(x.shape)
-        uniforms = rng.uniform(size=n_chains)
+        # The same draws as hmc_step; their transformations (momentum scale, log of the
+        # uniform) are compiled.
+        eps, normals, uniforms = draw_transition_noise(rng, x.shape, params)
         (x_new, prior, lik, grad_prior, grad_lik, accepted, acceptance_rate,
          divergent) = self._fn(np.ascontiguousarray(x, dtype=float), normals, eps,
                                params.inv_mass, np.float64(beta),

@@ -20,7 +20,7 @@ import numpy as np
 
 from pymc_bdmc.model.density import DensityParts
 
-__all__ = ["HMCInfo", "HMCParams", "hmc_step"]
+__all__ = ["HMCInfo", "HMCParams", "draw_transition_noise", "hmc_step"]
 
 PartsFn = Callable[[np.ndarray], DensityParts]
 
@@ -59,6 +59,18 @@ class HMCInfo:
     divergent: np.ndarray
 
 
+def draw_transition_noise(rng, shape: tuple[int, int], params: HMCParams):
+    """The random numbers of one transition, in a fixed order from the chains' streams.
+
+    Per-chain jittered step sizes, standard normals for the momentum (shape ``shape``) and
+    the uniforms of the accept/reject. Every implementation of the kernel (NumPy here, the
+    compiled :mod:`pymc_bdmc.kernels.fused_hmc`) draws through this, so they stay one kernel.
+    """
+    n_chains = shape[0]
+    eps = params.step_size * rng.uniform(1.0 - params.jitter, 1.0 + params.jitter, n_chains)
+    return eps, rng.standard_normal(shape), rng.uniform(size=n_chains)
+
+
 def hmc_step(
     rng: np.random.Generator,
     x: np.ndarray,
@@ -86,11 +98,10 @@ def hmc_step(
     -------
     x_new, parts_new, info
     """
-    n_chains, _ = x.shape
     inv_mass = params.inv_mass
-    eps = params.step_size * rng.uniform(1.0 - params.jitter, 1.0 + params.jitter, n_chains)
+    eps, normals, uniforms = draw_transition_noise(rng, x.shape, params)
     eps = eps[:, None]
-    momentum = rng.standard_normal(x.shape) / np.sqrt(inv_mass)
+    momentum = normals / np.sqrt(inv_mass)
     kinetic0 = 0.5 * np.sum(momentum**2 * inv_mass, axis=1)
     logp0 = parts.tempered_logp(beta)
 
@@ -110,7 +121,7 @@ def hmc_step(
         # Only finite proposals can be accepted: a NaN energy, or a +inf density (a singularity
         # hit by round-off), would otherwise be accepted and then never left.
         log_ratio = np.where(np.isnan(log_ratio) | ~np.isfinite(logp1), -np.inf, log_ratio)
-        accepted = np.log(rng.uniform(size=n_chains)) < log_ratio
+        accepted = np.log(uniforms) < log_ratio
         acceptance_rate = np.exp(np.minimum(log_ratio, 0.0))
 
     divergent = ~(log_ratio > -DIVERGENCE_THRESHOLD)
