@@ -22,8 +22,9 @@ from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.gibbs import ChromaticGibbs
 from pymc_bdmc.kernels.hmc import hmc_step
-from pymc_bdmc.kernels.pymc_steps import resolve_step_methods
+from pymc_bdmc.kernels.pymc_steps import has_discrete_free_variables, resolve_step_methods
 from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
 from pymc_bdmc.model.checks import (
     BDMCInputError,
@@ -33,7 +34,8 @@ from pymc_bdmc.model.checks import (
     unsampleable_prior_message,
 )
 from pymc_bdmc.model.cache import compiled_model
-from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.density import FlatLayout, ModelDensity
+from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
 from pymc_bdmc.parallel.executors import IN_PROCESS, Workers, resolve_workers
@@ -168,14 +170,15 @@ def _prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
     return x, parts
 
 
-def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, schedule):
+def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
+          discrete=None, pinned=None):
     """Run the pilot (with its progress row) and freeze the plan on ``schedule``."""
     with _pilot_phase(progress) as report:
         plan, pilot = tune_plan(
             rng, x_pilot, parts_pilot, parts_fn, schedule=schedule, n_steps=s.n_steps,
             n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
             jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
-            on_step=report,
+            on_step=report, discrete=discrete, pinned=pinned,
         )
     logger.info("Pilot: %d temperatures, %d resamplings, pilot log Z %.3f; plan frozen.",
                 pilot.n_steps, pilot.n_resampled, pilot.log_z)
@@ -195,10 +198,13 @@ class _KernelTiming:
 
     model_call: float  # seconds per batched model call
     transition: float  # seconds per NumPy HMC transition (n_leapfrog model calls and Python)
+    sweep: float = 0.0  # seconds per Gibbs sweep of the discrete coordinates (with its parts)
 
     @classmethod
-    def measure(cls, density: ModelDensity, x: np.ndarray, plan: AnnealingPlan) -> _KernelTiming:
+    def measure(cls, density: ModelDensity, x: np.ndarray, plan: AnnealingPlan,
+                gibbs: ChromaticGibbs | None = None) -> _KernelTiming:
         calls_before = density.n_evaluations  # timing is not part of the run's cost
+        terms_before = density.n_term_evaluations
         parts = density.parts(x)
         rng = np.random.default_rng(0)  # a throwaway stream: the chains' own are untouched
         beta, params = float(plan.betas[-1]), plan.kernel(plan.n_steps)
@@ -210,8 +216,13 @@ class _KernelTiming:
             start = time.perf_counter()
             hmc_step(rng, x, parts, beta, params, density.parts)
             transitions.append(time.perf_counter() - start)
-        density.n_evaluations = calls_before
-        return cls(float(np.median(calls)), float(np.median(transitions)))
+        sweep = 0.0
+        if gibbs is not None:
+            start = time.perf_counter()
+            density.parts(gibbs.sweep(rng, x, beta, density.terms)[0])
+            sweep = time.perf_counter() - start
+        density.n_evaluations, density.n_term_evaluations = calls_before, terms_before
+        return cls(float(np.median(calls)), float(np.median(transitions)), sweep)
 
     def fused_transition(self, n_leapfrog: int) -> float:
         """Predicted seconds per fused transition: its model calls and a little more."""
@@ -277,6 +288,45 @@ def _run_attrs(settings: _Settings, density: ModelDensity, pilot, sampling_time:
     }
 
 
+def _vectorized_discrete(model: pm.Model, step) -> bool:
+    """Whether the model's discrete variables go to the vectorized Gibbs kernel.
+
+    True when ``step`` is None and every discrete free variable has a fixed, small support
+    (:mod:`pymc_bdmc.model.discrete`); otherwise they go to PyMC's step methods.
+    """
+    if step is not None or not has_discrete_free_variables(model):
+        return False
+    layout = FlatLayout.from_point([v.name for v in model.value_vars], model.initial_point())
+    try:
+        discrete_coordinates(model, layout)
+    except UnsupportedDiscrete as reason:
+        logger.info("Discrete variables go to PyMC's step methods: %s.", reason)
+        return False
+    return True
+
+
+def _gibbs_kernel(density: ModelDensity, x_prior: np.ndarray) -> ChromaticGibbs | None:
+    """The chromatic Gibbs sweep over the discrete coordinates, or None if there are none."""
+    coordinates = discrete_coordinates(density.model, density.layout)
+    if coordinates is None:
+        return None
+    probe = x_prior[:2]
+    terms = density.terms(probe)
+    parts = density.parts(probe)
+    if not (np.allclose(terms[0].sum(axis=1), parts.log_prior, rtol=1e-8, atol=1e-8)
+            and np.allclose(terms[1].sum(axis=1), parts.log_likelihood, rtol=1e-8, atol=1e-8)):
+        raise BDMCInputError(
+            "The model's elementwise log-density terms do not add up to its log-density, so "
+            "its discrete variables cannot be updated by the vectorized Gibbs kernel. Pass "
+            "PyMC step methods for them with `step=`."
+        )
+    gibbs = ChromaticGibbs.build(coordinates, density.terms, probe)
+    logger.info("Discrete variables %s: %d coordinates in %d colors (%d batched evaluations "
+                "per Gibbs sweep).", list(coordinates.names), gibbs.n_coordinates,
+                len(gibbs.colors), gibbs.evaluations_per_sweep)
+    return gibbs
+
+
 def _run(
     *,
     model: pm.Model,
@@ -307,10 +357,15 @@ def _run(
     # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
     progress = create_simple_progress(_progress_enabled(progressbar))
     n_steps = s.n_steps if plan is None else plan.n_steps
+    gibbs = _gibbs_kernel(density, x_pilot)
+    if gibbs is not None and plan is not None:
+        _check_plan_pins(plan, gibbs)
     with progress, _no_bound_if_interrupted(done, n_steps):
         if plan is None:
             plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
-                                ADAPTIVE if s.adaptive else s.betas)
+                                ADAPTIVE if s.adaptive else s.betas,
+                                discrete=None if gibbs is None else gibbs.bound_to(density.terms),
+                                pinned=None if gibbs is None else gibbs.pinned)
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
@@ -318,13 +373,16 @@ def _run(
         n_transitions = _n_transitions(plan, directions, s.reverse_spread)
         auto = parallel.fused_kernel is None or (parallel.cores is None
                                                  and parallel.executor is None)
-        timing = _KernelTiming.measure(density, x0, plan) if auto else None
+        timing = _KernelTiming.measure(density, x0, plan, gibbs) if auto else None
+        # Two Gibbs sweeps per step (the palindrome around the HMC transitions).
+        n_sweeps = 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
         fused = _use_fused_kernel(parallel.fused_kernel, density, timing, plan, n_transitions)
         # Workers are chosen on the NumPy kernel's time, which a fused kernel does not always
         # cut much (on large models the model calls dominate either way).
         workers = _choose_workers(
             parallel.cores, parallel.executor,
-            0.0 if timing is None else n_transitions * timing.transition, len(forward_blocks))
+            0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep,
+            len(forward_blocks))
         runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
                                  parallel.chains_per_batch)
         n_groups = len(runner.groups(forward_blocks))
@@ -333,10 +391,10 @@ def _run(
                         workers.description)
         observed = density.observed_data()  # workers may hold other data from earlier calls
         pending_forward = runner.submit("forward", forward_blocks, x0, plan, observed=observed,
-                                        fused_kernel=fused)
+                                        fused_kernel=fused, gibbs=gibbs)
         pending_reverse = None if truth is None else runner.submit(
             "reverse", reverse_blocks, truth.x, plan, observed=observed,
-            spread_transitions=s.reverse_spread, fused_kernel=fused)
+            spread_transitions=s.reverse_spread, fused_kernel=fused, gibbs=gibbs)
         with _phase(progress, "Forward AIS", n_steps * n_groups) as advance:
             forward = runner.collect(pending_forward, on_step=done.counting("forward", advance),
                                      on_group=done.counting_groups("forward", advance))
@@ -371,6 +429,11 @@ def _run(
             schedule="given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
         ),
     }
+    if gibbs is not None:
+        attrs["kernel"] = "hmc+gibbs"
+        attrs["gibbs_colors"] = len(gibbs.colors)
+        attrs["gibbs_coordinates"] = gibbs.n_coordinates
+        attrs["term_evaluations"] = density.n_term_evaluations + runner.term_calls
     return build_datatree(
         rng=streams["summary"],
         density=density,
@@ -382,6 +445,15 @@ def _run(
         generating_values=None if truth is None else _generating_values(density, truth),
         attrs=attrs,
     )
+
+
+def _check_plan_pins(plan: AnnealingPlan, gibbs: ChromaticGibbs) -> None:
+    if np.any(plan.inv_mass[1:, gibbs.pinned] != 0):
+        raise BDMCInputError(
+            "The given plan's HMC kernels move the model's discrete coordinates; a plan for a "
+            "model with discrete variables must come from a run of the same model "
+            "(AnnealingPlan.from_result)."
+        )
 
 
 @dataclass(frozen=True)
@@ -632,9 +704,10 @@ def sample_ais(
     model = modelcontext(model)
     settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                          target_accept, step_size_jitter, pilot_chains, confidence)
-    specs = resolve_step_methods(model, step)
+    gibbs = _vectorized_discrete(model, step)
+    specs = None if gibbs else resolve_step_methods(model, step)
     check_model(model, potentials_in_likelihood=potentials_in_likelihood,
-                gradient_kernel=specs is None)
+                gradient_kernel=specs is None and not gibbs)
     if specs is not None and plan is not None:
         raise BDMCInputError(
             "`plan` holds frozen HMC kernels; it cannot be combined with PyMC step methods "
@@ -758,13 +831,14 @@ def sample_bdmc(
         )
     elif particles is not None or path != "tempering":
         raise BDMCInputError("`particles` and `path` apply to method='smc' only.")
-    specs = resolve_step_methods(model, step)
-    if specs is not None and smc is not None:
+    gibbs = _vectorized_discrete(model, step)
+    specs = None if gibbs else resolve_step_methods(model, step)
+    if (specs is not None or gibbs) and smc is not None:
         raise BDMCInputError(
-            "method='smc' runs the vectorized HMC kernel; PyMC step methods (`step=`, or a "
-            "model with discrete free variables) work with method='ais'."
+            "method='smc' runs the vectorized HMC kernel alone; models with discrete free "
+            "variables (and PyMC step methods given with `step=`) work with method='ais'."
         )
-    check_model(model, needs_simulation=True, gradient_kernel=specs is None)
+    check_model(model, needs_simulation=True, gradient_kernel=specs is None and not gibbs)
     parallel = _parallel_settings(cores, executor, chains_per_batch,
                                   specs is not None or smc is not None, fused_kernel)
     streams = _streams(random_seed)

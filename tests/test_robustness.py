@@ -127,8 +127,9 @@ def test_singular_density_is_rejected_and_counted_not_propagated(caplog):
 def test_failed_chains_reach_the_result_and_the_log(normal_model, monkeypatch, caplog):
     original = AnnealingPlan.transition
 
-    def corrupted(self, parts_fn, fused=None):
-        return _corrupting(original(self, parts_fn, fused), bad_step=5, chain=1, value=np.nan)
+    def corrupted(self, parts_fn, fused=None, discrete=None):
+        return _corrupting(original(self, parts_fn, fused, discrete), bad_step=5, chain=1,
+                           value=np.nan)
 
     monkeypatch.setattr(AnnealingPlan, "transition", corrupted)
     with normal_model, caplog.at_level(logging.WARNING, logger="pymc_bdmc"):

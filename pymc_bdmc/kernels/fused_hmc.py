@@ -93,7 +93,9 @@ def _transition_graph(x, outputs):
     grad_prior0, grad_lik0 = pt.matrix("grad_log_prior0"), pt.matrix("grad_log_likelihood0")
     uniforms = pt.vector("uniforms")
     coefficients = pt.vector("momentum_coefficients")  # 1, ..., 1, 0.5 (one per leapfrog)
-    momentum = normals / pt.sqrt(inv_mass)
+    # A zero inverse mass pins a coordinate (a discrete one): no momentum, as in hmc.py.
+    scale = pt.sqrt(inv_mass)
+    momentum = pt.switch(scale > 0, normals / pt.switch(scale > 0, scale, 1.0), 0.0)
 
     step = eps[:, None]
     drift = step * inv_mass

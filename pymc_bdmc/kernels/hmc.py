@@ -20,7 +20,7 @@ import numpy as np
 
 from pymc_bdmc.model.density import DensityParts
 
-__all__ = ["HMCInfo", "HMCParams", "draw_transition_noise", "hmc_step"]
+__all__ = ["HMCInfo", "HMCParams", "draw_transition_noise", "hmc_step", "momentum_from_normals"]
 
 PartsFn = Callable[[np.ndarray], DensityParts]
 
@@ -71,6 +71,18 @@ def draw_transition_noise(rng, shape: tuple[int, int], params: HMCParams):
     return eps, rng.standard_normal(shape), rng.uniform(size=n_chains)
 
 
+def momentum_from_normals(normals: np.ndarray, inv_mass: np.ndarray) -> np.ndarray:
+    """Momentum ``N(0, M)`` from standard normals; zero where ``inv_mass`` is 0.
+
+    A zero inverse mass pins a coordinate (a discrete one, updated by Gibbs steps instead):
+    it has no momentum, no drift and no kinetic energy.
+    """
+    if np.all(inv_mass > 0):
+        return normals / np.sqrt(inv_mass)
+    scale = np.sqrt(inv_mass)
+    return np.divide(normals, scale, out=np.zeros_like(normals), where=scale > 0)
+
+
 def hmc_step(
     rng: np.random.Generator,
     x: np.ndarray,
@@ -101,7 +113,7 @@ def hmc_step(
     inv_mass = params.inv_mass
     eps, normals, uniforms = draw_transition_noise(rng, x.shape, params)
     eps = eps[:, None]
-    momentum = normals / np.sqrt(inv_mass)
+    momentum = momentum_from_normals(normals, inv_mass)
     kinetic0 = 0.5 * np.sum(momentum**2 * inv_mass, axis=1)
     logp0 = parts.tempered_logp(beta)
 

@@ -38,6 +38,10 @@ from pymc_bdmc.resampling import systematic_resample
 if TYPE_CHECKING:
     from pymc_bdmc.kernels.fused_hmc import FusedHMC
 
+#: A sweep of Gibbs updates of the discrete coordinates: ``(rng, x, beta, reverse) -> x_new``
+#: (e.g. :meth:`pymc_bdmc.kernels.gibbs.ChromaticGibbs.sweep` on a model's terms).
+DiscreteSweep = Callable[[np.random.Generator, np.ndarray, float, bool], np.ndarray]
+
 __all__ = ["AnnealingPlan", "PilotResult", "thermodynamic_schedule", "tune_plan"]
 
 #: Smallest variance allowed in the diagonal inverse mass matrix (guards collapsed pilots).
@@ -109,16 +113,27 @@ class AnnealingPlan:
             raise IndexError(f"No transition is defined at step {t} of {self.n_steps}.")
         return HMCParams(float(self.step_size[t]), self.inv_mass[t], self.n_leapfrog, self.jitter)
 
-    def transition(self, parts_fn: PartsFn, fused: FusedHMC | None = None) -> Transition:
+    def transition(self, parts_fn: PartsFn, fused: FusedHMC | None = None,
+                   discrete: DiscreteSweep | None = None) -> Transition:
         """The plan's kernels as a :class:`~pymc_bdmc.kernels.base.Transition`.
 
         With ``fused`` (the compiled transition on the same densities) each HMC transition is
-        one compiled call; the kernels and their random draws are the same.
+        one compiled call; the kernels and their random draws are the same. With ``discrete``
+        (Gibbs sweeps of the discrete coordinates, which the plan's zero inverse masses pin
+        during HMC), each step is the palindrome ``sweep, HMC transitions, reversed sweep``:
+        reversible, so reverse runs apply the same kernel.
         """
 
         def apply(rng, x, parts, t):
-            return self._hmc(rng, x, parts, float(self.betas[t]), self.kernel(t), parts_fn,
-                             fused)
+            beta = float(self.betas[t])
+            if discrete is not None:
+                x = discrete(rng, x, beta, False)
+                parts = parts_fn(x)
+            x, parts, info = self._hmc(rng, x, parts, beta, self.kernel(t), parts_fn, fused)
+            if discrete is not None:
+                x = discrete(rng, x, beta, True)
+                parts = parts_fn(x)
+            return x, parts, info
 
         return apply
 
@@ -249,18 +264,31 @@ def run_pilot(
     adapt_per_step: int = 3,
     initial_step_size: float = 0.5,
     on_step: Callable[[float], None] | None = None,
+    discrete: DiscreteSweep | None = None,
+    pinned: np.ndarray | None = None,
 ) -> PilotResult:
-    """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc)."""
+    """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
+
+    ``discrete`` sweeps the discrete coordinates before each HMC transition; ``pinned`` are
+    the coordinates HMC must not move (their variance, so their inverse mass, is 0).
+    """
     n_chains = len(x0)
     x, parts = x0, parts0
     log_w = np.zeros(n_chains)
     beta, log_z, n_resampled = 0.0, 0.0, 0
     log_eps = float(np.log(initial_step_size))
     weights = np.full(n_chains, 1.0 / n_chains)
-    _, variance = _weighted_moments(x, weights)
+    pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
+
+    def spread(values):
+        variance = np.maximum(_weighted_moments(values, weights)[1], MIN_VARIANCE)
+        variance[pinned] = 0.0
+        return variance
+
+    variance = spread(x)
     sd = float(np.sqrt(_weighted_moments(parts.log_likelihood, weights)[1]))
     record = {"beta": [0.0], "sd": [sd], "eps": [np.exp(log_eps)],
-              "var": [np.maximum(variance, MIN_VARIANCE)], "acc": [np.nan]}
+              "var": [variance], "acc": [np.nan]}
     while beta < 1.0 and len(record["beta"]) <= MAX_PILOT_STEPS:
         new_beta = 1.0 if len(record["beta"]) == MAX_PILOT_STEPS else _next_beta(beta, sd,
                                                                                  step_length)
@@ -273,9 +301,12 @@ def run_pilot(
             x, parts, log_w = x[idx], parts.select(idx), np.zeros(n_chains)
             weights = np.full(n_chains, 1.0 / n_chains)
             n_resampled += 1
-        variance = np.maximum(_weighted_moments(x, weights)[1], MIN_VARIANCE)
+        variance = spread(x)
         rates = []
         for _ in range(adapt_per_step):
+            if discrete is not None:
+                x = discrete(rng, x, beta, False)
+                parts = parts_fn(x)
             params = HMCParams(float(np.exp(log_eps)), variance, n_leapfrog, jitter)
             x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
             rate = float(np.mean(info.acceptance_rate))
@@ -327,9 +358,12 @@ def plan_from_pilot(pilot: PilotResult, betas: np.ndarray, n_leapfrog: int,
         grid = np.log(pilot.betas[1:])
         where = np.log(np.maximum(betas[inner], pilot.betas[1] * 1e-12))
         step_size[inner] = np.exp(np.interp(where, grid, np.log(pilot.step_size[1:])))
-        log_var = np.log(pilot.variance[1:])
+        pinned = np.all(pilot.variance[1:] == 0, axis=0)  # coordinates HMC must not move
+        with np.errstate(divide="ignore"):
+            log_var = np.log(pilot.variance[1:])
         for d in range(n_dim):
-            inv_mass[inner, d] = np.exp(np.interp(where, grid, log_var[:, d]))
+            inv_mass[inner, d] = 0.0 if pinned[d] else np.exp(np.interp(where, grid,
+                                                                        log_var[:, d]))
     return AnnealingPlan(np.asarray(betas, dtype=float).copy(), step_size, inv_mass,
                          n_leapfrog, jitter, transitions_per_step)
 
@@ -347,6 +381,8 @@ def tune_plan(
     jitter: float = 0.2,
     transitions_per_step: int = 1,
     on_step: Callable[[float], None] | None = None,
+    discrete: DiscreteSweep | None = None,
+    pinned: np.ndarray | None = None,
 ) -> tuple[AnnealingPlan, PilotResult]:
     """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
 
@@ -372,6 +408,10 @@ def tune_plan(
         HMC transitions at each temperature of the measured runs.
     on_step : callable, optional
         Called with the pilot's inverse temperature after each pilot step.
+    discrete : callable, optional
+        Gibbs sweeps of the discrete coordinates (see :meth:`AnnealingPlan.transition`).
+    pinned : ndarray of int, optional
+        Coordinates the HMC kernels must leave alone (the discrete ones).
 
     Returns
     -------
@@ -379,7 +419,8 @@ def tune_plan(
     pilot : PilotResult
     """
     pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
-                      target_accept=target_accept, jitter=jitter, on_step=on_step)
+                      target_accept=target_accept, jitter=jitter, on_step=on_step,
+                      discrete=discrete, pinned=pinned)
     if isinstance(schedule, str):
         betas = thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, n_steps)
     else:

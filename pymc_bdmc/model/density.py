@@ -251,10 +251,18 @@ def _observed_data_value(value) -> np.ndarray | None:
     return None
 
 
-def _poison_rows(point: np.ndarray) -> np.ndarray:
-    """Rows with NaN and extreme coordinates, where model checks fail or values overflow."""
+def _poison_rows(point: np.ndarray, movable: np.ndarray | None = None) -> np.ndarray:
+    """Rows with NaN and extreme coordinates, where model checks fail or values overflow.
+
+    Only ``movable`` coordinates (default: all) are poisoned: a discrete coordinate outside
+    its support can index out of bounds in compiled code, which is no test of independence.
+    """
     rows = []
-    coordinates = np.unique(np.linspace(0, point.size - 1, min(point.size, 16)).astype(int))
+    movable = np.arange(point.size) if movable is None else np.asarray(movable)
+    if movable.size == 0:
+        return point[None, :].copy()
+    coordinates = movable[np.unique(np.linspace(0, movable.size - 1,
+                                                min(movable.size, 16)).astype(int))]
     for value in (np.nan, -1e4, 1e4, -800.0, 800.0):
         for i in coordinates:
             row = point.copy()
@@ -264,7 +272,7 @@ def _poison_rows(point: np.ndarray) -> np.ndarray:
 
 
 def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True,
-                    extra_inputs=(), extra_values=(), **kwargs):
+                    extra_inputs=(), extra_values=(), movable=None, **kwargs):
     """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
 
     ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain graph
@@ -274,7 +282,9 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
     instead. ``compile_fn(inputs, outputs, **kwargs)`` compiles; ``hot=False`` compiles with
     :data:`ONE_SHOT_MODE` (for functions called rarely). ``extra_inputs`` are further inputs
     shared by all chains (not batched), passed after the batch of ``x``; ``extra_values`` are
-    values of them used to validate the batched graph. Returns ``(function, batching)``.
+    values of them used to validate the batched graph; ``movable`` are the coordinates the
+    independence check may set to NaN or extremes (default all; not discrete ones). Returns
+    ``(function, batching)``.
     """
     if not hot:
         kwargs = {**kwargs, "mode": ONE_SHOT_MODE}
@@ -294,7 +304,7 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
         # is allowed (BLAS may sum a product over more rows in another order); coupling by
         # extreme or NaN rows is not.
         with np.errstate(all="ignore"):
-            poisoned = fn(np.concatenate([points, _poison_rows(points[0])]),
+            poisoned = fn(np.concatenate([points, _poison_rows(points[0], movable)]),
                           *extra_values)
         for b, ref in zip(poisoned, batched, strict=True):
             if not np.allclose(b[: len(points)], ref, rtol=1e-9, atol=1e-12, equal_nan=True):
@@ -347,13 +357,16 @@ class BatchedParts:
     """
 
     def __init__(self, x, outputs, data: Mapping[str, SharedVariable], points: np.ndarray,
-                 compile_kwargs: Mapping | None = None):
+                 compile_kwargs: Mapping | None = None, terms_graph: tuple | None = None,
+                 movable: np.ndarray | None = None):
         self._graph = (x, list(outputs), dict(data), np.asarray(points),
-                       dict(compile_kwargs or {}))
+                       dict(compile_kwargs or {}), terms_graph, movable)
         self._fn = None
         self._fused = None
+        self._terms_fn = None
         self.batching = None
         self.n_evaluations = 0
+        self.n_term_evaluations = 0
 
     def __getstate__(self):
         return {"graph": self._graph}
@@ -369,9 +382,20 @@ class BatchedParts:
     def compile(self) -> BatchedParts:
         """Compile (once); returns self."""
         if self._fn is None:
-            x, outputs, _, points, _ = self._graph
-            self._fn, self.batching = compile_batched(self._compile, x, outputs, points)
+            x, outputs, _, points, _, _, movable = self._graph
+            self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
+                                                      movable=movable)
         return self
+
+    def terms(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Elementwise log-density terms of a batch (see :meth:`ModelDensity.terms`)."""
+        if self._terms_fn is None:
+            if self._graph[5] is None:
+                raise ValueError("These densities were built without elementwise terms.")
+            self._terms_fn, _ = compile_batched(self._compile, *self._graph[5], self._graph[3],
+                                                movable=self._graph[6])
+        self.n_term_evaluations += 1
+        return tuple(self._terms_fn(np.ascontiguousarray(x, dtype=float)))
 
     def fused_hmc(self):
         """The compiled HMC transition on these densities (see :meth:`ModelDensity.fused_hmc`)."""
@@ -463,6 +487,9 @@ class ModelDensity:
             self._parts_fn, self.batching = None, "lazy"
             self._lazy_parts = (x, outputs)
         self._fused = None
+        self._terms_graph = None
+        self._terms_fn = None
+        self.n_term_evaluations = 0  # batched calls of the elementwise terms (Gibbs kernels)
         self._constrain_fn = None
         self._pointwise_fn = None
         self._weighted_fn = None
@@ -478,17 +505,30 @@ class ModelDensity:
             return list(outputs)
         return list(graph_replace(list(outputs), self._data_replace, strict=False))
 
+    @property
+    def _continuous(self) -> np.ndarray:
+        """Flat indices of the continuous coordinates."""
+        discrete = np.zeros(self.n_dim, dtype=bool)
+        for name, slc in zip(self.layout.names, self.layout.slices, strict=True):
+            discrete[slc] = self.layout.is_discrete(name)
+        return np.flatnonzero(~discrete)
+
     def _validation_points(self) -> np.ndarray:
         # Three distinct points near the initial point, made without any random generator.
+        # Discrete coordinates stay at their (valid, integer) initial values.
         x0 = self.layout.ravel(self._initial_point)
-        wiggle = np.sin(np.arange(1, self.n_dim + 1) * 1.7)
-        return np.stack([x0, x0 + 0.1 * wiggle, x0 - 0.2 * wiggle[::-1]])
+        continuous = self._continuous
+        wiggle, reverse = np.zeros(self.n_dim), np.zeros(self.n_dim)
+        wiggle[continuous] = np.sin(np.arange(1, continuous.size + 1) * 1.7)
+        reverse[continuous] = wiggle[continuous][::-1]
+        return np.stack([x0, x0 + 0.1 * wiggle, x0 - 0.2 * reverse])
 
     def _compile_batched(self, x, outputs, hot: bool = True, extra_inputs=(),
                          extra_values=(), **kwargs):
         """Compile ``outputs(x)`` over a batch of ``x`` rows (see :func:`compile_batched`)."""
         return compile_batched(self._compile, x, outputs, self._validation_points(), hot=hot,
-                               extra_inputs=extra_inputs, extra_values=extra_values, **kwargs)
+                               extra_inputs=extra_inputs, extra_values=extra_values,
+                               movable=self._continuous, **kwargs)
 
     def _compile(self, inputs, outputs, **kwargs):
         self.n_compilations += 1
@@ -544,7 +584,39 @@ class ModelDensity:
             raise ValueError("Only a density compiled with gradients has a batched hot path.")
         x, outputs = self._hot_graph
         return BatchedParts(x, outputs, self._data_shared, self._validation_points(),
-                            self.compile_kwargs)
+                            self.compile_kwargs, terms_graph=self._terms_graph,
+                            movable=self._continuous)
+
+    # -- elementwise terms (Gibbs updates of discrete variables) ----------------------------
+    def _build_terms_graph(self):
+        model = self.model
+        prior_terms = model.logp(vars=model.free_RVs, sum=False, jacobian=True)
+        lik_vars = list(model.observed_RVs)
+        if self._potentials_in_likelihood:
+            lik_vars += model.potentials  # through logp, which puts values in place of RVs
+        lik_terms = model.logp(vars=lik_vars, sum=False)
+        outs, x = join_nonshared_inputs(self._initial_point, list(prior_terms) + list(lik_terms),
+                                        self.value_vars)
+        outs = [pt.cast(pt.flatten(t), "float64") for t in self._replace_data(outs)]
+        prior = pt.concatenate(outs[: len(prior_terms)])
+        lik = pt.concatenate(outs[len(prior_terms):])
+        return x, [prior, lik]
+
+    def terms(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Elementwise log-density terms of a batch ``x`` of shape (chains, n_dim).
+
+        Returns ``(prior_terms, likelihood_terms)``, of shapes (chains, P) and (chains, L):
+        every element of every variable's log-density (log-Jacobians included), flattened.
+        They add up to ``log_prior`` and ``log_likelihood`` of :meth:`parts`. A Gibbs update
+        of one discrete coordinate needs only the elements that depend on it. Compiled on
+        first use; no gradients.
+        """
+        if self._terms_fn is None:
+            if self._terms_graph is None:
+                self._terms_graph = self._build_terms_graph()
+            self._terms_fn, _ = self._compile_batched(*self._terms_graph)
+        self.n_term_evaluations += 1
+        return tuple(self._terms_fn(np.ascontiguousarray(x, dtype=float)))
 
     def logp_dlogp(self, x: np.ndarray, beta: float | np.ndarray):
         """Tempered log-density ``prior + beta * loglik`` and its gradient, batched."""

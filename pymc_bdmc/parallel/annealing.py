@@ -19,8 +19,8 @@ import logging
 import threading
 import warnings
 from collections import OrderedDict
-from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Mapping
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,6 +28,7 @@ import cloudpickle
 import numpy as np
 
 from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse, merge_runs
+from pymc_bdmc.kernels.gibbs import ChromaticGibbs
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import BatchedParts, ModelDensity
 from pymc_bdmc.parallel.executors import Workers
@@ -108,6 +109,8 @@ class GroupTask:
     fused_kernel : bool
         Run each HMC transition as one compiled function
         (:class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`): the same kernel, less Python.
+    gibbs : ChromaticGibbs, optional
+        Gibbs sweeps of the discrete coordinates around each step's HMC transitions.
     """
 
     direction: Literal["forward", "reverse"]
@@ -117,17 +120,23 @@ class GroupTask:
     observed: Mapping[str, np.ndarray] | None = None
     spread_transitions: int = 0
     fused_kernel: bool = False
+    gibbs: ChromaticGibbs | None = None
 
 
 def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
-              on_step: Callable[[], None] | None = None) -> tuple[AISRun, int]:
-    """Run one group on ``density``; return the run and the batched model calls it made."""
+              on_step: Callable[[], None] | None = None) -> tuple[AISRun, tuple[int, int]]:
+    """Run one group on ``density``; return the run and the batched calls it made.
+
+    The calls are ``(model calls, term calls)``: densities with gradients, and the elementwise
+    terms of Gibbs sweeps.
+    """
     if task.observed is not None:
         density.set_observed(task.observed)
-    calls_before = density.n_evaluations
+    calls_before = density.n_evaluations, density.n_term_evaluations
     rng = task.blocks.generator()
     fused = density.fused_hmc() if task.fused_kernel else None
-    transition = task.plan.transition(density.parts, fused)
+    discrete = None if task.gibbs is None else task.gibbs.bound_to(density.terms)
+    transition = task.plan.transition(density.parts, fused, discrete)
     if task.direction == "forward":
         run = ais_forward(rng, task.start, density.parts(task.start), task.plan.betas,
                           transition, on_step=on_step)
@@ -135,10 +144,11 @@ def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
         run = ais_reverse(rng, task.start, task.blocks.n_chains, task.plan.betas, transition,
                           density.parts, on_step=on_step,
                           spread_transitions=task.spread_transitions)
-    return run, density.n_evaluations - calls_before
+    return run, (density.n_evaluations - calls_before[0],
+                 density.n_term_evaluations - calls_before[1])
 
 
-def _run_remote(recipe: DensityRecipe, task: GroupTask) -> tuple[AISRun, int]:
+def _run_remote(recipe: DensityRecipe, task: GroupTask) -> tuple[AISRun, tuple[int, int]]:
     return run_group(task, _density_for(recipe))
 
 
@@ -165,6 +175,7 @@ class AnnealingRunner:
         self.workers = workers
         self.chains_per_batch = chains_per_batch
         self.model_calls = 0  # batched model calls made by workers (this process counts its own)
+        self.term_calls = 0  # batched term calls (Gibbs sweeps) made by workers
         self._warned = False
 
     def groups(self, blocks: ChainBlocks) -> list[tuple[int, int]]:
@@ -175,13 +186,14 @@ class AnnealingRunner:
                start: np.ndarray, plan: AnnealingPlan, *,
                observed: Mapping[str, np.ndarray] | None = None,
                spread_transitions: int = 0,
-               fused_kernel: bool = False) -> list[GroupTask | object]:
+               fused_kernel: bool = False,
+               gibbs: ChromaticGibbs | None = None) -> list[GroupTask | object]:
         """Start the groups of one direction; returns tasks (local) or futures (remote)."""
         tasks = []
         for first, stop in self.groups(blocks):
             part = start if direction == "reverse" else start[blocks.chain_slice(first, stop)]
             tasks.append(GroupTask(direction, part, blocks.subset(first, stop), plan,
-                                   observed, spread_transitions, fused_kernel))
+                                   observed, spread_transitions, fused_kernel, gibbs))
         if self.workers.local:
             return tasks
         if self._recipe is None:
@@ -214,11 +226,12 @@ class AnnealingRunner:
                             "sampling under `if __name__ == \"__main__\":`.")
                         self._warned = True
                     run, _ = run_group(item.task, self.density, on_step=on_step)
-                    calls = 0  # counted by this process's density
+                    calls = (0, 0)  # counted by this process's density
                 else:
                     if on_group is not None:
                         on_group(len(run.mean_log_weight) - 1)
-                self.model_calls += calls
+                self.model_calls += calls[0]
+                self.term_calls += calls[1]
             runs.append(run)
         return merge_runs(runs)
 

@@ -278,12 +278,14 @@ def binary_patterns(n_attributes: int) -> np.ndarray:
 
 def binary_attributes(n_obs: int = 50, n_dim: int = 10, n_attributes: int = 3,
                       p_attribute: float = 0.3, sigma_a: float = 1.0, sigma_noise: float = 0.5,
-                      seed: int = 0) -> Problem:
-    """Binary attributes ``Y = Z A + noise`` with ``Z`` summed out per row (paper §6.1).
+                      seed: int = 0, discrete: bool = False) -> Problem:
+    """Binary attributes ``Y = Z A + noise`` (paper §6.1), ``Z`` summed out or sampled.
 
     ``z_ik ~ Bernoulli(p_attribute)``, ``a_kj ~ N(0, sigma_a^2)``,
-    ``y_ij ~ N(sum_k z_ik a_kj, sigma_noise^2)``. Each row's likelihood is a mixture over the
-    ``2**n_attributes`` patterns of ``z_i``, with means ``patterns @ A``.
+    ``y_ij ~ N(sum_k z_ik a_kj, sigma_noise^2)``. By default each row's likelihood is a mixture
+    over the ``2**n_attributes`` patterns of ``z_i``, with means ``patterns @ A``; with
+    ``discrete=True``, ``Z`` is a free ``Bernoulli`` matrix (the discrete path: Gibbs updates of
+    ``Z``, HMC on ``A``). Both are the same model, with the same data and evidence.
 
     Parameters
     ----------
@@ -294,23 +296,33 @@ def binary_attributes(n_obs: int = 50, n_dim: int = 10, n_attributes: int = 3,
     p_attribute : float, default 0.3
     sigma_a, sigma_noise : float, default 1.0, 0.5
     seed : int, default 0
+    discrete : bool, default False
+        Keep ``Z`` as a free discrete variable instead of summing it out.
 
     Returns
     -------
     Problem
     """
     rng = np.random.default_rng(seed)
-    patterns = binary_patterns(n_attributes)
-    log_w = (patterns * np.log(p_attribute) + (1 - patterns) * np.log1p(-p_attribute)).sum(1)
     a = rng.normal(0, sigma_a, (n_attributes, n_dim))
     z = (rng.random((n_obs, n_attributes)) < p_attribute).astype(float)
     y = z @ a + rng.normal(0, sigma_noise, (n_obs, n_dim))
-    with pm.Model(coords={"attribute": range(n_attributes), "dim": range(n_dim)}) as model:
+    coords = {"obs": range(n_obs), "attribute": range(n_attributes), "dim": range(n_dim)}
+    with pm.Model(coords=coords) as model:
         aa = pm.Normal("A", 0.0, sigma_a, dims=("attribute", "dim"))
-        _row_mixture("y", pt.as_tensor(patterns) @ aa, pt.as_tensor(log_w), sigma_noise, y)
+        if discrete:
+            zz = pm.Bernoulli("Z", p_attribute, dims=("obs", "attribute"))
+            pm.Normal("y", pt.cast(zz, "float64") @ aa, sigma_noise, observed=y,
+                      dims=("obs", "dim"))
+        else:
+            patterns = binary_patterns(n_attributes)
+            log_w = (patterns * np.log(p_attribute)
+                     + (1 - patterns) * np.log1p(-p_attribute)).sum(1)
+            _row_mixture("y", pt.as_tensor(patterns) @ aa, pt.as_tensor(log_w), sigma_noise, y)
     collapsed = CollapsedLinearGaussian(y, sigma_a, sigma_noise, n_attributes, "binary",
                                         p_attribute=p_attribute)
-    return Problem("binary_attributes", model, {"A": a},
+    truth = {"A": a, "Z": z.astype(np.int64)} if discrete else {"A": a}
+    return Problem("binary_attributes", model, truth,
                    info=dict(n_obs=n_obs, n_dim=n_dim, n_attributes=n_attributes,
                              p_attribute=p_attribute, sigma_a=sigma_a,
                              sigma_noise=sigma_noise, seed=seed),

@@ -1,0 +1,289 @@
+"""Vectorized Gibbs updates of discrete variables over many chains: chromatic Gibbs sampling.
+
+The tempered density is a sum of elementwise terms (each variable's log-density elements,
+log-Jacobians included, and ``beta`` times each likelihood element). A Gibbs update of one
+discrete coordinate needs only the terms that depend on it, and two coordinates that share no
+term are conditionally independent, so they can be drawn at the same time. So:
+
+1. **Dependencies** (once, at build time). Each discrete coordinate is moved to another value of
+   its support at a few valid states; the elementwise terms that change are the ones it touches.
+2. **Colors.** Coordinates that touch a common term conflict; a greedy coloring of that conflict
+   graph groups the coordinates into colors whose members touch disjoint sets of terms (the
+   binary-attributes matrix ``Z`` of ``Y = Z A + noise`` gets one color per attribute column:
+   the rows are independent given ``A``).
+3. **Sweep.** For each color, one batched evaluation of the terms with every coordinate of the
+   color at every value of its support (``x_j -> lower_j + (x_j - lower_j + r) mod size_j``,
+   ``r = 0, ..., m - 1``), in every chain, gives each coordinate's conditional log-density of
+   every value (the sum of the terms it touches); one uniform per coordinate and chain draws
+   from it exactly. A sweep over ``C`` colors costs ``C`` batched evaluations of ``m`` times
+   the chains, whatever the number of coordinates.
+
+Each color's update is an exact Gibbs update of a block of conditionally independent
+coordinates, so it is reversible with respect to the tempered density; a sweep visits the colors
+in a fixed order and its reversal visits them in the opposite order (``reverse=True``). Nothing
+is tuned: the kernel is a fixed function of ``beta``.
+
+A dependency that changes no term at any of the test states would be missed; the test states
+are prior draws (continuous parameters in general position), and :meth:`ChromaticGibbs.build`
+checks that the terms add up to the model's own densities there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from pymc_bdmc.model.discrete import DiscreteCoordinates
+
+__all__ = ["ChromaticGibbs", "GibbsColor", "TermsFn"]
+
+#: ``x -> (prior_terms, likelihood_terms)``, batched over chains.
+TermsFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+#: Rows per batched evaluation while finding dependencies (bounds memory, not results).
+_PROBE_ROWS = 256
+#: Relative change of a term counted as a dependency (round-off of batched products is ~1e-15).
+_CHANGE_RTOL = 1e-9
+#: Owner matrices up to this many entries are kept dense (a BLAS product beats a sparse one).
+_DENSE_OWNER_ENTRIES = 500_000
+
+
+@dataclass(frozen=True)
+class GibbsColor:
+    """Coordinates updated together, and the terms each of them touches.
+
+    Attributes
+    ----------
+    coords : ndarray of int, shape (c,)
+        Positions in the flat vector.
+    lower, size : ndarray, shape (c,)
+        Supports: ``lower, ..., lower + size - 1``.
+    prior_owner, likelihood_owner : ndarray or sparse matrix, shapes (P, c) and (L, c)
+        ``owner[e, j] = 1`` when term ``e`` depends on coordinate ``j``: at most one ``j`` per
+        term, which is what makes the coordinates conditionally independent. Multiplying the
+        terms by it sums, for each coordinate, the terms that depend on it. Dense when small.
+    """
+
+    coords: np.ndarray
+    lower: np.ndarray
+    size: np.ndarray
+    prior_owner: np.ndarray | sp.csr_matrix
+    likelihood_owner: np.ndarray | sp.csr_matrix
+
+    @property
+    def max_size(self) -> int:
+        """Size of the widest support in the color."""
+        return int(self.size.max())
+
+
+def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        same = np.isclose(new, old, rtol=_CHANGE_RTOL, atol=1e-12, equal_nan=True)
+    return ~same
+
+
+def _shifted(values: np.ndarray, lower: np.ndarray, size: np.ndarray, r) -> np.ndarray:
+    """Each value moved ``r`` places around its support (cyclically)."""
+    offset = values - lower + r
+    if np.ndim(r) == 0 and r < size.min():  # one wrap at most: cheaper than a float modulo
+        return lower + np.where(offset >= size, offset - size, offset)
+    return lower + np.mod(offset, size)
+
+
+def _owner_matrix(owner: sp.csr_matrix):
+    if owner.shape[0] * owner.shape[1] <= _DENSE_OWNER_ENTRIES:
+        return owner.toarray()
+    return owner
+
+
+def _sum_owned(terms: np.ndarray, owner) -> np.ndarray:
+    """``terms @ owner``: per row, each coordinate's sum of the terms it touches."""
+    if isinstance(owner, np.ndarray):
+        return terms @ owner
+    return np.asarray((owner.T @ terms.T).T)
+
+
+def _greedy_coloring(conflicts: sp.csr_matrix) -> np.ndarray:
+    """Smallest free color per coordinate, in coordinate order."""
+    n = conflicts.shape[0]
+    colors = np.full(n, -1)
+    for j in range(n):
+        neighbours = conflicts.indices[conflicts.indptr[j]:conflicts.indptr[j + 1]]
+        used = set(colors[neighbours].tolist())
+        color = 0
+        while color in used:
+            color += 1
+        colors[j] = color
+    return colors
+
+
+@dataclass(frozen=True)
+class ChromaticGibbs:
+    """A frozen chromatic Gibbs sweep over the discrete coordinates (see module doc).
+
+    Build it with :meth:`build`; it holds only NumPy and SciPy arrays, so it pickles to worker
+    processes, where it runs on their own compiled terms function.
+
+    Attributes
+    ----------
+    colors : tuple of GibbsColor
+        In sweep order.
+    n_prior_terms, n_terms : int
+        Number of prior terms (they come first) and of all terms.
+    pinned : ndarray of int
+        Every discrete coordinate (those with one value included): gradient kernels must
+        leave them alone.
+    """
+
+    colors: tuple[GibbsColor, ...]
+    n_prior_terms: int
+    n_terms: int
+    pinned: np.ndarray
+
+    @classmethod
+    def build(cls, coordinates: DiscreteCoordinates, terms_fn: TermsFn,
+              points: np.ndarray) -> ChromaticGibbs:
+        """Find which terms each coordinate touches at ``points`` and color the coordinates.
+
+        Parameters
+        ----------
+        coordinates : DiscreteCoordinates
+            The discrete coordinates and their supports.
+        terms_fn : callable
+            Batched elementwise terms (e.g. :meth:`~pymc_bdmc.model.density.ModelDensity.terms`).
+        points : ndarray, shape (n_points, n_dim)
+            Valid states with continuous parameters in general position (prior draws); two or
+            three are enough.
+
+        Returns
+        -------
+        ChromaticGibbs
+        """
+        points = np.atleast_2d(np.asarray(points, dtype=float))
+        prior0, lik0 = terms_fn(points)
+        base = np.concatenate([prior0, lik0], axis=1)
+        n_prior, n_terms = prior0.shape[1], base.shape[1]
+        movable = np.flatnonzero(coordinates.size > 1)
+        index, lower, size = (coordinates.index[movable], coordinates.lower[movable],
+                              coordinates.size[movable])
+        # touched[j, e]: term e changes when coordinate j moves (at any of the points).
+        touched = sp.csr_matrix((len(movable), n_terms), dtype=np.int64)
+        for b, point in enumerate(points):
+            blocks = []
+            for start in range(0, len(movable), _PROBE_ROWS):
+                part = slice(start, min(start + _PROBE_ROWS, len(movable)))
+                rows = np.repeat(point[None, :], part.stop - part.start, axis=0)
+                # A different shift at each point, so wide supports are probed more than once.
+                shift = 1 + b % np.maximum(size[part] - 1, 1)
+                rows[np.arange(len(rows)), index[part]] = _shifted(point[index[part]],
+                                                                   lower[part], size[part], shift)
+                moved = np.concatenate(terms_fn(rows), axis=1)
+                blocks.append(sp.csr_matrix(_changed(moved, base[b][None, :]), dtype=np.int64))
+            if blocks:
+                touched = touched + sp.vstack(blocks, format="csr")
+        touched.data[:] = 1
+        colors = _greedy_coloring(sp.csr_matrix(touched @ touched.T))
+        built = []
+        for color in range(colors.max() + 1 if len(colors) else 0):
+            members = np.flatnonzero(colors == color)
+            owner = sp.csr_matrix(touched[members].T, dtype=float)  # (n_terms, c)
+            built.append(GibbsColor(index[members], lower[members], size[members],
+                                    _owner_matrix(owner[:n_prior]),
+                                    _owner_matrix(owner[n_prior:])))
+        return cls(tuple(built), n_prior, n_terms, np.asarray(coordinates.index))
+
+    @property
+    def n_coordinates(self) -> int:
+        """Number of coordinates updated per sweep."""
+        return sum(len(c.coords) for c in self.colors)
+
+    @property
+    def evaluations_per_sweep(self) -> int:
+        """Batched term evaluations per sweep (one per color, on all values at once)."""
+        return len(self.colors)
+
+    def bound_to(self, terms_fn: TermsFn):
+        """Bind the sweep to ``terms_fn``, as ``(rng, x, beta, reverse) -> x_new``.
+
+        The form :meth:`pymc_bdmc.kernels.tuning.AnnealingPlan.transition` takes.
+        """
+
+        def sweep(rng, x, beta, reverse):
+            return self.sweep(rng, x, beta, terms_fn, reverse)[0]
+
+        return sweep
+
+    @staticmethod
+    def conditional_logits(color: GibbsColor, x: np.ndarray, beta: float,
+                           terms_fn: TermsFn) -> np.ndarray:
+        """Conditional log-densities of every value of the color's coordinates, per chain.
+
+        Returns an array of shape (m, chains, c): entry ``[r, k, j]`` is, up to a constant per
+        ``(k, j)``, the tempered log-density of chain ``k`` with coordinate ``j`` shifted ``r``
+        places around its support (``-inf`` past a narrower support, and for NaN densities).
+        """
+        n_chains = len(x)
+        m = color.max_size
+        # Every chain at every value of the color's coordinates, in one batched call:
+        # rows r * n_chains + k hold chain k with each coordinate shifted r places.
+        candidates = np.repeat(x[None], m, axis=0)
+        current = x[:, color.coords]
+        for r in range(1, m):
+            candidates[r][:, color.coords] = _shifted(current, color.lower, color.size, r)
+        prior, lik = terms_fn(candidates.reshape(m * n_chains, -1))
+        with np.errstate(invalid="ignore"):
+            logits = (_sum_owned(prior, color.prior_owner)
+                      + beta * _sum_owned(lik, color.likelihood_owner))
+        logits = logits.reshape(m, n_chains, -1)
+        logits = np.where(np.isnan(logits), -np.inf, logits)
+        if m > color.size.min():  # values past a narrower support do not exist
+            beyond = np.arange(m)[:, None, None] >= color.size[None, None, :]
+            logits = np.where(beyond, -np.inf, logits)
+        return logits
+
+    def sweep(self, rng, x: np.ndarray, beta: float, terms_fn: TermsFn,
+              reverse: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """One sweep at inverse temperature ``beta`` for every chain.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or BlockedGenerator
+            Draws one uniform per coordinate and chain, color by color.
+        x : ndarray, shape (chains, n_dim)
+        beta : float
+        terms_fn : callable
+        reverse : bool, default False
+            Visit the colors in reverse order (the sweep's reversal).
+
+        Returns
+        -------
+        x_new : ndarray
+            New states (a new array).
+        moved : ndarray of bool, shape (chains,)
+            Chains whose discrete values changed.
+        """
+        x = np.array(x, dtype=float)
+        start = x.copy()
+        n_chains = len(x)
+        for color in (reversed(self.colors) if reverse else self.colors):
+            current = x[:, color.coords]
+            logits = self.conditional_logits(color, x, beta, terms_fn)
+            shift = _draw_shift(logits, rng.uniform(size=(n_chains, len(color.coords))))
+            x[:, color.coords] = _shifted(current, color.lower, color.size, shift)
+        return x, np.any(x != start, axis=1)
+
+
+def _draw_shift(logits: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """Inverse-CDF draws from ``softmax(logits)`` over axis 0; shift 0 where none is finite."""
+    top = logits.max(axis=0)
+    finite = np.isfinite(top)
+    with np.errstate(invalid="ignore", over="ignore"):
+        weights = np.exp(logits - np.where(finite, top, 0.0))
+    cumulative = np.cumsum(weights, axis=0)
+    target = uniforms * cumulative[-1]
+    shift = np.sum(cumulative <= target[None], axis=0)
+    shift = np.minimum(shift, len(logits) - 1)
+    return np.where(finite, shift, 0)

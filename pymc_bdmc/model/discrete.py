@@ -1,0 +1,136 @@
+"""Finite supports of a model's discrete free variables.
+
+The vectorized Gibbs kernel (:mod:`pymc_bdmc.kernels.gibbs`) enumerates the values of every
+discrete coordinate, so it needs each one's support as a fixed, small range of integers. That is
+read here from the distribution itself (never from the current values), for the distributions
+whose support is such a range: Bernoulli, Categorical, DiscreteUniform and Binomial with fixed
+bounds. Anything else (a Poisson, bounds that depend on other variables, a support wider than
+:data:`MAX_SUPPORT` values) is reported with the reason, and the caller uses PyMC's step
+methods instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.op import RandomVariable
+
+from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
+
+__all__ = ["MAX_SUPPORT", "DiscreteCoordinates", "UnsupportedDiscrete", "discrete_coordinates"]
+
+#: Widest support enumerated: each value costs one batched model evaluation per color.
+MAX_SUPPORT = 64
+
+
+class UnsupportedDiscrete(ValueError):
+    """A discrete variable whose support is not a fixed, small range of integers."""
+
+
+@dataclass(frozen=True)
+class DiscreteCoordinates:
+    """The discrete coordinates of the flat vector and their supports.
+
+    Attributes
+    ----------
+    index : ndarray of int, shape (n,)
+        Positions in the flat vector (see :class:`~pymc_bdmc.model.density.FlatLayout`).
+    lower : ndarray of float, shape (n,)
+        Smallest value of each coordinate.
+    size : ndarray of int, shape (n,)
+        Number of values: coordinate ``i`` takes ``lower[i], ..., lower[i] + size[i] - 1``.
+    names : tuple of str
+        The discrete variables, in layout order.
+    """
+
+    index: np.ndarray
+    lower: np.ndarray
+    size: np.ndarray
+    names: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def max_size(self) -> int:
+        """Size of the widest support."""
+        return int(self.size.max()) if len(self.size) else 0
+
+
+def _evaluate(tensor) -> np.ndarray:
+    # Evaluated once: no backend compilation (see ONE_SHOT_MODE).
+    return np.asarray(pytensor.function([], tensor, mode=ONE_SHOT_MODE)())
+
+
+def _depends_on_random(tensor) -> bool:
+    return any(v.owner is not None and isinstance(v.owner.op, RandomVariable)
+               for v in ancestors([tensor]))
+
+
+def _fixed(name: str, what: str, tensor, shape) -> np.ndarray:
+    if _depends_on_random(tensor):
+        raise UnsupportedDiscrete(
+            f"the {what} of {name!r} depends on other random variables, so its support is "
+            "not fixed"
+        )
+    return np.broadcast_to(_evaluate(tensor).astype(float), shape)
+
+
+def _range_of(rv, shape) -> tuple[np.ndarray, np.ndarray]:
+    """``(lower, upper)`` of ``rv``'s support, broadcast to ``shape``."""
+    op = rv.owner.op
+    params = op.dist_params(rv.owner)
+    kind = type(op).__name__
+    if kind == "BernoulliRV":
+        return np.zeros(shape), np.ones(shape)
+    if kind == "CategoricalRV":
+        p = pt.as_tensor(params[0])
+        n_categories = p.type.shape[-1] or _evaluate(p.shape[-1])
+        return np.zeros(shape), np.full(shape, float(n_categories) - 1)
+    if kind == "DiscreteUniformRV":
+        return (_fixed(rv.name, "lower bound", params[0], shape),
+                _fixed(rv.name, "upper bound", params[1], shape))
+    if kind == "BinomialRV":
+        return np.zeros(shape), _fixed(rv.name, "number of trials", params[0], shape)
+    raise UnsupportedDiscrete(
+        f"{rv.name!r} ({kind.removesuffix('RV')}) has no finite support that could be "
+        "enumerated"
+    )
+
+
+def discrete_coordinates(model: pm.Model, layout: FlatLayout) -> DiscreteCoordinates | None:
+    """The discrete coordinates of ``model`` with their supports, or None if there are none.
+
+    Raises
+    ------
+    UnsupportedDiscrete
+        If a discrete variable's support is not a fixed range of at most :data:`MAX_SUPPORT`
+        integers (the message says which and why).
+    """
+    index, lower, size, names = [], [], [], []
+    for rv in model.free_RVs:
+        value = model.rvs_to_values[rv]
+        if not value.dtype.startswith(("int", "uint", "bool")):
+            continue
+        position = layout.names.index(value.name)
+        shape, slc = layout.shapes[position], layout.slices[position]
+        low, high = _range_of(rv, shape)
+        width = (high - low + 1).ravel()
+        if np.any(width < 1) or np.any(width > MAX_SUPPORT):
+            raise UnsupportedDiscrete(
+                f"{rv.name!r} has supports of {int(width.min())}-{int(width.max())} values; "
+                f"between 1 and {MAX_SUPPORT} can be enumerated"
+            )
+        index.append(np.arange(slc.start, slc.stop))
+        lower.append(low.ravel())
+        size.append(width.astype(int))
+        names.append(value.name)
+    if not names:
+        return None
+    return DiscreteCoordinates(np.concatenate(index), np.concatenate(lower),
+                               np.concatenate(size), tuple(names))

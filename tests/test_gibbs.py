@@ -1,0 +1,261 @@
+"""Vectorized chromatic Gibbs updates of discrete variables (the HMC + Gibbs path)."""
+
+import logging
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from scipy.special import log_softmax
+
+import pymc_bdmc as pmb
+from pymc_bdmc import testing
+from pymc_bdmc.kernels.gibbs import ChromaticGibbs, _draw_shift
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
+from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.testbed import binary_attributes
+from pymc_bdmc.testbed.gibbs_models import CollapsedLinearGaussian
+
+# As in test_step_methods: P(lower > log Z + b) < e^-b, so a correct sampler fails a side with
+# probability < 0.1%; BOUND_TOL is the accuracy seen at these settings over scratch seeds.
+RIGOROUS_SLACK = np.log(1000.0)
+BOUND_TOL = 1.0
+
+
+def _prior_points(model, density, n, seed=0):
+    return ModelSimulator(model, density.layout).draw_prior(n, np.random.default_rng(seed))
+
+
+def _gibbs_for(model, n_points=2):
+    density = ModelDensity(model)
+    coordinates = discrete_coordinates(model, density.layout)
+    points = _prior_points(model, density, 8)
+    return density, coordinates, ChromaticGibbs.build(coordinates, density.terms,
+                                                      points[:n_points]), points
+
+
+def _attributes_model(n_obs=6, n_attributes=3, n_dim=4):
+    return binary_attributes(n_obs, n_dim, n_attributes=n_attributes, discrete=True, seed=2)
+
+
+# -- supports ----------------------------------------------------------------------------------
+def test_supports_of_finite_discrete_distributions():
+    with pm.Model() as model:
+        p = pm.Beta("p", 2, 2)
+        pm.Bernoulli("z", p, shape=2)
+        pm.Categorical("c", p=np.ones(4) / 4)
+        pm.DiscreteUniform("d", -1, np.array([1, 3]))
+        pm.Binomial("b", 5, 0.3)
+        pm.Normal("y", 0, 1, observed=[0.0])
+    density = ModelDensity(model)
+    coords = discrete_coordinates(model, density.layout)
+    assert coords.names == ("z", "c", "d", "b")
+    np.testing.assert_array_equal(coords.lower, [0, 0, 0, -1, -1, 0])
+    np.testing.assert_array_equal(coords.size, [2, 2, 4, 3, 5, 6])
+    np.testing.assert_array_equal(density.layout.to_point(np.arange(9.0))["d"], [4, 5])
+    assert all(density.layout.is_discrete(n) for n in coords.names)
+    assert coords.index.tolist() == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pm.Poisson("k", 3.0),
+    lambda: pm.DiscreteUniform("k", 0, pm.DiscreteUniform("top", 1, 3)),
+    lambda: pm.Binomial("k", 500, 0.1),
+], ids=["unbounded", "random-bound", "too-wide"])
+def test_unsupported_supports_are_reported(make):
+    with pm.Model() as model:
+        make()
+        pm.Normal("y", 0, 1, observed=[0.0])
+    density = ModelDensity(model, gradients=False)
+    with pytest.raises(UnsupportedDiscrete):
+        discrete_coordinates(model, density.layout)
+
+
+# -- dependencies and colors -------------------------------------------------------------------
+def test_elementwise_terms_add_up_to_the_densities():
+    problem = _attributes_model()
+    density, _, _, points = _gibbs_for(problem.model)
+    prior, lik = density.terms(points)
+    parts = density.parts(points)
+    np.testing.assert_allclose(prior.sum(1), parts.log_prior, rtol=1e-12)
+    np.testing.assert_allclose(lik.sum(1), parts.log_likelihood, rtol=1e-12)
+
+
+def test_rows_of_binary_attributes_are_one_color_per_attribute():
+    # Given A, the rows of Z are independent; the attributes of one row are not.
+    _, coordinates, gibbs, _ = _gibbs_for(_attributes_model(n_obs=6, n_attributes=3).model)
+    assert len(gibbs.colors) == 3 and gibbs.n_coordinates == 18
+    for color in gibbs.colors:  # Z is (rows, attributes), row-major in the flat vector
+        rows, attributes = np.divmod(color.coords - coordinates.index[0], 3)
+        assert len(set(attributes.tolist())) == 1 and sorted(rows.tolist()) == list(range(6))
+
+
+def test_a_markov_chain_of_binaries_is_colored_like_a_checkerboard():
+    with pm.Model() as model:
+        z = pm.Bernoulli("z", 0.5, shape=7)
+        coupling = pt.sum(pt.eq(z[1:], z[:-1]))  # neighbours like to agree
+        pm.Potential("ising", 0.8 * coupling)
+        pm.Normal("y", pt.sum(z), 1, observed=[3.0])
+    density = ModelDensity(model, potentials_in_likelihood=True)
+    coordinates = discrete_coordinates(model, density.layout)
+    points = np.array([density.layout.ravel({"z": v})
+                       for v in ([0, 1, 0, 1, 1, 0, 0], [1, 1, 0, 0, 1, 0, 1])])
+    gibbs = ChromaticGibbs.build(coordinates, density.terms, points)
+    # The Potential is one scalar term touched by every z: no two z are independent.
+    assert len(gibbs.colors) == 7
+
+
+def test_independent_coordinates_share_one_color():
+    with pm.Model() as model:
+        z = pm.Categorical("z", p=[0.2, 0.5, 0.3], shape=5)
+        pm.Normal("y", pt.cast(z, "float64"), 1, observed=np.arange(5.0))
+    _, _, gibbs, _ = _gibbs_for(model)
+    assert len(gibbs.colors) == 1 and gibbs.evaluations_per_sweep == 1
+
+
+# -- exactness of the conditionals -------------------------------------------------------------
+@pytest.mark.parametrize("beta", [0.0, 0.37, 1.0])
+def test_conditionals_equal_brute_force(beta):
+    problem = testing.categorical_mixture(n_obs=5, n_components=3, seed=4)
+    density, _, gibbs, points = _gibbs_for(problem.model)
+    x = points[2:6]
+    for color in gibbs.colors:
+        logits = ChromaticGibbs.conditional_logits(color, x, beta, density.terms)
+        for j, coord in enumerate(color.coords):
+            for k in range(len(x)):
+                values = color.lower[j] + np.mod(x[k, coord] - color.lower[j]
+                                                 + np.arange(color.size[j]), color.size[j])
+                rows = np.repeat(x[k:k + 1], color.size[j], axis=0)
+                rows[:, coord] = values
+                exact = density.parts(rows).tempered_logp(beta)
+                np.testing.assert_allclose(log_softmax(logits[: color.size[j], k, j]),
+                                           log_softmax(exact), rtol=1e-10, atol=1e-10)
+
+
+def test_draws_follow_the_softmax():
+    # Evenly spaced uniforms through the inverse CDF reproduce the probabilities.
+    n = 10_000
+    with np.errstate(divide="ignore"):
+        logits = np.log(np.array([0.2, 0.0, 0.5, 0.3])) + 7.0  # any constant
+    shifts = _draw_shift(np.broadcast_to(logits[:, None, None], (4, n, 1)),
+                         np.linspace(0, 1, n, endpoint=False)[:, None])
+    counts = np.bincount(shifts.ravel(), minlength=4) / n
+    np.testing.assert_allclose(counts, [0.2, 0.0, 0.5, 0.3], atol=1e-4)
+    # No finite logit (an impossible state): stay put.
+    assert _draw_shift(np.full((3, 1, 1), -np.inf), np.array([[0.5]]))[0, 0] == 0
+
+
+def test_sweep_leaves_the_tempered_posterior_invariant():
+    # Z given A: exact posterior over the 2**3 patterns of row 0, against long-run frequencies.
+    problem = _attributes_model(n_obs=4, n_attributes=3)
+    density, _, gibbs, points = _gibbs_for(problem.model)
+    beta = 0.6
+    x = np.repeat(points[:1], 4000, axis=0)
+    rng = np.random.default_rng(5)
+    for i in range(6):
+        x, _ = gibbs.sweep(rng, x, beta, density.terms, reverse=bool(i % 2))
+    z = density.layout.unravel(x)["Z"][:, 0, :]
+    patterns = np.array(np.meshgrid(*[[0, 1]] * 3, indexing="ij")).reshape(3, -1).T
+    rows = np.repeat(points[:1], len(patterns), axis=0)
+    z_slice = density.layout.slices[density.layout.names.index("Z")]
+    rows[:, z_slice.start:z_slice.start + 3] = patterns
+    exact = np.exp(log_softmax(density.parts(rows).tempered_logp(beta)))
+    seen = np.array([np.mean(np.all(z == p, axis=1)) for p in patterns])
+    # 4000 exact draws: 4 standard errors of the largest cell is under 0.032.
+    np.testing.assert_allclose(seen, exact, atol=0.032)
+
+
+# -- the sampler -------------------------------------------------------------------------------
+def _collapsed_log_evidence(problem, result):
+    info = problem.info
+    y = result["observed_data"]["y"].values
+    return CollapsedLinearGaussian(y, info["sigma_a"], info["sigma_noise"],
+                                   info["n_attributes"], "binary",
+                                   p_attribute=info["p_attribute"]).log_evidence_enumerated()
+
+
+def test_binary_attributes_sandwich_encloses_enumerated_evidence():
+    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+    with problem.model:
+        result = pmb.sample_bdmc(n_steps=200, chains=16, random_seed=7, progressbar=False)
+    ev = result["evidence"]
+    assert ev.attrs["kernel"] == "hmc+gibbs" and ev.attrs["gibbs_colors"] == 2
+    truth = _collapsed_log_evidence(problem, result)
+    lower, upper = float(ev.lower), float(ev.upper)
+    assert lower - RIGOROUS_SLACK <= truth <= upper + RIGOROUS_SLACK, (lower, truth, upper)
+    assert abs(lower - truth) < BOUND_TOL and abs(upper - truth) < BOUND_TOL, (lower, truth,
+                                                                                upper)
+
+
+def test_categorical_mixture_sandwich_encloses_enumerated_evidence():
+    problem = testing.categorical_mixture(n_obs=6, n_components=3, seed=1)
+    with problem.model:
+        result = pmb.sample_bdmc(n_steps=150, chains=16, random_seed=11, progressbar=False)
+    ev = result["evidence"]
+    assert ev.attrs["kernel"] == "hmc+gibbs"
+    truth = problem.log_evidence_of(result)
+    lower, upper = float(ev.lower), float(ev.upper)
+    assert lower - RIGOROUS_SLACK <= truth <= upper + RIGOROUS_SLACK, (lower, truth, upper)
+    assert abs(lower - truth) < BOUND_TOL and abs(upper - truth) < BOUND_TOL, (lower, truth,
+                                                                                upper)
+
+
+def test_ais_on_real_data_matches_enumeration():
+    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=4)
+    with problem.model:
+        result = pmb.sample_ais(n_steps=200, chains=32, random_seed=2, progressbar=False)
+    truth = _collapsed_log_evidence(problem, result)
+    lower = float(result["evidence"].lower)
+    assert lower - RIGOROUS_SLACK <= truth and abs(lower - truth) < BOUND_TOL, (lower, truth)
+    # The discrete posterior draws are integers of the model's dtype.
+    z = result["posterior"]["Z"].values
+    assert np.issubdtype(z.dtype, np.integer) and set(np.unique(z)) <= {0, 1}
+
+
+def test_same_seed_same_numbers_in_batches():
+    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+    runs = []
+    for batch in (None, 8):
+        with problem.model:
+            runs.append(pmb.sample_ais(n_steps=30, chains=16, random_seed=4, progressbar=False,
+                                       chains_per_batch=batch))
+    np.testing.assert_allclose(runs[0]["sample_stats"]["log_weight"].values,
+                               runs[1]["sample_stats"]["log_weight"].values, rtol=1e-10)
+
+
+# -- routing and refusals ----------------------------------------------------------------------
+def test_unbounded_discrete_variables_go_to_pymc_step_methods(caplog):
+    with pm.Model() as model:
+        k = pm.Poisson("k", 2.0)
+        pm.Normal("y", k, 1, observed=[1.0, 2.0])
+    with caplog.at_level(logging.INFO, logger="pymc_bdmc"), model:
+        result = pmb.sample_ais(n_steps=20, chains=4, random_seed=1, progressbar=False)
+    assert "step_methods" in result.children
+    assert "no finite support" in caplog.text
+
+
+def test_given_step_methods_are_used_for_finite_discrete_variables():
+    problem = testing.categorical_mixture(n_obs=4, n_components=2, seed=1)
+    m = problem.model
+    with m:
+        result = pmb.sample_ais(n_steps=10, chains=2, random_seed=1, progressbar=False,
+                                step=pm.CategoricalGibbsMetropolis([m["z"]]))
+    assert "step_methods" in result.children
+
+
+def test_smc_with_discrete_variables_is_refused_before_sampling():
+    problem = binary_attributes(4, 2, n_attributes=2, discrete=True)
+    with problem.model, pytest.raises(pmb.BDMCInputError, match="method='ais'"):
+        pmb.sample_bdmc(method="smc", n_steps=5, chains=2, progressbar=False)
+
+
+def test_plan_is_reused_on_a_discrete_model():
+    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+    with problem.model:
+        first = pmb.sample_ais(n_steps=20, chains=8, random_seed=1, progressbar=False)
+        plan = pmb.AnnealingPlan.from_result(first)
+        again = pmb.sample_ais(plan=plan, chains=8, random_seed=1, progressbar=False)
+    # Layout: A (2 x 3) then Z (5 x 2). The plan pins Z: HMC never moves a discrete coordinate.
+    assert np.all(plan.inv_mass[1:, 6:] == 0) and np.all(plan.inv_mass[1:, :6] > 0)
+    np.testing.assert_allclose(again["evidence"].lower, first["evidence"].lower, rtol=1e-10)
