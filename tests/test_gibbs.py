@@ -6,11 +6,12 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+import scipy.sparse as sp
 from scipy.special import log_softmax
 
 import pymc_bdmc as pmb
 from pymc_bdmc import testing
-from pymc_bdmc.kernels.gibbs import ChromaticGibbs, _draw_shift
+from pymc_bdmc.kernels.gibbs import ChromaticGibbs, OwnedTerms, _draw_shift
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
 from pymc_bdmc.model.simulate import ModelSimulator
@@ -131,6 +132,18 @@ def test_conditionals_equal_brute_force(beta):
                 exact = density.parts(rows).tempered_logp(beta)
                 np.testing.assert_allclose(log_softmax(logits[: color.size[j], k, j]),
                                            log_softmax(exact), rtol=1e-10, atol=1e-10)
+
+
+def test_owned_term_sums_match_a_dense_product_with_empty_coordinates():
+    # Coordinates 0 and 3 touch no term (3 is last, so its group start is past the end).
+    owner = np.zeros((4, 7))
+    owner[1, [0, 4]] = 1.0
+    owner[2, [1, 2, 6]] = 1.0
+    terms = np.random.default_rng(0).normal(size=(5, 7))
+    sums = OwnedTerms.from_touched(sp.csr_matrix(owner)).sums(terms)
+    np.testing.assert_allclose(sums, terms @ owner.T, rtol=1e-14, atol=1e-14)
+    nothing = OwnedTerms.from_touched(sp.csr_matrix((3, 7)))
+    np.testing.assert_array_equal(nothing.sums(terms), np.zeros((5, 3)))
 
 
 def test_draws_follow_the_softmax():

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from pymc_bdmc.model.discrete import DiscreteCoordinates
 
-__all__ = ["ChromaticGibbs", "GibbsColor", "TermsFn"]
+__all__ = ["ChromaticGibbs", "GibbsColor", "OwnedTerms", "TermsFn"]
 
 #: ``x -> (prior_terms, likelihood_terms)``, batched over chains.
 TermsFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -48,8 +48,43 @@ TermsFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 _PROBE_ROWS = 256
 #: Relative change of a term counted as a dependency (round-off of batched products is ~1e-15).
 _CHANGE_RTOL = 1e-9
-#: Owner matrices up to this many entries are kept dense (a BLAS product beats a sparse one).
-_DENSE_OWNER_ENTRIES = 500_000
+
+
+@dataclass(frozen=True)
+class OwnedTerms:
+    """Which terms each coordinate of a color touches, grouped for a fast per-coordinate sum.
+
+    Attributes
+    ----------
+    order : ndarray of int, shape (nnz,)
+        Term positions, grouped by the coordinate that touches them (at most one per term).
+    starts : ndarray of int, shape (c,)
+        Where each coordinate's group begins in ``order``.
+    empty : ndarray of bool, shape (c,)
+        Coordinates that touch no term of this kind (their sum is 0).
+    """
+
+    order: np.ndarray
+    starts: np.ndarray
+    empty: np.ndarray
+
+    @classmethod
+    def from_touched(cls, touched: sp.csr_matrix) -> OwnedTerms:
+        """From a (c, n_terms) 0/1 matrix whose columns have at most one nonzero."""
+        counts = np.diff(touched.indptr)
+        return cls(np.asarray(touched.indices, dtype=np.intp),
+                   np.asarray(touched.indptr[:-1], dtype=np.intp), counts == 0)
+
+    def sums(self, terms: np.ndarray) -> np.ndarray:
+        """Per row of ``terms`` (rows, n_terms), each coordinate's sum of the terms it touches."""
+        gathered = terms[:, self.order]
+        if not self.empty.any():
+            return np.add.reduceat(gathered, self.starts, axis=1)
+        # reduceat sums up to the next start, so it must see the nonempty groups only.
+        sums = np.zeros((len(terms), len(self.starts)))
+        if len(self.order):
+            sums[:, ~self.empty] = np.add.reduceat(gathered, self.starts[~self.empty], axis=1)
+        return sums
 
 
 @dataclass(frozen=True)
@@ -62,17 +97,16 @@ class GibbsColor:
         Positions in the flat vector.
     lower, size : ndarray, shape (c,)
         Supports: ``lower, ..., lower + size - 1``.
-    prior_owner, likelihood_owner : ndarray or sparse matrix, shapes (P, c) and (L, c)
-        ``owner[e, j] = 1`` when term ``e`` depends on coordinate ``j``: at most one ``j`` per
-        term, which is what makes the coordinates conditionally independent. Multiplying the
-        terms by it sums, for each coordinate, the terms that depend on it. Dense when small.
+    prior_terms, likelihood_terms : OwnedTerms
+        The prior and likelihood terms each coordinate touches: each term is touched by at most
+        one coordinate of the color, which is what makes them conditionally independent.
     """
 
     coords: np.ndarray
     lower: np.ndarray
     size: np.ndarray
-    prior_owner: np.ndarray | sp.csr_matrix
-    likelihood_owner: np.ndarray | sp.csr_matrix
+    prior_terms: OwnedTerms
+    likelihood_terms: OwnedTerms
 
     @property
     def max_size(self) -> int:
@@ -92,19 +126,6 @@ def _shifted(values: np.ndarray, lower: np.ndarray, size: np.ndarray, r) -> np.n
     if np.ndim(r) == 0 and r < size.min():  # one wrap at most: cheaper than a float modulo
         return lower + np.where(offset >= size, offset - size, offset)
     return lower + np.mod(offset, size)
-
-
-def _owner_matrix(owner: sp.csr_matrix):
-    if owner.shape[0] * owner.shape[1] <= _DENSE_OWNER_ENTRIES:
-        return owner.toarray()
-    return owner
-
-
-def _sum_owned(terms: np.ndarray, owner) -> np.ndarray:
-    """``terms @ owner``: per row, each coordinate's sum of the terms it touches."""
-    if isinstance(owner, np.ndarray):
-        return terms @ owner
-    return np.asarray((owner.T @ terms.T).T)
 
 
 def _greedy_coloring(conflicts: sp.csr_matrix) -> np.ndarray:
@@ -190,10 +211,11 @@ class ChromaticGibbs:
         built = []
         for color in range(colors.max() + 1 if len(colors) else 0):
             members = np.flatnonzero(colors == color)
-            owner = sp.csr_matrix(touched[members].T, dtype=float)  # (n_terms, c)
+            owned = sp.csr_matrix(touched[members])  # (c, n_terms), sorted indices per row
+            owned.sort_indices()
             built.append(GibbsColor(index[members], lower[members], size[members],
-                                    _owner_matrix(owner[:n_prior]),
-                                    _owner_matrix(owner[n_prior:])))
+                                    OwnedTerms.from_touched(owned[:, :n_prior]),
+                                    OwnedTerms.from_touched(owned[:, n_prior:])))
         return cls(tuple(built), n_prior, n_terms, np.asarray(coordinates.index))
 
     @property
@@ -236,8 +258,8 @@ class ChromaticGibbs:
             candidates[r][:, color.coords] = _shifted(current, color.lower, color.size, r)
         prior, lik = terms_fn(candidates.reshape(m * n_chains, -1))
         with np.errstate(invalid="ignore"):
-            logits = (_sum_owned(prior, color.prior_owner)
-                      + beta * _sum_owned(lik, color.likelihood_owner))
+            logits = (color.prior_terms.sums(prior)
+                      + beta * color.likelihood_terms.sums(lik))
         logits = logits.reshape(m, n_chains, -1)
         logits = np.where(np.isnan(logits), -np.inf, logits)
         if m > color.size.min():  # values past a narrower support do not exist
