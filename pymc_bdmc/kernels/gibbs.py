@@ -43,9 +43,13 @@ __all__ = ["ChromaticGibbs", "GibbsColor", "OwnedTerms", "TermsFn"]
 
 #: ``x -> (prior_terms, likelihood_terms)``, batched over chains.
 TermsFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+#: ``(color, x, beta, uniforms) -> x_new``: one color's update, e.g. compiled.
+ColorUpdate = Callable[["GibbsColor", np.ndarray, float, np.ndarray], np.ndarray]
 
 #: Rows per batched evaluation while finding dependencies (bounds memory, not results).
 _PROBE_ROWS = 256
+#: Largest padding (entries per touched term) at which the compiled color update is used.
+_MAX_PADDING = 4.0
 #: Relative change of a term counted as a dependency (round-off of batched products is ~1e-15).
 _CHANGE_RTOL = 1e-9
 
@@ -62,18 +66,35 @@ class OwnedTerms:
         Where each coordinate's group begins in ``order``.
     empty : ndarray of bool, shape (c,)
         Coordinates that touch no term of this kind (their sum is 0).
+    padded : ndarray of int, shape (c, w)
+        The same groups as rows of a rectangle (``w`` the largest group), padded with the
+        group's first term (or term 0) where ``valid`` is False: a form compiled code can
+        gather and sum without scatter-adds.
+    valid : ndarray of bool, shape (c, w)
     """
 
     order: np.ndarray
     starts: np.ndarray
     empty: np.ndarray
+    padded: np.ndarray
+    valid: np.ndarray
 
     @classmethod
     def from_touched(cls, touched: sp.csr_matrix) -> OwnedTerms:
         """From a (c, n_terms) 0/1 matrix whose columns have at most one nonzero."""
         counts = np.diff(touched.indptr)
-        return cls(np.asarray(touched.indices, dtype=np.intp),
-                   np.asarray(touched.indptr[:-1], dtype=np.intp), counts == 0)
+        order = np.asarray(touched.indices, dtype=np.int64)
+        starts = np.asarray(touched.indptr[:-1], dtype=np.int64)
+        width = max(int(counts.max(initial=0)), 1)
+        valid = np.arange(width)[None, :] < counts[:, None]
+        position = np.where(valid, starts[:, None] + np.arange(width)[None, :], 0)
+        padded = order[position] if len(order) else np.zeros_like(position)
+        return cls(order, starts, counts == 0, padded.astype(np.int64), valid)
+
+    @property
+    def padding(self) -> float:
+        """Entries of :attr:`padded` per term actually touched (1 when perfectly balanced)."""
+        return self.valid.size / max(int(self.valid.sum()), 1)
 
     def sums(self, terms: np.ndarray) -> np.ndarray:
         """Per row of ``terms`` (rows, n_terms), each coordinate's sum of the terms it touches."""
@@ -213,7 +234,8 @@ class ChromaticGibbs:
             members = np.flatnonzero(colors == color)
             owned = sp.csr_matrix(touched[members])  # (c, n_terms), sorted indices per row
             owned.sort_indices()
-            built.append(GibbsColor(index[members], lower[members], size[members],
+            built.append(GibbsColor(index[members].astype(np.int64),
+                                    lower[members].astype(float), size[members].astype(np.int64),
                                     OwnedTerms.from_touched(owned[:, :n_prior]),
                                     OwnedTerms.from_touched(owned[:, n_prior:])))
         return cls(tuple(built), n_prior, n_terms, np.asarray(coordinates.index))
@@ -228,14 +250,31 @@ class ChromaticGibbs:
         """Batched term evaluations per sweep (one per color, on all values at once)."""
         return len(self.colors)
 
-    def bound_to(self, terms_fn: TermsFn):
+    @property
+    def max_size(self) -> int:
+        """Widest support of any color (the candidate values per coordinate in an update)."""
+        return max((color.max_size for color in self.colors), default=1)
+
+    @property
+    def fusable(self) -> bool:
+        """Whether the compiled color update suits these colors.
+
+        It gathers each coordinate's terms as a rectangle; where one coordinate touches far
+        more terms than the others, the padding would cost more than the NumPy sum.
+        """
+        return all(max(color.prior_terms.padding, color.likelihood_terms.padding)
+                   <= _MAX_PADDING for color in self.colors)
+
+    def bound_to(self, terms_fn: TermsFn, update: ColorUpdate | None = None):
         """Bind the sweep to ``terms_fn``, as ``(rng, x, beta, reverse) -> x_new``.
 
-        The form :meth:`pymc_bdmc.kernels.tuning.AnnealingPlan.transition` takes.
+        The form :meth:`pymc_bdmc.kernels.tuning.AnnealingPlan.transition` takes. ``update``
+        is a compiled color update (:meth:`~pymc_bdmc.model.density.ModelDensity.fused_gibbs`)
+        to run instead of the NumPy one.
         """
 
         def sweep(rng, x, beta, reverse):
-            return self.sweep(rng, x, beta, terms_fn, reverse)[0]
+            return self.sweep(rng, x, beta, terms_fn, reverse, update)[0]
 
         return sweep
 
@@ -268,7 +307,8 @@ class ChromaticGibbs:
         return logits
 
     def sweep(self, rng, x: np.ndarray, beta: float, terms_fn: TermsFn,
-              reverse: bool = False) -> tuple[np.ndarray, np.ndarray]:
+              reverse: bool = False,
+              update: ColorUpdate | None = None) -> tuple[np.ndarray, np.ndarray]:
         """One sweep at inverse temperature ``beta`` for every chain.
 
         Parameters
@@ -280,6 +320,10 @@ class ChromaticGibbs:
         terms_fn : callable
         reverse : bool, default False
             Visit the colors in reverse order (the sweep's reversal).
+        update : callable, optional
+            ``(color, x, beta, uniforms) -> x_new``, a compiled color update
+            (:class:`~pymc_bdmc.kernels.fused_gibbs.FusedColorUpdate`) used in place of the
+            NumPy one (``terms_fn`` is then unused); it takes the same uniforms.
 
         Returns
         -------
@@ -292,10 +336,14 @@ class ChromaticGibbs:
         start = x.copy()
         n_chains = len(x)
         for color in (reversed(self.colors) if reverse else self.colors):
+            uniforms = rng.uniform(size=(n_chains, len(color.coords)))
+            if update is not None:
+                x = update(color, x, beta, uniforms)
+                continue
             current = x[:, color.coords]
             logits = self.conditional_logits(color, x, beta, terms_fn)
-            shift = _draw_shift(logits, rng.uniform(size=(n_chains, len(color.coords))))
-            x[:, color.coords] = _shifted(current, color.lower, color.size, shift)
+            x[:, color.coords] = _shifted(current, color.lower, color.size,
+                                          _draw_shift(logits, uniforms))
         return x, np.any(x != start, axis=1)
 
 

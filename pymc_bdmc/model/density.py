@@ -338,6 +338,21 @@ def _build_fused_hmc(x, outputs, compile_fn, owner):
     return FusedHMC(x, outputs, compile_fn, count=count)
 
 
+def _cached_fused_gibbs(cache: dict, batching: str, terms_graph, n_values: int, compile_fn,
+                        owner):
+    """A :class:`FusedColorUpdate` per widest support, or None without a vectorized graph."""
+    if batching != "vectorized":
+        return None
+    if n_values not in cache:
+        from pymc_bdmc.kernels.fused_gibbs import FusedColorUpdate  # kernels build on this
+
+        def count() -> None:
+            owner.n_term_evaluations += 1
+
+        cache[n_values] = FusedColorUpdate(*terms_graph, n_values, compile_fn, count=count)
+    return cache[n_values]
+
+
 def _finite_parts(prior, lik, grad_prior, grad_lik) -> DensityParts:
     # NaN log densities are treated as impossible states: they can never be accepted.
     # (One cheap test first: a NaN anywhere makes the sum NaN; -inf + inf does too.)
@@ -364,6 +379,8 @@ class BatchedParts:
         self._fn = None
         self._fused = None
         self._terms_fn = None
+        self._terms_batching = None
+        self._fused_gibbs = {}
         self.batching = None
         self.n_evaluations = 0
         self.n_term_evaluations = 0
@@ -389,13 +406,22 @@ class BatchedParts:
 
     def terms(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Elementwise log-density terms of a batch (see :meth:`ModelDensity.terms`)."""
+        self.n_term_evaluations += 1
+        return tuple(self._compile_terms()(np.ascontiguousarray(x, dtype=float)))
+
+    def _compile_terms(self):
         if self._terms_fn is None:
             if self._graph[5] is None:
                 raise ValueError("These densities were built without elementwise terms.")
-            self._terms_fn, _ = compile_batched(self._compile, *self._graph[5], self._graph[3],
-                                                movable=self._graph[6])
-        self.n_term_evaluations += 1
-        return tuple(self._terms_fn(np.ascontiguousarray(x, dtype=float)))
+            self._terms_fn, self._terms_batching = compile_batched(
+                self._compile, *self._graph[5], self._graph[3], movable=self._graph[6])
+        return self._terms_fn
+
+    def fused_gibbs(self, n_values: int):
+        """Return the compiled Gibbs color update (see :meth:`ModelDensity.fused_gibbs`)."""
+        self._compile_terms()
+        return _cached_fused_gibbs(self._fused_gibbs, self._terms_batching, self._graph[5],
+                                   n_values, self._compile, self)
 
     def fused_hmc(self):
         """The compiled HMC transition on these densities (see :meth:`ModelDensity.fused_hmc`)."""
@@ -489,6 +515,8 @@ class ModelDensity:
         self._fused = None
         self._terms_graph = None
         self._terms_fn = None
+        self._terms_batching = None
+        self._fused_gibbs = {}
         self.n_term_evaluations = 0  # batched calls of the elementwise terms (Gibbs kernels)
         self._constrain_fn = None
         self._pointwise_fn = None
@@ -611,12 +639,33 @@ class ModelDensity:
         of one discrete coordinate needs only the elements that depend on it. Compiled on
         first use; no gradients.
         """
+        self.n_term_evaluations += 1
+        return tuple(self._compile_terms()(np.ascontiguousarray(x, dtype=float)))
+
+    def _compile_terms(self):
         if self._terms_fn is None:
             if self._terms_graph is None:
                 self._terms_graph = self._build_terms_graph()
-            self._terms_fn, _ = self._compile_batched(*self._terms_graph)
-        self.n_term_evaluations += 1
-        return tuple(self._terms_fn(np.ascontiguousarray(x, dtype=float)))
+            self._terms_fn, self._terms_batching = self._compile_batched(*self._terms_graph)
+        return self._terms_fn
+
+    @property
+    def can_fuse_gibbs(self) -> bool:
+        """Whether :meth:`fused_gibbs` can be built (a vectorized graph of the terms)."""
+        self._compile_terms()
+        return self._terms_batching == "vectorized"
+
+    def fused_gibbs(self, n_values: int):
+        """The Gibbs update of one color compiled into one function, or None where it cannot be.
+
+        A :class:`~pymc_bdmc.kernels.fused_gibbs.FusedColorUpdate` for supports of at most
+        ``n_values`` values, compiled on first use and kept: the same update as
+        :meth:`~pymc_bdmc.kernels.gibbs.ChromaticGibbs.sweep` makes per color, with less
+        Python. None unless the elementwise terms have a validated vectorized graph.
+        """
+        self._compile_terms()
+        return _cached_fused_gibbs(self._fused_gibbs, self._terms_batching, self._terms_graph,
+                                   n_values, self._compile, self)
 
     def logp_dlogp(self, x: np.ndarray, beta: float | np.ndarray):
         """Tempered log-density ``prior + beta * loglik`` and its gradient, batched."""

@@ -108,7 +108,9 @@ class GroupTask:
         Reverse only: kernel steps at ``beta = 1`` before annealing down.
     fused_kernel : bool
         Run each HMC transition as one compiled function
-        (:class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`): the same kernel, less Python.
+        (:class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`), and each Gibbs color update too
+        (:class:`~pymc_bdmc.kernels.fused_gibbs.FusedColorUpdate`): the same kernels, less
+        Python.
     gibbs : ChromaticGibbs, optional
         Gibbs sweeps of the discrete coordinates around each step's HMC transitions.
     """
@@ -135,7 +137,11 @@ def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
     calls_before = density.n_evaluations, density.n_term_evaluations
     rng = task.blocks.generator()
     fused = density.fused_hmc() if task.fused_kernel else None
-    discrete = None if task.gibbs is None else task.gibbs.bound_to(density.terms)
+    discrete = None
+    if task.gibbs is not None:
+        update = (density.fused_gibbs(task.gibbs.max_size)
+                  if task.fused_kernel and task.gibbs.fusable else None)
+        discrete = task.gibbs.bound_to(density.terms, update)
     transition = task.plan.transition(density.parts, fused, discrete)
     if task.direction == "forward":
         run = ais_forward(rng, task.start, density.parts(task.start), task.plan.betas,
