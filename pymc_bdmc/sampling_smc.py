@@ -36,6 +36,7 @@ from pymc_bdmc.results.datatree import build_smc_datatree
 from pymc_bdmc.sampling import (
     _compile,
     _generating_values,
+    _gibbs_kernel,
     _phase,
     _prior_start,
     _progress_enabled,
@@ -47,6 +48,7 @@ from pymc_bdmc.sampling import (
     _streams,
     _tune,
     _validate,
+    _vectorized_discrete,
 )
 from pymc_bdmc.schedules import ADAPTIVE, ScheduleName
 
@@ -90,8 +92,13 @@ def validate_smc(particles, path, ess_threshold, schedule) -> SMCSettings:
     return SMCSettings(particles, path, float(ess_threshold))
 
 
-def check_smc_model(model: pm.Model, smc: SMCSettings) -> None:
+def check_smc_model(model: pm.Model, smc: SMCSettings, discrete: bool = False) -> None:
     """Refuse, before compiling, what data-point tempering cannot split by observation."""
+    if smc.path == "data" and discrete:
+        raise BDMCInputError(
+            "The model has discrete free variables; their Gibbs updates follow the tempered "
+            "path, not data-point tempering. Use path='tempering' (the default)."
+        )
     if smc.path == "data" and model.potentials:
         raise BDMCInputError(
             f"The model has Potentials {[p.name for p in model.potentials]}, which cannot be "
@@ -146,15 +153,19 @@ def run_smc(
     done, interrupted = _StepCounter(), None
     progress = create_simple_progress(_progress_enabled(progressbar))
     n_steps = path.n_steps if smc.path == "data" else s.n_steps
+    # Discrete variables (tempering path only, checked earlier): Gibbs sweeps around HMC.
+    gibbs = _gibbs_kernel(density, x_pilot)
+    discrete = None if gibbs is None else gibbs.bound_to(density.terms)
     with progress, _no_bound_if_interrupted(done, n_steps, "SMC"):
         plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
-                            schedule)
+                            schedule, discrete=discrete,
+                            pinned=None if gibbs is None else gibbs.pinned)
         if smc.path == "data":
             transition = plan.observation_transition(density.weighted_parts,
                                                      path.observation_weights)
         else:
             path = TemperingPath(plan.betas)
-            transition = plan.transition(density.parts)
+            transition = plan.transition(density.parts, None, discrete)
         with _phase(progress, "Forward SMC", path.n_steps) as advance:
             forward = smc_forward(streams["forward"], x0, parts0, path, transition,
                                   chains=s.chains, ess_threshold=smc.ess_threshold,
@@ -194,6 +205,10 @@ def run_smc(
                       else "adaptive" if s.adaptive else "fixed"),
         ),
     }
+    if gibbs is not None:
+        attrs["kernel"] = "hmc+gibbs"
+        attrs["gibbs_colors"] = len(gibbs.colors)
+        attrs["gibbs_coordinates"] = gibbs.n_coordinates
     return build_smc_datatree(
         rng=streams["summary"],
         density=density,
@@ -359,8 +374,10 @@ def sample_smc_evidence(
     settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                          target_accept, step_size_jitter, pilot_chains, confidence)
     smc = validate_smc(particles, path, ess_threshold, schedule)
-    check_model(model, potentials_in_likelihood=potentials_in_likelihood)
-    check_smc_model(model, smc)
+    gibbs = _vectorized_discrete(model, None)
+    check_model(model, potentials_in_likelihood=potentials_in_likelihood,
+                gradient_kernel=not gibbs)
+    check_smc_model(model, smc, discrete=gibbs)
     streams = _streams(random_seed)
     density, simulator, compile_time = _compile(model, potentials_in_likelihood, compile_kwargs)
     check_data_path(density, smc)

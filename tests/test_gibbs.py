@@ -179,6 +179,73 @@ def test_sweep_leaves_the_tempered_posterior_invariant():
     np.testing.assert_allclose(seen, exact, atol=0.032)
 
 
+# -- the compiled color update -----------------------------------------------------------------
+def _mixed_supports_model():
+    # One color holding supports of 2, 3 and 4 values (narrower ones padded in the update).
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 2.0, shape=3)
+        b = pm.Bernoulli("b", 0.3, shape=2)
+        c = pm.Categorical("c", [0.2, 0.5, 0.3])
+        u = pm.DiscreteUniform("u", 1, 4)
+        pm.Normal("y_b", mu[0] * b, 1.0, observed=[0.5, -1.0])
+        pm.Normal("y_c", mu[1] + c, 1.0, observed=1.5)
+        pm.Normal("y_u", mu[2] * u, 1.0, observed=[2.0, 3.0])
+    return model
+
+
+@pytest.mark.parametrize("make", [
+    _mixed_supports_model,
+    lambda: testing.categorical_mixture(n_obs=5, n_components=3, seed=4).model,
+    lambda: _attributes_model().model,
+], ids=["mixed supports", "categorical mixture", "binary attributes"])
+def test_compiled_color_updates_make_the_numpy_sweeps_draws(make):
+    density, _, gibbs, points = _gibbs_for(make())
+    assert gibbs.fusable
+    update = density.fused_gibbs(gibbs.max_size)
+    assert update is not None and density.fused_gibbs(gibbs.max_size) is update  # compiled once
+    x = np.repeat(points[2:6], 3, axis=0)
+    for beta in (0.0, 0.4, 1.0):
+        for reverse in (False, True):
+            numpy_x, numpy_moved = gibbs.sweep(np.random.default_rng(3), x, beta, density.terms,
+                                               reverse)
+            fused_x, fused_moved = gibbs.sweep(np.random.default_rng(3), x, beta, density.terms,
+                                               reverse, update)
+            np.testing.assert_array_equal(fused_x, numpy_x)
+            np.testing.assert_array_equal(fused_moved, numpy_moved)
+            assert numpy_moved.any()  # the comparison covers actual moves
+    # Outputs are fresh arrays: a later call does not overwrite an earlier result.
+    first = update(gibbs.colors[0], x, 1.0, np.full((len(x), len(gibbs.colors[0].coords)), 0.5))
+    kept = first.copy()
+    update(gibbs.colors[0], x, 1.0, np.full((len(x), len(gibbs.colors[0].coords)), 0.99))
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_unbalanced_colors_keep_the_numpy_update():
+    # One coordinate touching 40 terms, nine touching one each: a rectangle of 10 x 40 terms
+    # would be mostly padding.
+    with pm.Model() as model:
+        a = pm.Bernoulli("a", 0.5)
+        b = pm.Bernoulli("b", 0.5, shape=9)
+        pm.Normal("y_a", a, 1.0, observed=np.linspace(-1, 1, 40))
+        pm.Normal("y_b", b, 1.0, observed=np.full(9, 0.3))
+    _, _, gibbs, _ = _gibbs_for(model)
+    assert len(gibbs.colors) == 1 and not gibbs.fusable
+
+
+def test_fused_and_numpy_kernels_give_the_same_bounds_on_a_discrete_model():
+    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+    runs = []
+    for fused in (False, True):
+        with problem.model:
+            runs.append(pmb.sample_bdmc(n_steps=40, chains=8, random_seed=5, progressbar=False,
+                                        fused_kernel=fused))
+    assert runs[1]["evidence"].attrs["gibbs_compiled"]
+    assert not runs[0]["evidence"].attrs["gibbs_compiled"]
+    for bound in ("lower", "upper"):
+        np.testing.assert_allclose(float(runs[1]["evidence"][bound]),
+                                   float(runs[0]["evidence"][bound]), rtol=1e-9)
+
+
 # -- the sampler -------------------------------------------------------------------------------
 def _collapsed_log_evidence(problem, result):
     info = problem.info
@@ -257,10 +324,39 @@ def test_given_step_methods_are_used_for_finite_discrete_variables():
     assert "step_methods" in result.children
 
 
-def test_smc_with_discrete_variables_is_refused_before_sampling():
+def test_smc_sandwich_on_a_categorical_mixture_encloses_enumerated_evidence():
+    problem = testing.categorical_mixture(n_obs=6, n_components=3, seed=1)
+    with problem.model:
+        result = pmb.sample_bdmc(method="smc", n_steps=30, particles=64, random_seed=3,
+                                 progressbar=False)
+    ev = result["evidence"]
+    assert ev.attrs["kernel"] == "hmc+gibbs" and ev.attrs["method"] == "smc"
+    truth = problem.log_evidence_of(result)
+    lower, upper = float(ev.lower), float(ev.upper)
+    assert lower - RIGOROUS_SLACK <= truth <= upper + RIGOROUS_SLACK, (lower, truth, upper)
+    assert abs(lower - truth) < BOUND_TOL and abs(upper - truth) < BOUND_TOL, (lower, truth,
+                                                                                upper)
+
+
+def test_smc_evidence_on_real_data_with_discrete_variables_matches_enumeration():
+    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=4)
+    with problem.model:
+        result = pmb.sample_smc_evidence(n_steps=30, particles=64, random_seed=2,
+                                         progressbar=False)
+    truth = _collapsed_log_evidence(problem, result)
+    lower = float(result["evidence"].lower)
+    assert lower - RIGOROUS_SLACK <= truth and abs(lower - truth) < BOUND_TOL, (lower, truth)
+
+
+def test_smc_refuses_data_tempering_and_step_methods_for_discrete_models_before_sampling():
     problem = binary_attributes(4, 2, n_attributes=2, discrete=True)
+    with problem.model, pytest.raises(pmb.BDMCInputError, match="path='tempering'"):
+        pmb.sample_bdmc(method="smc", path="data", n_steps=5, progressbar=False)
+    with problem.model, pytest.raises(pmb.BDMCInputError, match="path='tempering'"):
+        pmb.sample_smc_evidence(path="data", n_steps=5, progressbar=False)
     with problem.model, pytest.raises(pmb.BDMCInputError, match="method='ais'"):
-        pmb.sample_bdmc(method="smc", n_steps=5, chains=2, progressbar=False)
+        pmb.sample_bdmc(method="smc", n_steps=5, progressbar=False,
+                        step=pm.BinaryGibbsMetropolis([problem.model["Z"]]))
 
 
 def test_plan_is_reused_on_a_discrete_model():
