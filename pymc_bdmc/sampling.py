@@ -472,14 +472,17 @@ class _Parallel:
     fused_kernel: bool | None = False
 
 
-def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool,
-                       fused_kernel: bool | None = None) -> _Parallel:
-    """Check the parallelism and execution arguments before anything runs."""
+def _parallel_settings(cores, executor, chains_per_batch, step_methods: bool,
+                       fused_kernel: bool | None = None, smc=None) -> _Parallel:
+    """Check the parallelism and execution arguments before anything runs.
+
+    ``step_methods``: the run uses PyMC step methods; ``smc``: the SMC settings of an SMC run.
+    """
     if fused_kernel is not None and not isinstance(fused_kernel, bool):
         raise BDMCInputError(f"`fused_kernel` must be True, False or None, got {fused_kernel!r}.")
-    if fused_kernel and runs_elsewhere:
+    if fused_kernel and (step_methods or smc is not None):
         raise BDMCInputError(
-            "`fused_kernel` compiles the vectorized HMC kernel of method='ais'; it does not "
+            "`fused_kernel` compiles the vectorized kernels of method='ais'; it does not "
             "apply to PyMC step methods or method='smc'."
         )
     if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int)
@@ -487,11 +490,16 @@ def _parallel_settings(cores, executor, chains_per_batch, runs_elsewhere: bool,
         raise BDMCInputError(f"`cores` must be a positive integer or None, got {cores!r}.")
     if chains_per_batch is not None:
         chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
+    if smc is not None and smc.path == "data" and (executor is not None or (cores or 1) > 1
+                                                    or chains_per_batch is not None):
+        raise BDMCInputError(
+            "path='data' runs its populations in this process; `cores`, `executor` and "
+            "`chains_per_batch` apply to path='tempering'."
+        )
     if executor is not None:
-        if runs_elsewhere:
+        if step_methods:
             raise BDMCInputError(
-                "`executor` runs the vectorized HMC kernel with method='ais'; PyMC step methods "
-                "use `cores`, and method='smc' runs in this process."
+                "`executor` runs the vectorized kernels; PyMC step methods use `cores`."
             )
         resolve_workers(None, executor)  # refuses anything that is not an executor
     return _Parallel(cores, executor, chains_per_batch, fused_kernel)
@@ -617,13 +625,14 @@ _COMMON_DOC = """
         ``transitions_per_step``, ``target_accept`` and ``step_size_jitter`` only concern the
         vectorized HMC kernel (one sweep of the step methods is made per temperature).
     cores : int, optional
-        Local worker processes running the chains; each compiles the model once and keeps it
-        for later calls. Default: with the vectorized HMC kernel, all cores when the run is
-        predicted (from timing the model) to take over 20 s, otherwise this process; with PyMC
-        step methods, 1. A seed gives the same chains whatever ``cores`` (see Notes).
+        Local worker processes running the chains (SMC: the populations); each compiles the
+        model once and keeps it for later calls. Default: with the vectorized kernels, all
+        cores when the run is predicted (from timing the model) to take over 20 s, otherwise
+        this process; with PyMC step methods, 1. A seed gives the same chains whatever
+        ``cores`` (see Notes).
     executor : concurrent.futures.Executor or dask.distributed.Client, optional
         Run the chains on this executor instead of local processes, e.g. a Dask cluster for
-        runs that outgrow one machine (vectorized HMC kernel with ``method="ais"`` only).
+        runs that outgrow one machine (vectorized kernels; SMC on the tempering path).
     chains_per_batch : int, optional
         Most chains evaluated together in one batched model call, which bounds memory when
         ``chains`` is large. Default: all chains of a worker at once.
@@ -849,8 +858,8 @@ def sample_bdmc(
     check_model(model, needs_simulation=True, gradient_kernel=specs is None and not gibbs)
     if smc is not None:
         sampling_smc.check_smc_model(model, smc, discrete=gibbs)
-    parallel = _parallel_settings(cores, executor, chains_per_batch,
-                                  specs is not None or smc is not None, fused_kernel)
+    parallel = _parallel_settings(cores, executor, chains_per_batch, specs is not None,
+                                  fused_kernel, smc)
     streams = _streams(random_seed)
     if specs is not None:
         return sample_with_step_methods(
@@ -871,7 +880,8 @@ def sample_bdmc(
     if smc is not None:
         return sampling_smc.run_smc(settings=settings, smc=smc, density=density,
                                     simulator=simulator, streams=streams, truth=truth,
-                                    progressbar=progressbar, attrs={"compile_time": compile_time})
+                                    progressbar=progressbar, attrs={"compile_time": compile_time},
+                                    parallel=parallel)
     return _run(model=model, settings=settings, density=density, simulator=simulator,
                 streams=streams, truth=truth, progressbar=progressbar,
                 attrs={"compile_time": compile_time}, parallel=parallel)

@@ -27,16 +27,31 @@ import xarray as xr
 from pymc.model import modelcontext
 from pymc.progress_bar import create_simple_progress
 
-from pymc_bdmc.algorithms.smc import DataPointPath, SMCRun, TemperingPath, smc_forward, smc_reverse
+from pymc_bdmc.algorithms.smc import (
+    DataPointPath,
+    SMCRun,
+    TemperingPath,
+    merge_smc_runs,
+    smc_forward,
+    smc_reverse,
+)
 from pymc_bdmc.estimators import EvidenceBounds, evidence_bounds
 from pymc_bdmc.model.checks import BDMCInputError, check_model, check_positive_int
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
+from pymc_bdmc.parallel.smc_groups import population_blocks, smc_tasks
 from pymc_bdmc.results.datatree import build_smc_datatree
 from pymc_bdmc.sampling import (
+    _choose_workers,
     _compile,
     _generating_values,
     _gibbs_kernel,
+    _KernelTiming,
+    _n_transitions,
+    _no_bound_if_interrupted,
+    _Parallel,
+    _parallel_settings,
     _phase,
     _prior_start,
     _progress_enabled,
@@ -44,7 +59,6 @@ from pymc_bdmc.sampling import (
     _run_attrs,
     _Settings,
     _StepCounter,
-    _no_bound_if_interrupted,
     _streams,
     _tune,
     _validate,
@@ -128,6 +142,7 @@ def run_smc(
     truth: JointDraw | None,
     progressbar: bool,
     attrs: dict,
+    parallel: _Parallel | None = None,
 ) -> xr.DataTree:
     """Pilot, forward SMC and (given ``truth``) reverse SMC; the result as a DataTree."""
     s = settings
@@ -156,6 +171,7 @@ def run_smc(
     # Discrete variables (tempering path only, checked earlier): Gibbs sweeps around HMC.
     gibbs = _gibbs_kernel(density, x_pilot)
     discrete = None if gibbs is None else gibbs.bound_to(density.terms)
+    where = {"workers": "this process", "chain_groups": 1}
     with progress, _no_bound_if_interrupted(done, n_steps, "SMC"):
         plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
                             schedule, discrete=discrete,
@@ -163,25 +179,27 @@ def run_smc(
         if smc.path == "data":
             transition = plan.observation_transition(density.weighted_parts,
                                                      path.observation_weights)
+            with _phase(progress, "Forward SMC", path.n_steps) as advance:
+                forward = smc_forward(streams["forward"], x0, parts0, path, transition,
+                                      chains=s.chains, ess_threshold=smc.ess_threshold,
+                                      on_step=done.counting("forward", advance))
+            reverse = None
+            if truth is not None:
+                try:
+                    with _phase(progress, "Reverse SMC (SHME)", path.n_steps) as advance:
+                        reverse = smc_reverse(streams["reverse"], truth.x, smc.particles, path,
+                                              transition, target_parts, chains=s.chains,
+                                              ess_threshold=smc.ess_threshold,
+                                              spread_transitions=s.reverse_spread,
+                                              on_step=done.counting("reverse", advance))
+                except KeyboardInterrupt:  # the finished forward run is still a valid bound
+                    interrupted = _reverse_interrupted("reverse SMC", "stage", done["reverse"],
+                                                       path.n_steps)
         else:
             path = TemperingPath(plan.betas)
-            transition = plan.transition(density.parts, None, discrete)
-        with _phase(progress, "Forward SMC", path.n_steps) as advance:
-            forward = smc_forward(streams["forward"], x0, parts0, path, transition,
-                                  chains=s.chains, ess_threshold=smc.ess_threshold,
-                                  on_step=done.counting("forward", advance))
-        reverse = None
-        if truth is not None:
-            try:
-                with _phase(progress, "Reverse SMC (SHME)", path.n_steps) as advance:
-                    reverse = smc_reverse(streams["reverse"], truth.x, smc.particles, path,
-                                          transition, target_parts, chains=s.chains,
-                                          ess_threshold=smc.ess_threshold,
-                                          spread_transitions=s.reverse_spread,
-                                          on_step=done.counting("reverse", advance))
-            except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
-                interrupted = _reverse_interrupted("reverse SMC", "stage", done["reverse"],
-                                                   path.n_steps)
+            forward, reverse, interrupted, where = _tempering_runs(
+                progress, done, s, smc, density, plan, gibbs, streams, x0, truth,
+                parallel or _Parallel())
     sampling_time = time.perf_counter() - start
     if smc.path == "data":  # the last stage reweights without a move: record f_T's densities
         forward = dataclasses.replace(forward, parts=target_parts(forward.x))
@@ -201,6 +219,7 @@ def run_smc(
             n_steps=path.n_steps,
             particles=smc.particles,
             ess_threshold=smc.ess_threshold,
+            **where,
             schedule=("data blocks" if smc.path == "data"
                       else "adaptive" if s.adaptive else "fixed"),
         ),
@@ -222,6 +241,60 @@ def run_smc(
         generating_values=None if truth is None else _generating_values(density, truth),
         attrs=attrs,
     )
+
+
+def _tempering_runs(progress, done: _StepCounter, s: _Settings, smc: SMCSettings,
+                    density: ModelDensity, plan, gibbs, streams, x0: np.ndarray,
+                    truth: JointDraw | None, parallel: _Parallel):
+    """Forward and reverse SMC on the tempering path, populations in groups here or on workers.
+
+    Returns ``(forward, reverse, interrupted, where)``, ``where`` the attrs saying where the
+    populations ran.
+    """
+    directions = 1 if truth is None else 2
+    n_transitions = _n_transitions(plan, directions, s.reverse_spread)
+    auto = parallel.cores is None and parallel.executor is None
+    timing = _KernelTiming.measure(density, x0, plan, gibbs) if auto else None
+    n_sweeps = 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
+    workers = _choose_workers(
+        parallel.cores, parallel.executor,
+        0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep,
+        s.chains)
+    runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
+                             parallel.chains_per_batch)
+    forward_blocks = population_blocks(streams["forward"], s.chains, smc.particles)
+    reverse_blocks = population_blocks(streams["reverse"], s.chains, smc.particles)
+    groups = runner.groups(forward_blocks)
+    if not workers.local:
+        logger.info("Running %d groups of SMC populations per direction on %s.", len(groups),
+                    workers.description)
+    observed = density.observed_data()  # workers may hold other data from earlier calls
+    pending_forward = runner.submit_tasks(smc_tasks(
+        "forward", forward_blocks, groups, x0, plan, smc.ess_threshold, observed=observed,
+        gibbs=gibbs))
+    pending_reverse = None if truth is None else runner.submit_tasks(smc_tasks(
+        "reverse", reverse_blocks, groups, truth.x, plan, smc.ess_threshold, observed=observed,
+        spread_transitions=s.reverse_spread, gibbs=gibbs))
+    interrupted = None
+    with _phase(progress, "Forward SMC", plan.n_steps * len(groups)) as advance:
+        forward = runner.collect(pending_forward, on_step=done.counting("forward", advance),
+                                 on_group=done.counting_groups("forward", advance),
+                                 merge=merge_smc_runs)
+    reverse = None
+    if truth is not None:
+        try:
+            with _phase(progress, "Reverse SMC (SHME)", plan.n_steps * len(groups)) as advance:
+                reverse = runner.collect(pending_reverse,
+                                         on_step=done.counting("reverse", advance),
+                                         on_group=done.counting_groups("reverse", advance),
+                                         merge=merge_smc_runs)
+        except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
+            runner.cancel(pending_reverse)
+            interrupted = _reverse_interrupted("reverse SMC", "stage", done["reverse"],
+                                               plan.n_steps * len(groups))
+    return forward, reverse, interrupted, {
+        "workers": workers.description, "chain_groups": len(groups),
+        "model_evaluations": density.n_evaluations + runner.model_calls}
 
 
 def _log_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | None,
@@ -301,6 +374,9 @@ def sample_smc_evidence(
     random_seed=None,
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
+    cores: int | None = None,
+    executor=None,
+    chains_per_batch: int | None = None,
 ) -> xr.DataTree:
     """Estimate a stochastic lower bound on ``log p(y)`` by sequential Monte Carlo.
 
@@ -344,6 +420,15 @@ def sample_smc_evidence(
         Seed of every random choice; the same seed gives the same result.
     progressbar : bool, default True
     compile_kwargs : dict, optional
+    cores : int, optional
+        Local worker processes running the populations (tempering path). Default: all cores
+        when the run is predicted to take over 20 s, otherwise this process. Each population
+        has its own random streams, so a seed gives the same result whatever ``cores``.
+    executor : concurrent.futures.Executor or dask.distributed.Client, optional
+        Run the populations on this executor instead, e.g. a Dask cluster (tempering path).
+    chains_per_batch : int, optional
+        Most particles evaluated together in one batched model call (whole populations),
+        which bounds memory (tempering path).
 
     Returns
     -------
@@ -378,10 +463,11 @@ def sample_smc_evidence(
     check_model(model, potentials_in_likelihood=potentials_in_likelihood,
                 gradient_kernel=not gibbs)
     check_smc_model(model, smc, discrete=gibbs)
+    parallel = _parallel_settings(cores, executor, chains_per_batch, False, None, smc)
     streams = _streams(random_seed)
     density, simulator, compile_time = _compile(model, potentials_in_likelihood, compile_kwargs)
     check_data_path(density, smc)
     return run_smc(settings=settings, smc=smc, density=density, simulator=simulator,
                    streams=streams, truth=None, progressbar=progressbar,
-                   attrs={"compile_time": compile_time})
+                   attrs={"compile_time": compile_time}, parallel=parallel)
 

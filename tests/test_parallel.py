@@ -166,6 +166,33 @@ def test_a_local_dask_cluster_gives_the_same_chains(regression):
     _assert_same_chains(reference, on_dask)
 
 
+SMC_RUN = dict(method="smc", n_steps=12, particles=16, chains=4, random_seed=5,
+               progressbar=False, compile_kwargs=FAST)
+
+
+def test_smc_populations_give_the_same_numbers_in_batches_processes_and_on_dask(regression):
+    # Each population draws from its own streams and resamples with them, so the split of
+    # populations into groups (in batches here, on worker processes, on a Dask cluster)
+    # changes nothing but round-off.
+    with regression:
+        reference = pmb.sample_bdmc(cores=1, **SMC_RUN)
+        batched = pmb.sample_bdmc(cores=1, chains_per_batch=32, **SMC_RUN)
+        local = pmb.sample_bdmc(cores=2, **SMC_RUN)
+    assert reference["evidence"].attrs["chain_groups"] == 1
+    assert batched["evidence"].attrs["chain_groups"] == 2
+    assert local["evidence"].attrs["workers"] == "2 local processes"
+    others = [batched, local]
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client, regression:
+        others.append(pmb.sample_bdmc(executor=client, **SMC_RUN))
+    for other in others:
+        _assert_same_chains(reference, other)
+        np.testing.assert_allclose(float(other["evidence"]["upper"]),
+                                   float(reference["evidence"]["upper"]), rtol=1e-12)
+
+
 def test_bad_parallel_arguments_are_refused_before_sampling(regression):
     with regression:
         for kwargs, match in (({"cores": 0}, "`cores`"), ({"cores": 1.5}, "`cores`"),
@@ -173,8 +200,13 @@ def test_bad_parallel_arguments_are_refused_before_sampling(regression):
                               ({"chains_per_batch": 0}, "chains_per_batch")):
             with pytest.raises(BDMCInputError, match=match):
                 pmb.sample_bdmc(**{**RUN, **kwargs})
-        with ThreadPoolExecutor(1) as pool, pytest.raises(BDMCInputError, match="method='ais'"):
-            pmb.sample_bdmc(method="smc", executor=pool, **{**RUN, "chains": 2})
+        smc = {**RUN, "chains": 2, "method": "smc", "n_steps": 5}
+        with ThreadPoolExecutor(1) as pool, pytest.raises(BDMCInputError, match="path='data'"):
+            pmb.sample_bdmc(path="data", executor=pool, **smc)
+        with pytest.raises(BDMCInputError, match="path='data'"):
+            pmb.sample_smc_evidence(path="data", cores=2, n_steps=5, chains=2, progressbar=False)
+        with pytest.raises(BDMCInputError, match="fused_kernel"):
+            pmb.sample_bdmc(fused_kernel=True, **smc)
 
 
 # -- compile cache -------------------------------------------------------------------------

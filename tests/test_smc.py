@@ -15,6 +15,7 @@ from pymc_bdmc.algorithms.smc import DataPointPath, TemperingPath, smc_forward, 
 from pymc_bdmc.kernels.tuning import tune_plan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.parallel import smc_groups
 from pymc_bdmc.resampling import systematic_resample
 
 # Deterministic identities (same random stream, same arithmetic): round-off only.
@@ -225,7 +226,8 @@ def test_interrupted_reverse_smc_returns_the_lower_bound(monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sampling_smc, "smc_reverse", interrupted)
+    # The tempering path runs its populations through parallel.smc_groups.
+    monkeypatch.setattr(smc_groups, "smc_reverse", interrupted)
     am = testing.gamma_poisson(n_obs=10, seed=3)
     with am.model:
         result = pmb.sample_bdmc(method="smc", n_steps=10, chains=2, particles=16,
@@ -277,12 +279,12 @@ def test_sample_bdmc_reverse_uses_exactly_the_forward_betas(monkeypatch):
             return original(*args, **kwargs)
         return wrapped
 
-    monkeypatch.setattr(sampling_smc, "smc_forward", spy("forward", sampling_smc.smc_forward))
-    monkeypatch.setattr(sampling_smc, "smc_reverse", spy("reverse", sampling_smc.smc_reverse))
+    monkeypatch.setattr(smc_groups, "smc_forward", spy("forward", smc_groups.smc_forward))
+    monkeypatch.setattr(smc_groups, "smc_reverse", spy("reverse", smc_groups.smc_reverse))
     with am.model:
         result = pmb.sample_bdmc(method="smc", n_steps=15, chains=2, particles=16,
                                  random_seed=4, progressbar=False)
-    assert seen["reverse"] is seen["forward"]
+    np.testing.assert_array_equal(seen["reverse"].betas, seen["forward"].betas)
     np.testing.assert_array_equal(seen["reverse"].betas, result["smc"]["beta"].values)
     assert result["smc"]["beta"].values[0] == 0.0 and result["smc"]["beta"].values[-1] == 1.0
 

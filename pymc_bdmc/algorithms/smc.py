@@ -83,7 +83,7 @@ as the number of particles grows, and with it the stochastic lower bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -101,6 +101,7 @@ __all__ = [
     "ResampleFn",
     "SMCRun",
     "TemperingPath",
+    "merge_smc_runs",
     "smc_forward",
     "smc_reverse",
 ]
@@ -264,7 +265,7 @@ class _Stage:
 
 
 def _run_stages(rng, x, parts, stages, n_steps, chains, transition, ess_threshold,
-                resample_fn, on_step) -> SMCRun:
+                resample_fn, on_step, resample_rngs=None) -> SMCRun:
     n_total = len(x)
     particles = n_total // chains
     log_z = np.zeros(chains)
@@ -299,7 +300,8 @@ def _run_stages(rng, x, parts, stages, n_steps, chains, transition, ess_threshol
         if redo.any():
             index = np.arange(n_total).reshape(chains, particles)
             for c in np.flatnonzero(redo):
-                index[c] = offsets[c, 0] + resample_fn(rng, weights[c], particles)
+                own = rng if resample_rngs is None else resample_rngs[c]
+                index[c] = offsets[c, 0] + resample_fn(own, weights[c], particles)
             index = index.ravel()
             x, parts = x[index], parts.select(index)
             log_w[redo] = -np.log(particles)
@@ -337,6 +339,7 @@ def smc_forward(
     ess_threshold: float = 0.5,
     resample_fn: ResampleFn = systematic_resample,
     on_step: Callable[[], None] | None = None,
+    resample_rngs: Sequence[np.random.Generator] | None = None,
 ) -> SMCRun:
     """Run forward SMC from exact prior draws (stochastic lower bound on ``log p(y)``).
 
@@ -360,6 +363,10 @@ def smc_forward(
     resample_fn : callable, default :func:`~pymc_bdmc.resampling.systematic_resample`
     on_step : callable, optional
         Called after every stage.
+    resample_rngs : sequence of numpy.random.Generator, optional
+        One generator per population for its resampling (default: ``rng``). With ``rng`` a
+        :class:`~pymc_bdmc.parallel.streams.BlockedGenerator` over the populations, every
+        population's randomness is its own, so populations can run in separate groups.
 
     Returns
     -------
@@ -374,7 +381,7 @@ def smc_forward(
         for t in range(1, n_steps + 1)
     ]
     return _run_stages(rng, x0, parts0, stages, n_steps, chains, transition, ess_threshold,
-                       resample_fn, on_step)
+                       resample_fn, on_step, resample_rngs)
 
 
 def smc_reverse(
@@ -390,6 +397,7 @@ def smc_reverse(
     resample_fn: ResampleFn = systematic_resample,
     spread_transitions: int = 0,
     on_step: Callable[[], None] | None = None,
+    resample_rngs: Sequence[np.random.Generator] | None = None,
 ) -> SMCRun:
     """Run SMC in reverse from exact posterior samples: the sequential harmonic mean estimator.
 
@@ -414,6 +422,8 @@ def smc_reverse(
         the posterior invariant, so each particle's start is still an exact posterior sample,
         but the particles no longer coincide.
     on_step : callable, optional
+    resample_rngs : sequence of numpy.random.Generator, optional
+        As for :func:`smc_forward`.
 
     Returns
     -------
@@ -439,7 +449,36 @@ def smc_reverse(
         for t in range(n_steps, 0, -1)
     ]
     return _run_stages(rng, x, parts, stages, n_steps, chains, transition, ess_threshold,
-                       resample_fn, on_step)
+                       resample_fn, on_step, resample_rngs)
+
+
+def merge_smc_runs(runs: Sequence[SMCRun]) -> SMCRun:
+    """Combine runs over disjoint sets of populations into one run over all of them, in order.
+
+    Per-population arrays are concatenated; the per-stage mean acceptance is averaged with
+    weights equal to each run's particles (all populations have the same number), counts are
+    summed.
+    """
+    if len(runs) == 1:
+        return runs[0]
+    rows = np.array([len(r.x) for r in runs], dtype=float)
+    acceptance = np.stack([r.acceptance_rate for r in runs])
+    with np.errstate(invalid="ignore"):
+        mean_acceptance = (rows[:, None] * acceptance).sum(axis=0) / rows.sum()
+    return SMCRun(
+        log_weight=np.concatenate([r.log_weight for r in runs]),
+        particle_log_weight=np.concatenate([r.particle_log_weight for r in runs]),
+        x=np.concatenate([r.x for r in runs]),
+        parts=DensityParts(*(np.concatenate([getattr(r.parts, f) for r in runs])
+                             for f in ("log_prior", "log_likelihood", "grad_log_prior",
+                                       "grad_log_likelihood"))),
+        log_evidence_increment=np.concatenate([r.log_evidence_increment for r in runs], axis=1),
+        ess=np.concatenate([r.ess for r in runs], axis=1),
+        resampled=np.concatenate([r.resampled for r in runs], axis=1),
+        acceptance_rate=mean_acceptance,
+        n_divergent=np.sum([r.n_divergent for r in runs], axis=0),
+        n_failed=np.sum([r.n_failed for r in runs], axis=0),
+    )
 
 
 def _split(n_rows: int, chains: int) -> int:

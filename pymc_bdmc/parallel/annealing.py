@@ -124,6 +124,15 @@ class GroupTask:
     fused_kernel: bool = False
     gibbs: ChromaticGibbs | None = None
 
+    @property
+    def n_stages(self) -> int:
+        """Annealing steps the group runs (for progress)."""
+        return self.plan.n_steps
+
+    def run(self, density: ModelDensity | BatchedParts, on_step: Callable[[], None] | None = None):
+        """Run on ``density``: ``(run, (model calls, term calls))`` (see :func:`run_group`)."""
+        return run_group(self, density, on_step)
+
 
 def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
               on_step: Callable[[], None] | None = None) -> tuple[AISRun, tuple[int, int]]:
@@ -154,8 +163,8 @@ def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
                  density.n_term_evaluations - calls_before[1])
 
 
-def _run_remote(recipe: DensityRecipe, task: GroupTask) -> tuple[AISRun, tuple[int, int]]:
-    return run_group(task, _density_for(recipe))
+def _run_remote(recipe: DensityRecipe, task):
+    return task.run(_density_for(recipe))
 
 
 class AnnealingRunner:
@@ -200,6 +209,10 @@ class AnnealingRunner:
             part = start if direction == "reverse" else start[blocks.chain_slice(first, stop)]
             tasks.append(GroupTask(direction, part, blocks.subset(first, stop), plan,
                                    observed, spread_transitions, fused_kernel, gibbs))
+        return self.submit_tasks(tasks)
+
+    def submit_tasks(self, tasks: list) -> list:
+        """Start prepared tasks (anything with ``run(density, on_step)`` and ``n_stages``)."""
         if self.workers.local:
             return tasks
         if self._recipe is None:
@@ -208,16 +221,16 @@ class AnnealingRunner:
                 for task in tasks]
 
     def collect(self, pending: list, on_step: Callable[[], None] | None = None,
-                on_group: Callable[[int], None] | None = None) -> AISRun:
+                on_group: Callable[[int], None] | None = None, merge=merge_runs):
         """Run (local) or wait for (remote) the groups of :meth:`submit`; merge them in order.
 
         ``on_step`` is called after every local annealing step, ``on_group`` with the number
-        of steps a finished remote group represents.
+        of steps a finished remote group represents; ``merge`` combines the groups' runs.
         """
         runs = []
         for item in pending:
-            if isinstance(item, GroupTask):
-                run, _ = run_group(item, self.density, on_step=on_step)
+            if not isinstance(item, _Remote):
+                run, _ = item.run(self.density, on_step=on_step)
             else:
                 try:
                     run, calls = item.future.result()
@@ -231,15 +244,15 @@ class AnnealingRunner:
                             "Scripts that use worker processes (`cores` > 1) must start "
                             "sampling under `if __name__ == \"__main__\":`.")
                         self._warned = True
-                    run, _ = run_group(item.task, self.density, on_step=on_step)
+                    run, _ = item.task.run(self.density, on_step=on_step)
                     calls = (0, 0)  # counted by this process's density
                 else:
                     if on_group is not None:
-                        on_group(len(run.mean_log_weight) - 1)
+                        on_group(item.task.n_stages)
                 self.model_calls += calls[0]
                 self.term_calls += calls[1]
             runs.append(run)
-        return merge_runs(runs)
+        return merge(runs)
 
     @staticmethod
     def cancel(pending: list) -> None:
