@@ -166,6 +166,22 @@ def test_a_local_dask_cluster_gives_the_same_chains(regression):
     _assert_same_chains(reference, on_dask)
 
 
+def test_discrete_models_give_the_same_chains_on_workers_with_compiled_gibbs_updates():
+    # Workers rebuild the Gibbs kernel's compiled color update from the pickled graph.
+    from pymc_bdmc.testbed import binary_attributes
+
+    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+    run = dict(n_steps=30, chains=16, random_seed=2, progressbar=False)
+    with problem.model:
+        here = pmb.sample_bdmc(cores=1, fused_kernel=False, **run)
+        there = pmb.sample_bdmc(cores=2, fused_kernel=True, **run)
+    assert there["evidence"].attrs["gibbs_compiled"]
+    assert there["evidence"].attrs["workers"] == "2 local processes"
+    for key in ("log_weight_forward", "log_weight_reverse"):
+        np.testing.assert_allclose(there["evidence"][key].values, here["evidence"][key].values,
+                                   rtol=1e-9, err_msg=key)
+
+
 SMC_RUN = dict(method="smc", n_steps=12, particles=16, chains=4, random_seed=5,
                progressbar=False, compile_kwargs=FAST)
 
