@@ -255,30 +255,32 @@ def _collapsed_log_evidence(problem, result):
                                    p_attribute=info["p_attribute"]).log_evidence_enumerated()
 
 
+def _assert_sandwich(lower, truth, upper):
+    assert lower - RIGOROUS_SLACK <= truth <= upper + RIGOROUS_SLACK, (lower, truth, upper)
+    assert abs(lower - truth) < BOUND_TOL and abs(upper - truth) < BOUND_TOL, (lower, truth,
+                                                                                upper)
+
+
 def test_binary_attributes_sandwich_encloses_enumerated_evidence():
     problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
     with problem.model:
         result = pmb.sample_bdmc(n_steps=200, chains=16, random_seed=7, progressbar=False)
     ev = result["evidence"]
     assert ev.attrs["kernel"] == "hmc+gibbs" and ev.attrs["gibbs_colors"] == 2
-    truth = _collapsed_log_evidence(problem, result)
-    lower, upper = float(ev.lower), float(ev.upper)
-    assert lower - RIGOROUS_SLACK <= truth <= upper + RIGOROUS_SLACK, (lower, truth, upper)
-    assert abs(lower - truth) < BOUND_TOL and abs(upper - truth) < BOUND_TOL, (lower, truth,
-                                                                                upper)
+    _assert_sandwich(float(ev.lower), _collapsed_log_evidence(problem, result), float(ev.upper))
 
 
-def test_categorical_mixture_sandwich_encloses_enumerated_evidence():
+@pytest.mark.parametrize("method, settings", [
+    ("ais", dict(n_steps=150, chains=16, random_seed=11)),
+    ("smc", dict(n_steps=30, particles=64, random_seed=3)),
+])
+def test_categorical_mixture_sandwich_encloses_enumerated_evidence(method, settings):
     problem = testing.categorical_mixture(n_obs=6, n_components=3, seed=1)
     with problem.model:
-        result = pmb.sample_bdmc(n_steps=150, chains=16, random_seed=11, progressbar=False)
+        result = pmb.sample_bdmc(method=method, progressbar=False, **settings)
     ev = result["evidence"]
     assert ev.attrs["kernel"] == "hmc+gibbs"
-    truth = problem.log_evidence_of(result)
-    lower, upper = float(ev.lower), float(ev.upper)
-    assert lower - RIGOROUS_SLACK <= truth <= upper + RIGOROUS_SLACK, (lower, truth, upper)
-    assert abs(lower - truth) < BOUND_TOL and abs(upper - truth) < BOUND_TOL, (lower, truth,
-                                                                                upper)
+    _assert_sandwich(float(ev.lower), problem.log_evidence_of(result), float(ev.upper))
 
 
 def test_ais_on_real_data_matches_enumeration():
@@ -322,20 +324,6 @@ def test_given_step_methods_are_used_for_finite_discrete_variables():
         result = pmb.sample_ais(n_steps=10, chains=2, random_seed=1, progressbar=False,
                                 step=pm.CategoricalGibbsMetropolis([m["z"]]))
     assert "step_methods" in result.children
-
-
-def test_smc_sandwich_on_a_categorical_mixture_encloses_enumerated_evidence():
-    problem = testing.categorical_mixture(n_obs=6, n_components=3, seed=1)
-    with problem.model:
-        result = pmb.sample_bdmc(method="smc", n_steps=30, particles=64, random_seed=3,
-                                 progressbar=False)
-    ev = result["evidence"]
-    assert ev.attrs["kernel"] == "hmc+gibbs" and ev.attrs["method"] == "smc"
-    truth = problem.log_evidence_of(result)
-    lower, upper = float(ev.lower), float(ev.upper)
-    assert lower - RIGOROUS_SLACK <= truth <= upper + RIGOROUS_SLACK, (lower, truth, upper)
-    assert abs(lower - truth) < BOUND_TOL and abs(upper - truth) < BOUND_TOL, (lower, truth,
-                                                                                upper)
 
 
 def test_smc_evidence_on_real_data_with_discrete_variables_matches_enumeration():
