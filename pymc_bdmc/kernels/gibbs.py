@@ -260,10 +260,12 @@ class ChromaticGibbs:
         """Whether the compiled color update suits these colors.
 
         It gathers each coordinate's terms as a rectangle; where one coordinate touches far
-        more terms than the others, the padding would cost more than the NumPy sum.
+        more terms than the others, the padding would cost more than the NumPy sum. Without
+        colors (every discrete variable has one value) there is nothing to compile.
         """
-        return all(max(color.prior_terms.padding, color.likelihood_terms.padding)
-                   <= _MAX_PADDING for color in self.colors)
+        return bool(self.colors) and all(
+            max(color.prior_terms.padding, color.likelihood_terms.padding) <= _MAX_PADDING
+            for color in self.colors)
 
     def bound_to(self, terms_fn: TermsFn, update: ColorUpdate | None = None):
         """Bind the sweep to ``terms_fn``, as ``(rng, x, beta, reverse) -> x_new``.
