@@ -18,6 +18,7 @@ Design notes
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from pytensor.tensor.blockwise import Blockwise
 
 from pymc_bdmc.errors import BDMCInputError
 
-__all__ = ["DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
+__all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ logger = logging.getLogger(__name__)
 #: results): Python-mode compilation takes a fraction of a second, where a cold Numba
 #: compilation of the same graph can take tens of seconds.
 ONE_SHOT_MODE = "FAST_COMPILE"
+
+#: Held while this package compiles a PyTensor function. PyTensor compilation is not thread-safe
+#: (pymc-devs/pymc#7819), and threaded executors (a ``ThreadPoolExecutor``, Dask's threaded
+#: workers) compile their chains' densities in several threads of one process. Processes need no
+#: lock: each has its own compiler, and PyTensor's on-disk caches lock across processes.
+COMPILE_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +399,8 @@ class BatchedParts:
         self.__init__(*state["graph"])
 
     def _compile(self, inputs, outputs, **kwargs):
-        fn = compile_pytensor(inputs, outputs, **{**self._graph[4], **kwargs})
+        with COMPILE_LOCK:
+            fn = compile_pytensor(inputs, outputs, **{**self._graph[4], **kwargs})
         fn.trust_input = True
         return fn
 
@@ -560,7 +568,7 @@ class ModelDensity:
 
     def _compile(self, inputs, outputs, **kwargs):
         self.n_compilations += 1
-        with self.model:
+        with COMPILE_LOCK, self.model:
             fn = compile_pytensor(inputs, outputs, **{**self.compile_kwargs, **kwargs})
         fn.trust_input = True
         return fn
