@@ -159,7 +159,7 @@ def _prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
     """``n`` exact prior draws and their densities, refused unless all are finite."""
     x = _draw_prior(simulator, n, rng)
     parts = density.parts(x)
-    check_finite_start(parts, "prior draws", density.layout, x)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model)
     return x, parts
 
 
@@ -169,7 +169,7 @@ def _prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
     x = np.concatenate([_draw_prior(simulator, n, g)
                         for n, g in zip(blocks.sizes, blocks.generators, strict=True)])
     parts = density.parts(x)
-    check_finite_start(parts, "prior draws", density.layout, x)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model)
     return x, parts
 
 

@@ -235,14 +235,12 @@ class AnnealingRunner:
                 try:
                     run, calls = item.future.result()
                 except BrokenProcessPool:
-                    # A local worker died, typically because a script without an
-                    # ``if __name__ == "__main__":`` guard re-ran itself in the worker. The
-                    # group's streams are in its task, so running it here changes nothing.
+                    # A local worker died (e.g. killed, or out of memory). The group's
+                    # streams are in its task, so running it here changes nothing.
                     if not self._warned:
                         logger.warning(
-                            "A worker process failed; running its chains in this process. "
-                            "Scripts that use worker processes (`cores` > 1) must start "
-                            "sampling under `if __name__ == \"__main__\":`.")
+                            "A worker process died; running its chains in this process "
+                            "(same results, one core).")
                         self._warned = True
                     run, _ = item.task.run(self.density, on_step=on_step)
                     calls = (0, 0)  # counted by this process's density
