@@ -169,6 +169,19 @@ def test_threaded_executors_compile_one_thread_at_a_time():
         np.testing.assert_array_equal(here["evidence"][key].values, there["evidence"][key].values)
 
 
+def test_workers_that_cannot_start_leave_the_chains_in_this_process(regression, caplog):
+    # The tasks carry their own streams, so the fallback gives the same numbers.
+    pool = ThreadPoolExecutor(2)
+    pool.shutdown()
+    with regression:
+        here = pmb.sample_ais(cores=1, **RUN)
+        with caplog.at_level("WARNING", logger="pymc_bdmc"):
+            fallback = pmb.sample_ais(executor=pool, **RUN)
+    assert "running the chains in this process" in caplog.text
+    np.testing.assert_array_equal(here["evidence"]["log_weight_forward"].values,
+                                  fallback["evidence"]["log_weight_forward"].values)
+
+
 def test_a_local_dask_cluster_gives_the_same_chains(regression):
     distributed = pytest.importorskip("distributed")
     with regression:

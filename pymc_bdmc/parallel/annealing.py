@@ -217,8 +217,15 @@ class AnnealingRunner:
             return tasks
         if self._recipe is None:
             self._recipe = self._recipe_fn()
-        return [_Remote(task, self.workers.submit(_run_remote, self._recipe, task))
-                for task in tasks]
+        try:
+            return [_Remote(task, self.workers.submit(_run_remote, self._recipe, task))
+                    for task in tasks]
+        except (BrokenProcessPool, OSError, RuntimeError) as err:
+            # Workers could not be started (or the executor is shut down): the tasks carry
+            # their own streams, so running them here gives the same numbers.
+            logger.warning("Could not start work on %s (%s); running the chains in this "
+                           "process.", self.workers.description, err)
+            return tasks
 
     def collect(self, pending: list, on_step: Callable[[], None] | None = None,
                 on_group: Callable[[int], None] | None = None, merge=merge_runs):
