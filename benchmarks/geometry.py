@@ -1,0 +1,134 @@
+"""Hard geometry at the defaults: what a user gets from `sample_bdmc()` and `sample_ais()`.
+
+Run from the repository root::
+
+    python3 benchmarks/geometry.py                       # the whole suite, one seed
+    python3 benchmarks/geometry.py --seeds 3 --only "random walk"
+    python3 benchmarks/geometry.py --no-smc              # skip pm.sample_smc
+
+Models people write (``pymc_bdmc.testing_quadrature``: random walks, eight schools centered and
+non-centered, a centered random-intercepts regression, a latent GP), each with exact evidence by
+quadrature over its one or two scale parameters, and the BDMC paper's low-rank and clustering
+models (no exact value: the BDMC gap is the certificate). For each model and seed, at the
+defaults (no ``n_steps``, ``chains`` or kernel settings), printed side by side:
+
+* ``sample_bdmc()``: lower and upper bound minus the exact ``log p(y*)`` of its simulated data,
+  the gap, and wall seconds (compilation and pilot included);
+* ``sample_ais()`` on the model's own data: lower bound minus the exact ``log p(y)``, seconds;
+* ``pm.sample_smc(draws=2000, chains=2, cores=2)`` on the same data: each chain's error, seconds.
+
+Targets (issue "Hard geometry"): ``|gap| <= 0.5`` and ``|AIS error| <= 0.5`` within 60 s for both
+calls together, and never less accurate than ``pm.sample_smc``'s worse chain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+import warnings
+
+import numpy as np
+import pymc as pm
+from _common import quiet, smc_log_ml
+
+import pymc_bdmc as pmb
+from pymc_bdmc import testing_quadrature as tq
+from pymc_bdmc.testbed import clustering, low_rank
+
+SUITE = {
+    "random walk, T=60": lambda: tq.gaussian_random_walk(60),
+    "random walk, T=200": lambda: tq.gaussian_random_walk(200, seed=1),
+    "eight schools, centered": lambda: tq.eight_schools(centered=True),
+    "eight schools, non-centered": lambda: tq.eight_schools(centered=False),
+    "random intercepts 15 x 6, centered": lambda: tq.random_intercepts(15, 6),
+    "latent GP, 30 points": lambda: tq.latent_gp(30),
+}
+PAPER = {
+    "paper: low rank (50 x 25, rank 5)": lambda: low_rank(50, 25, rank=5).model,
+    "paper: clustering (50 x 25, 10 clusters)": lambda: clustering(50, 25, n_clusters=10).model,
+}
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def run_suite_model(name, build, seed, smc: bool) -> dict:
+    analytic = build()
+    row = {"model": name, "seed": seed}
+    with analytic.model:
+        bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False))
+        truth_sim = analytic.log_evidence({"y": bd["observed_data"]["y"].values})
+        ev = bd["evidence"]
+        row.update(lower=float(ev["lower"]) - truth_sim, upper=float(ev["upper"]) - truth_sim,
+                   gap=float(ev["gap"]), n_steps=int(ev.attrs["n_steps"]))
+        ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed, progressbar=False))
+        truth = analytic.log_evidence()
+        row["ais_error"] = float(ais["evidence"]["lower"]) - truth
+        if smc:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                idata, row["smc_s"] = _timed(lambda: pm.sample_smc(
+                    draws=2000, chains=2, cores=2, random_seed=seed, progressbar=False,
+                    compute_convergence_checks=False))
+            row["smc_errors"] = smc_log_ml(idata) - truth
+    return row
+
+
+def run_paper_model(name, build, seed) -> dict:
+    model = build()
+    with model:
+        bd, seconds = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False))
+    ev = bd["evidence"]
+    return {"model": name, "seed": seed, "gap": float(ev["gap"]), "bdmc_s": seconds,
+            "lower_abs": float(ev["lower"]), "upper_abs": float(ev["upper"]),
+            "n_steps": int(ev.attrs["n_steps"])}
+
+
+def format_row(row: dict) -> str:
+    if "ais_error" not in row:
+        return (f"{row['model']:<40} seed {row['seed']}  BDMC [{row['lower_abs']:.2f}, "
+                f"{row['upper_abs']:.2f}] gap {row['gap']:+.2f} ({row['n_steps']} steps) "
+                f"{row['bdmc_s']:.1f} s")
+    text = (f"{row['model']:<40} seed {row['seed']}  BDMC lower {row['lower']:+.2f} upper "
+            f"{row['upper']:+.2f} gap {row['gap']:+.2f} ({row['n_steps']} steps) "
+            f"{row['bdmc_s']:.1f} s | AIS error {row['ais_error']:+.2f} {row['ais_s']:.1f} s")
+    if "smc_errors" in row:
+        errors = ", ".join(f"{e:+.2f}" for e in row["smc_errors"])
+        worse = float(np.max(np.abs(row["smc_errors"])))
+        verdict = "ok" if abs(row["ais_error"]) <= max(worse, 0.5) else "WORSE"
+        text += f" | pm.sample_smc {errors} {row['smc_s']:.1f} s [AIS vs SMC worse chain: {verdict}]"
+    met = abs(row["gap"]) <= 0.5 and abs(row["ais_error"]) <= 0.5 and (
+        row["bdmc_s"] + row["ais_s"] <= 60)
+    return text + ("  TARGET MET" if met else "  target not met")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--only", nargs="*", help="substrings of model names to run")
+    parser.add_argument("--no-smc", action="store_true", help="skip pm.sample_smc")
+    parser.add_argument("--no-paper", action="store_true", help="skip the paper's models")
+    args = parser.parse_args(argv)
+    quiet()
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+
+    def wanted(name):
+        return not args.only or any(s.lower() in name.lower() for s in args.only)
+
+    for seed in range(args.seeds):
+        for name, build in SUITE.items():
+            if wanted(name):
+                print(format_row(run_suite_model(name, build, seed, not args.no_smc)),
+                      flush=True)
+        if not args.no_paper:
+            for name, build in PAPER.items():
+                if wanted(name):
+                    print(format_row(run_paper_model(name, build, seed)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
