@@ -46,7 +46,7 @@ with pm.Model() as model:
 
 # %%
 with model:
-    bdmc = pmb.sample_bdmc(n_steps=1000, chains=32, random_seed=2, progressbar=False)
+    bdmc = pmb.sample_bdmc(n_steps=1000, chains=64, random_seed=2, progressbar=False)
 ev = bdmc["evidence"]
 lower, upper = float(ev["lower"]), float(ev["upper"])
 print(f"log p(y*) in [{lower:.3f}, {upper:.3f}], gap {upper - lower:.3f} nats")

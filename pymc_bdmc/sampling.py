@@ -82,7 +82,7 @@ class _Settings:
     n_steps: int
     chains: int
     betas: np.ndarray
-    n_leapfrog: int
+    n_leapfrog: int | None
     transitions_per_step: int
     reverse_spread: int
     target_accept: float
@@ -98,7 +98,8 @@ def _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, targe
     if not isinstance(schedule, str) and n_steps is not None:
         n_steps = check_positive_int(n_steps, "n_steps")
     betas = make_schedule(schedule, n_steps)
-    n_leapfrog = check_positive_int(n_leapfrog, "n_leapfrog")
+    if n_leapfrog is not None:  # None: the pilot chooses
+        n_leapfrog = check_positive_int(n_leapfrog, "n_leapfrog")
     transitions_per_step = check_positive_int(transitions_per_step, "transitions_per_step")
     if not 0 < target_accept < 1:
         raise BDMCInputError(f"`target_accept` must be in (0, 1), got {target_accept}.")
@@ -594,9 +595,11 @@ _COMMON_DOC = """
         Inverse temperatures. ``"adaptive"`` lets the pilot run place ``n_steps`` temperatures
         at equal thermodynamic length (even weight variance per step); ``"sigmoid"`` is the
         BDMC paper's schedule (§6.2, delta=4); or an explicit array rising from 0 to 1.
-    n_leapfrog : int, default 3
-        Leapfrog steps per HMC transition. Short trajectories are cheap and avoid the
-        periodic "resonance" of long fixed trajectories on near-Gaussian posteriors.
+    n_leapfrog : int, optional
+        Leapfrog steps per HMC transition. By default the pilot run chooses among 3, 6 and 12
+        the one that moves its population furthest per gradient evaluation (squared jumps in
+        the metric of the mass matrix), then freezes it: short on near-Gaussian posteriors,
+        longer on correlated or funnel-shaped ones.
     transitions_per_step : int, default 2
         HMC transitions at each temperature.
     target_accept : float, default 0.9
@@ -661,7 +664,7 @@ def sample_ais(
     *,
     model: pm.Model | None = None,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
-    n_leapfrog: int = 3,
+    n_leapfrog: int | None = None,
     transitions_per_step: int = 2,
     target_accept: float = 0.9,
     step_size_jitter: float = 0.5,
@@ -759,7 +762,7 @@ def sample_bdmc(
     path: Literal["tempering", "data"] = "tempering",
     ess_threshold: float = 0.5,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
-    n_leapfrog: int = 3,
+    n_leapfrog: int | None = None,
     transitions_per_step: int | None = None,
     target_accept: float = 0.9,
     step_size_jitter: float = 0.5,

@@ -364,7 +364,7 @@ def sample_smc_evidence(
     path: PathName = "tempering",
     ess_threshold: float = 0.5,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
-    n_leapfrog: int = 3,
+    n_leapfrog: int | None = None,
     transitions_per_step: int = SMC_TRANSITIONS_PER_STEP,
     target_accept: float = 0.9,
     step_size_jitter: float = 0.5,
@@ -406,7 +406,9 @@ def sample_smc_evidence(
         Resampling threshold, as a fraction of ``particles`` (0 never resamples: AIS).
     schedule : {"adaptive", "sigmoid", "linear", "geometric"} or array_like, default "adaptive"
         Inverse temperatures of the tempering path (see :func:`pymc_bdmc.sample_ais`).
-    n_leapfrog : int, default 3
+    n_leapfrog : int, optional
+        Leapfrog steps per HMC transition; by default chosen by the pilot (see
+        :func:`pymc_bdmc.sample_ais`).
     transitions_per_step : int, default 5
         HMC transitions at each stage.
     target_accept : float, default 0.9

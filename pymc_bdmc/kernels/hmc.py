@@ -42,12 +42,17 @@ class HMCParams:
         Leapfrog steps per transition.
     jitter : float
         Relative half-width of the uniform step-size jitter, in [0, 1).
+    mass_factor : ndarray, shape (n_dim, n_dim), optional
+        A dense inverse mass matrix ``L L^T`` (roughly the target's covariance), given by its
+        lower-triangular factor ``L``; ``inv_mass`` is then its diagonal. Rows and columns of
+        coordinates HMC must not move are zero.
     """
 
     step_size: float
     inv_mass: np.ndarray
     n_leapfrog: int
     jitter: float = 0.2
+    mass_factor: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,8 @@ def hmc_step(
     -------
     x_new, parts_new, info
     """
+    if params.mass_factor is not None:
+        return _dense_hmc_step(rng, x, parts, beta, params, parts_fn)
     inv_mass = params.inv_mass
     eps, normals, uniforms = draw_transition_noise(rng, x.shape, params)
     eps = eps[:, None]
@@ -130,12 +137,46 @@ def hmc_step(
         kinetic1 = 0.5 * np.sum(p**2 * inv_mass, axis=1)
         logp1 = new.tempered_logp(beta)
         log_ratio = (logp1 - kinetic1) - (logp0 - kinetic0)
+    return _accept(x, q, parts, new, logp1, log_ratio, uniforms)
+
+
+def _dense_hmc_step(rng, x, parts, beta, params, parts_fn):
+    """:func:`hmc_step` with a dense inverse mass matrix ``L L^T``.
+
+    The momentum is kept in whitened coordinates ``r = L^T p ~ N(0, I)``: the kinetic energy is
+    ``|r|^2 / 2``, a position update moves ``q`` by ``eps L r`` and a gradient kick adds
+    ``eps L^T grad`` to ``r``. This is the leapfrog integrator of ``H = U(q) + p^T L L^T p / 2``
+    written in ``r``, so it is volume-preserving and reversible, and the kernel is exact. The
+    draws are those of the diagonal kernel (``r`` is the standard normals).
+    """
+    factor = params.mass_factor
+    eps, r, uniforms = draw_transition_noise(rng, x.shape, params)
+    eps = eps[:, None]
+    kinetic0 = 0.5 * np.sum(r**2, axis=1)
+    logp0 = parts.tempered_logp(beta)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = r + 0.5 * eps * (parts.tempered_grad(beta) @ factor)
+        q = x
+        for i in range(params.n_leapfrog):
+            q = q + eps * (r @ factor.T)
+            new = parts_fn(q)
+            kick = new.tempered_grad(beta) @ factor
+            r = r + (eps if i < params.n_leapfrog - 1 else 0.5 * eps) * kick
+        kinetic1 = 0.5 * np.sum(r**2, axis=1)
+        logp1 = new.tempered_logp(beta)
+        log_ratio = (logp1 - kinetic1) - (logp0 - kinetic0)
+    return _accept(x, q, parts, new, logp1, log_ratio, uniforms)
+
+
+def _accept(x, q, parts, new, logp1, log_ratio, uniforms):
+    """Metropolis accept/reject of the proposals ``q`` (shared by both mass-matrix forms)."""
+    with np.errstate(invalid="ignore", over="ignore"):
         # Only finite proposals can be accepted: a NaN energy, or a +inf density (a singularity
         # hit by round-off), would otherwise be accepted and then never left.
         log_ratio = np.where(np.isnan(log_ratio) | ~np.isfinite(logp1), -np.inf, log_ratio)
         accepted = np.log(uniforms) < log_ratio
         acceptance_rate = np.exp(np.minimum(log_ratio, 0.0))
-
     divergent = ~(log_ratio > -DIVERGENCE_THRESHOLD)
     x_new = np.where(accepted[:, None], q, x)
     return x_new, parts.take(accepted, new), HMCInfo(acceptance_rate, accepted, divergent)

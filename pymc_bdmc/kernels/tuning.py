@@ -32,6 +32,7 @@ import numpy as np
 from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
+from pymc_bdmc.kernels.mass import dense_mass_factor
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -50,6 +51,9 @@ MIN_VARIANCE = 1e-12
 MIN_PILOT_GROWTH = 0.05
 #: Largest number of pilot temperatures.
 MAX_PILOT_STEPS = 2000
+#: Leapfrog steps per transition the pilot tries when ``n_leapfrog`` is not given (the first as
+#: a fixed length always was; the others by one probe transition per pilot temperature).
+LEAPFROG_CANDIDATES = (3, 6, 12)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,12 @@ class AnnealingPlan:
     transitions_per_step : int
         HMC transitions applied at each temperature (a power of a reversible kernel is
         reversible, so reverse runs stay valid).
+    mass_factors : ndarray, shape (n_factors, n_dim, n_dim), optional
+        Lower-triangular factors ``L`` of dense inverse mass matrices ``L L^T``, measured by the
+        pilot where the population was strongly correlated.
+    mass_index : ndarray of int, shape (n_steps + 1,), optional
+        Which of ``mass_factors`` the kernel at each step uses; -1 for the diagonal
+        ``inv_mass``. (``inv_mass`` always holds the diagonal of the mass matrix used.)
     """
 
     betas: np.ndarray
@@ -79,6 +89,13 @@ class AnnealingPlan:
     n_leapfrog: int
     jitter: float
     transitions_per_step: int = 1
+    mass_factors: np.ndarray | None = None
+    mass_index: np.ndarray | None = None
+
+    @property
+    def is_dense(self) -> bool:
+        """Whether any step's kernel uses a dense mass matrix."""
+        return self.mass_index is not None and bool(np.any(self.mass_index >= 0))
 
     @property
     def n_steps(self) -> int:
@@ -98,6 +115,7 @@ class AnnealingPlan:
         the plan certified by BDMC on simulated data applied to the real data.
         """
         ann = result["annealing"]
+        dense = "mass_factor" in ann
         return cls(
             betas=ann["beta"].values.copy(),
             step_size=ann["step_size"].values.copy(),
@@ -105,13 +123,19 @@ class AnnealingPlan:
             n_leapfrog=int(ann.attrs["n_leapfrog"]),
             jitter=float(ann.attrs["step_size_jitter"]),
             transitions_per_step=int(ann.attrs.get("transitions_per_step", 1)),
+            mass_factors=ann["mass_factor"].values.copy() if dense else None,
+            mass_index=ann["mass_index"].values.copy() if dense else None,
         )
 
     def kernel(self, t: int) -> HMCParams:
         """The frozen HMC parameters of the transition targeting ``betas[t]``."""
         if not 0 < t <= self.n_steps:
             raise IndexError(f"No transition is defined at step {t} of {self.n_steps}.")
-        return HMCParams(float(self.step_size[t]), self.inv_mass[t], self.n_leapfrog, self.jitter)
+        factor = None
+        if self.mass_index is not None and self.mass_index[t] >= 0:
+            factor = self.mass_factors[self.mass_index[t]]
+        return HMCParams(float(self.step_size[t]), self.inv_mass[t], self.n_leapfrog, self.jitter,
+                         factor)
 
     def transition(self, parts_fn: PartsFn, fused: FusedHMC | None = None,
                    discrete: DiscreteSweep | None = None) -> Transition:
@@ -169,7 +193,7 @@ class AnnealingPlan:
 
     def _hmc(self, rng, x, parts, beta, params, parts_fn, fused=None):
         def step(x, parts):
-            if fused is not None:
+            if fused is not None and params.mass_factor is None:  # compiled: diagonal only
                 return fused.step(rng, x, parts, beta, params)
             return hmc_step(rng, x, parts, beta, params, parts_fn)
 
@@ -201,6 +225,14 @@ class PilotResult:
     acceptance_rate : ndarray
         Mean acceptance of the pilot's transitions there.
     n_resampled : int
+    mass_factor : tuple
+        Per temperature, the factor of the dense inverse mass matrix used there, or None where
+        the diagonal ``variance`` was used.
+    n_leapfrog : int
+        Leapfrog steps per transition for the measured runs: given, or chosen by the pilot.
+    jump_per_gradient : ndarray, shape (n_steps + 1, n_candidates), optional
+        When chosen: the mean squared jump (in the mass matrix's metric) per gradient evaluation
+        of each candidate at each temperature.
     """
 
     log_z: float
@@ -210,9 +242,13 @@ class PilotResult:
     variance: np.ndarray = field(repr=False)
     acceptance_rate: np.ndarray = field(repr=False)
     n_resampled: int = 0
+    mass_factor: tuple = field(default=(), repr=False)
+    n_leapfrog: int = 3
+    jump_per_gradient: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
-    def from_record(cls, log_z: float, record: dict, n_resampled: int) -> PilotResult:
+    def from_record(cls, log_z: float, record: dict, n_resampled: int,
+                    **chosen) -> PilotResult:
         """Assemble from a pilot's per-temperature lists (keys beta, sd, eps, var, acc)."""
         return cls(
             log_z=log_z,
@@ -222,6 +258,8 @@ class PilotResult:
             variance=np.array(record["var"]),
             acceptance_rate=np.array(record["acc"]),
             n_resampled=n_resampled,
+            mass_factor=tuple(record.get("factor", ())),
+            **chosen,
         )
 
     @property
@@ -257,7 +295,7 @@ def run_pilot(
     parts0: DensityParts,
     parts_fn: PartsFn,
     *,
-    n_leapfrog: int,
+    n_leapfrog: int | None,
     target_accept: float,
     jitter: float,
     step_length: float = 0.5,
@@ -266,17 +304,26 @@ def run_pilot(
     on_step: Callable[[float], None] | None = None,
     discrete: DiscreteSweep | None = None,
     pinned: np.ndarray | None = None,
+    dense: bool = True,
 ) -> PilotResult:
     """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
 
     ``discrete`` sweeps the discrete coordinates before each HMC transition; ``pinned`` are
-    the coordinates HMC must not move (their variance, so their inverse mass, is 0).
+    the coordinates HMC must not move (their variance, so their inverse mass, is 0). With
+    ``dense``, temperatures where the population is strongly correlated get a dense mass
+    matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`). With ``n_leapfrog=None``, each
+    temperature's adaptation transitions use the first of :data:`LEAPFROG_CANDIDATES`, and one
+    more transition probes each other length (each length with its own step size); the length
+    with the largest squared jump per gradient (each temperature's values scaled by their
+    maximum, then summed over temperatures) becomes the measured runs' trajectory length.
     """
     n_chains = len(x0)
     x, parts = x0, parts0
     log_w = np.zeros(n_chains)
     beta, log_z, n_resampled = 0.0, 0.0, 0
-    log_eps = float(np.log(initial_step_size))
+    candidates = LEAPFROG_CANDIDATES if n_leapfrog is None else (n_leapfrog,)
+    # Each trajectory length has its own step size (longer ones accept less at a given step).
+    log_eps = np.full(len(candidates), np.log(initial_step_size))
     weights = np.full(n_chains, 1.0 / n_chains)
     pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
 
@@ -288,7 +335,8 @@ def run_pilot(
     variance = spread(x)
     sd = float(np.sqrt(_weighted_moments(parts.log_likelihood, weights)[1]))
     record = {"beta": [0.0], "sd": [sd], "eps": [np.exp(log_eps)],
-              "var": [variance], "acc": [np.nan]}
+              "var": [variance], "acc": [np.nan], "factor": [None],
+              "jump": [np.full(len(candidates), np.nan)]}
     while beta < 1.0 and len(record["beta"]) <= MAX_PILOT_STEPS:
         new_beta = 1.0 if len(record["beta"]) == MAX_PILOT_STEPS else _next_beta(beta, sd,
                                                                                  step_length)
@@ -302,27 +350,64 @@ def run_pilot(
             weights = np.full(n_chains, 1.0 / n_chains)
             n_resampled += 1
         variance = spread(x)
+        factor = dense_mass_factor(x, weights, variance, variance > 0) if dense else None
         rates = []
-        for _ in range(adapt_per_step):
+        jumps = np.zeros(len(candidates))
+        moves = np.zeros(len(candidates))
+        # The first candidate adapts as a single fixed length always did; each other one is
+        # probed by one transition per temperature.
+        for which in [0] * adapt_per_step + list(range(1, len(candidates))):
             if discrete is not None:
                 x = discrete(rng, x, beta, False)
                 parts = parts_fn(x)
-            params = HMCParams(float(np.exp(log_eps)), variance, n_leapfrog, jitter)
+            params = HMCParams(float(np.exp(log_eps[which])), variance, candidates[which], jitter,
+                               factor)
+            before = x
             x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
+            jumps[which] += _squared_jump(x - before, variance, factor) / candidates[which]
+            moves[which] += 1
             rate = float(np.mean(info.acceptance_rate))
             rates.append(rate)
             # Robbins-Monro step on log(eps) toward the target acceptance (pilot only).
-            log_eps += 2.0 * (rate - target_accept)
+            log_eps[which] += 2.0 * (rate - target_accept)
         sd = float(np.sqrt(_weighted_moments(parts.log_likelihood, weights)[1]))
         record["beta"].append(beta)
         record["sd"].append(sd)
-        record["eps"].append(float(np.exp(log_eps)))
+        record["eps"].append(np.exp(log_eps))
         record["var"].append(variance)
         record["acc"].append(float(np.mean(rates)))
+        record["factor"].append(factor)
+        record["jump"].append(np.where(moves > 0, jumps / np.maximum(moves, 1), np.nan))
         if on_step is not None:
             on_step(beta)
     log_z += float(log_mean_exp(log_w))
-    return PilotResult.from_record(log_z, record, n_resampled)
+    jump = np.array(record["jump"])
+    best = _best_candidate(candidates, jump)
+    record["eps"] = [eps[candidates.index(best)] for eps in record["eps"]]
+    return PilotResult.from_record(log_z, record, n_resampled, n_leapfrog=best,
+                                   jump_per_gradient=jump if n_leapfrog is None else None)
+
+
+def _squared_jump(step: np.ndarray, variance: np.ndarray, factor: np.ndarray | None) -> float:
+    """Mean squared jump of the chains, in the metric of the mass matrix (whitened units)."""
+    movable = variance > 0
+    if factor is None:
+        return float(np.mean(np.sum(step[:, movable] ** 2 / variance[movable], axis=1)))
+    chol = factor[np.ix_(movable, movable)]
+    whitened = np.linalg.solve(chol, step[:, movable].T)
+    return float(np.mean(np.sum(whitened**2, axis=0)))
+
+
+def _best_candidate(candidates: tuple[int, ...], jump: np.ndarray) -> int:
+    if len(candidates) == 1:
+        return candidates[0]
+    finite = np.all(np.isfinite(jump), axis=1)
+    rows = jump[finite]
+    rows = rows[rows.max(axis=1) > 0]
+    if not len(rows):
+        return candidates[0]
+    score = np.sum(rows / rows.max(axis=1, keepdims=True), axis=0)
+    return candidates[int(np.argmax(score))]
 
 
 def thermodynamic_schedule(betas: np.ndarray, sd_log_likelihood: np.ndarray,
@@ -364,8 +449,37 @@ def plan_from_pilot(pilot: PilotResult, betas: np.ndarray, n_leapfrog: int,
         for d in range(n_dim):
             inv_mass[inner, d] = 0.0 if pinned[d] else np.exp(np.interp(where, grid,
                                                                         log_var[:, d]))
+    factors, mass_index = _dense_kernels(pilot, betas, step_size, inv_mass)
     return AnnealingPlan(np.asarray(betas, dtype=float).copy(), step_size, inv_mass,
-                         n_leapfrog, jitter, transitions_per_step)
+                         n_leapfrog, jitter, transitions_per_step, factors, mass_index)
+
+
+def _dense_kernels(pilot: PilotResult, betas: np.ndarray, step_size: np.ndarray,
+                   inv_mass: np.ndarray):
+    """Give each step the pilot's dense kernel at the nearest pilot temperature (log beta).
+
+    A step whose nearest pilot temperature used a dense mass matrix takes that matrix and the
+    step size tuned with it there (``step_size`` and ``inv_mass`` are updated in place); the
+    others keep the interpolated diagonal kernel. Returns ``(factors, mass_index)``, or
+    ``(None, None)`` when no step is dense.
+    """
+    if not any(f is not None for f in pilot.mass_factor[1:]) or len(betas) < 2:
+        return None, None
+    grid = np.log(pilot.betas[1:])
+    where = np.log(np.maximum(betas[1:], pilot.betas[1] * 1e-12))
+    nearest = 1 + np.argmin(np.abs(where[:, None] - grid[None, :]), axis=1)
+    used = sorted({int(a) for a in nearest if pilot.mass_factor[a] is not None})
+    if not used:
+        return None, None
+    slot = {a: i for i, a in enumerate(used)}
+    factors = np.stack([pilot.mass_factor[a] for a in used])
+    mass_index = np.full(len(betas), -1, dtype=int)
+    for t, a in enumerate(nearest, start=1):
+        if a in slot:
+            mass_index[t] = slot[a]
+            step_size[t] = pilot.step_size[a]
+            inv_mass[t] = np.sum(factors[slot[a]] ** 2, axis=1)  # diag(L L^T)
+    return factors, mass_index
 
 
 def tune_plan(
@@ -376,13 +490,14 @@ def tune_plan(
     *,
     schedule: np.ndarray | str,
     n_steps: int,
-    n_leapfrog: int = 10,
+    n_leapfrog: int | None = 10,
     target_accept: float = 0.9,
     jitter: float = 0.2,
     transitions_per_step: int = 1,
     on_step: Callable[[float], None] | None = None,
     discrete: DiscreteSweep | None = None,
     pinned: np.ndarray | None = None,
+    dense: bool = True,
 ) -> tuple[AnnealingPlan, PilotResult]:
     """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
 
@@ -400,7 +515,8 @@ def tune_plan(
         ``"adaptive"`` for the thermodynamic-length schedule, or fixed inverse temperatures.
     n_steps : int
         Number of annealing steps of the measured runs.
-    n_leapfrog : int, default 10
+    n_leapfrog : int or None, default 10
+        Leapfrog steps per transition; None lets the pilot choose (see :func:`run_pilot`).
     target_accept : float, default 0.9
         Mean Metropolis acceptance probability the step size is steered to.
     jitter : float, default 0.2
@@ -412,6 +528,8 @@ def tune_plan(
         Gibbs sweeps of the discrete coordinates (see :meth:`AnnealingPlan.transition`).
     pinned : ndarray of int, optional
         Coordinates the HMC kernels must leave alone (the discrete ones).
+    dense : bool, default True
+        Allow dense mass matrices where the pilot population is strongly correlated.
 
     Returns
     -------
@@ -420,9 +538,9 @@ def tune_plan(
     """
     pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
                       target_accept=target_accept, jitter=jitter, on_step=on_step,
-                      discrete=discrete, pinned=pinned)
+                      discrete=discrete, pinned=pinned, dense=dense)
     if isinstance(schedule, str):
         betas = thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, n_steps)
     else:
         betas = np.asarray(schedule, dtype=float)
-    return plan_from_pilot(pilot, betas, n_leapfrog, jitter, transitions_per_step), pilot
+    return plan_from_pilot(pilot, betas, pilot.n_leapfrog, jitter, transitions_per_step), pilot

@@ -103,12 +103,28 @@ def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | N
             "n_divergent_reverse": ("step", reverse.n_divergent),
             "n_failed_reverse": ("step", _n_failed(reverse)),
         }
+    data |= _dense_mass_variables(plan, "step")
     # Plans of other kernels (PyMC step methods) describe themselves.
     attrs = getattr(plan, "attrs", None)
     if attrs is None:
         attrs = {"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
                  "transitions_per_step": plan.transitions_per_step}
-    return xr.Dataset(data, coords={"step": step, "parameter": labels}, attrs=attrs)
+    return xr.Dataset(data, coords=_parameter_coords(plan, labels, step=step), attrs=attrs)
+
+
+def _dense_mass_variables(plan, dim: str) -> dict:
+    """The plan's dense mass matrices (their factors) and which step uses which, if any."""
+    if not getattr(plan, "is_dense", False):
+        return {}
+    return {"mass_factor": (("mass_matrix", "parameter", "parameter_column"), plan.mass_factors),
+            "mass_index": (dim, plan.mass_index)}
+
+
+def _parameter_coords(plan, labels: list[str], **coords) -> dict:
+    coords["parameter"] = labels
+    if getattr(plan, "is_dense", False):
+        coords["parameter_column"] = labels
+    return coords
 
 
 def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun | SMCRun,
@@ -219,6 +235,7 @@ def _smc_stage_dataset(plan: AnnealingPlan, path: TemperingPath | DataPointPath,
         "step_size": ("stage", plan.step_size),
         "inverse_mass": (("stage", "parameter"), plan.inv_mass),
     }
+    data |= _dense_mass_variables(plan, "stage")
     for name, run in (("forward", forward), ("reverse", reverse)):
         if run is None:
             continue
@@ -232,8 +249,7 @@ def _smc_stage_dataset(plan: AnnealingPlan, path: TemperingPath | DataPointPath,
             f"n_failed_{name}": ("stage", run.n_failed),
         }
     return xr.Dataset(
-        data, coords={"stage": stage, "parameter": labels,
-                      "smc_chain": np.arange(forward.chains)},
+        data, coords=_parameter_coords(plan, labels, stage=stage, smc_chain=np.arange(forward.chains)),
         attrs={"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
                "transitions_per_step": plan.transitions_per_step,
                "ess_threshold": ess_threshold},

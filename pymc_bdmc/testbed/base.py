@@ -158,6 +158,8 @@ def _plan(density: ModelDensity, simulator: ModelSimulator, rng: np.random.Gener
           transitions_per_step: int = 2) -> tuple[AnnealingPlan, PilotResult]:
     """Tune and freeze a plan of ``n_steps`` HMC steps (3 leapfrog steps, jitter 0.5).
 
+    The kernels are the paper's: diagonal mass matrices, a fixed trajectory length.
+
     ``schedule`` is ``"sigmoid"`` (the paper's, §6.2) or ``"adaptive"`` (equal thermodynamic
     length from the pilot, as :func:`pymc_bdmc.sample_bdmc` does by default).
     """
@@ -165,4 +167,4 @@ def _plan(density: ModelDensity, simulator: ModelSimulator, rng: np.random.Gener
     betas = ADAPTIVE if schedule == ADAPTIVE else make_schedule(schedule, n_steps)
     return tune_plan(rng, x_pilot, density.parts(x_pilot), density.parts, schedule=betas,
                      n_steps=n_steps, n_leapfrog=3, target_accept=0.9, jitter=0.5,
-                     transitions_per_step=transitions_per_step)
+                     transitions_per_step=transitions_per_step, dense=False)

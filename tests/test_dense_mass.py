@@ -1,0 +1,181 @@
+"""Dense mass matrices from the pilot: the estimator, the exact kernel, the frozen plan, and the
+sandwich on a random walk against its quadrature truth."""
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import pymc_bdmc as pmb
+from pymc_bdmc import testing, testing_quadrature
+from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, hmc_step
+from pymc_bdmc.kernels.mass import dense_mass_factor, shrunk_correlation
+from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.verification import Verifier
+
+ALPHA = 0.01
+
+
+def _correlated_draws(n, rng, rho=0.9, d=4):
+    cov = rho ** np.abs(np.subtract.outer(np.arange(d), np.arange(d)))
+    return rng.multivariate_normal(np.zeros(d), cov, size=n), cov
+
+
+def test_shrunk_correlation_approaches_the_truth_and_stays_well_conditioned():
+    rng = np.random.default_rng(0)
+    x, cov = _correlated_draws(20000, rng)
+    weights = np.full(len(x), 1.0 / len(x))
+    correlation, variance = shrunk_correlation(x, weights)
+    np.testing.assert_allclose(correlation, cov, atol=0.03)
+    np.testing.assert_allclose(variance, 1.0, atol=0.05)
+    # Fewer particles than dimensions: the sample correlation is singular, the shrunk one not.
+    few = rng.normal(size=(10, 30))
+    correlation, _ = shrunk_correlation(few, np.full(10, 0.1))
+    assert np.linalg.eigvalsh(correlation)[0] > 0.05
+
+
+def test_importance_weights_count_like_repeated_particles():
+    rng = np.random.default_rng(1)
+    x, _ = _correlated_draws(40, rng)
+    counts = rng.integers(1, 4, size=40)
+    weighted, _ = shrunk_correlation(x, counts / counts.sum())
+    repeated = np.repeat(x, counts, axis=0)
+    # Same moments; only the shrinkage intensity differs (it sees the effective sample size).
+    plain, _ = shrunk_correlation(repeated, np.full(len(repeated), 1.0 / len(repeated)))
+    off = ~np.eye(4, dtype=bool)
+    assert np.all(np.sign(weighted[off]) == np.sign(plain[off]))
+    np.testing.assert_allclose(weighted, plain, atol=0.25)
+
+
+def test_dense_factor_only_where_correlations_are_strong_and_never_on_pinned_coordinates():
+    rng = np.random.default_rng(2)
+    weights = np.full(64, 1 / 64)
+    independent = rng.normal(size=(64, 5))
+    assert dense_mass_factor(independent, weights, independent.var(axis=0),
+                             np.ones(5, bool)) is None
+    x, _ = _correlated_draws(64, rng, rho=0.95, d=5)
+    variance = x.var(axis=0)
+    variance[2] = 0.0
+    movable = variance > 0
+    factor = dense_mass_factor(x, weights, variance, movable)
+    assert factor is not None
+    np.testing.assert_array_equal(factor[2], 0.0)
+    np.testing.assert_array_equal(factor[:, 2], 0.0)
+    np.testing.assert_allclose(np.diag(factor @ factor.T), variance, rtol=1e-12)
+    assert np.allclose(factor, np.tril(factor))
+
+
+def _dense_kernel(beta, params):
+    def factory(parts_fn):
+        return lambda rng, x, parts, t: hmc_step(rng, x, parts, beta, params, parts_fn)
+    return factory
+
+
+def _posterior_factor(am, verifier, beta=1.0):
+    draws = verifier.flatten(am.sample_tempered(beta, 4000, np.random.default_rng(0)))
+    cov = np.cov(draws.T)
+    return np.linalg.cholesky(cov), np.diag(cov), draws
+
+
+def test_dense_hmc_leaves_tempered_targets_invariant_and_is_reversible():
+    am = testing.linear_regression(n_obs=3, n_coef=3, prior_sd=1.0, noise_sd=0.2, seed=4)
+    verifier = Verifier(am.model)
+    for beta in (0.3, 1.0):
+        factor, diag, draws = _posterior_factor(am, verifier, beta)
+        assert np.max(np.abs(np.corrcoef(draws.T)[np.triu_indices(3, 1)])) > 0.5
+        params = HMCParams(0.6, diag, 3, 0.5, mass_factor=factor)
+
+        def exact(n, rng, beta=beta):
+            return am.sample_tempered(beta, n, rng)
+
+        result = verifier.invariance(_dense_kernel(beta, params), t=1, beta=beta,
+                                     exact_sampler=exact, alpha=ALPHA, random_seed=5)
+        assert result.passed, str(result)
+    result = verifier.reversibility(_dense_kernel(1.0, params), t=1, beta=1.0,
+                                    exact_sampler=exact, alpha=ALPHA, random_seed=8)
+    assert result.passed, str(result)
+
+
+def test_dense_hmc_without_its_metropolis_step_is_caught():
+    # The same trajectories, always accepted: the test machinery must see the dense kernel's
+    # discretisation error once the Metropolis correction is gone.
+    am = testing.linear_regression(n_obs=3, n_coef=3, prior_sd=1.0, noise_sd=0.2, seed=4)
+    verifier = Verifier(am.model)
+    factor, diag, _ = _posterior_factor(am, verifier)
+    params = HMCParams(1.2, diag, 3, 0.5, mass_factor=factor)
+
+    def always_accepted(parts_fn):
+        def transition(rng, x, parts, t):
+            # A dense leapfrog trajectory whose end point is kept whatever its energy error.
+            n = len(x)
+            eps = params.step_size * rng.uniform(0.5, 1.5, n)[:, None]
+            r = rng.standard_normal(x.shape) + 0.5 * eps * (parts.tempered_grad(1.0) @ factor)
+            q = x
+            for i in range(params.n_leapfrog):
+                q = q + eps * (r @ factor.T)
+                new = parts_fn(q)
+                r = r + (eps if i < params.n_leapfrog - 1 else 0.5 * eps) * (
+                    new.tempered_grad(1.0) @ factor)
+            ok = np.isfinite(new.tempered_logp(1.0))
+            return (np.where(ok[:, None], q, x), parts.take(ok, new),
+                    HMCInfo(ok.astype(float), ok, ~ok))
+        return transition
+
+    result = verifier.invariance(always_accepted, t=1, beta=1.0,
+                                 exact_sampler=lambda n, rng: am.sample_tempered(1.0, n, rng),
+                                 alpha=ALPHA, random_seed=5)
+    assert not result.passed
+
+
+@pytest.fixture(scope="module")
+def random_walk():
+    return testing_quadrature.gaussian_random_walk(30, seed=2)
+
+
+def test_the_pilot_freezes_dense_kernels_into_the_plan_and_the_result(random_walk):
+    with random_walk.model:
+        result = pmb.sample_bdmc(n_steps=200, chains=16, random_seed=1, progressbar=False)
+    plan = AnnealingPlan.from_result(result)
+    assert plan.is_dense
+    ann = result["annealing"]
+    assert ann["mass_factor"].dims == ("mass_matrix", "parameter", "parameter_column")
+    # The recorded diagonal is the dense matrix's diagonal, step by step.
+    for t in np.flatnonzero(plan.mass_index >= 0)[:5]:
+        factor = plan.mass_factors[plan.mass_index[t]]
+        np.testing.assert_allclose(plan.inv_mass[t], np.diag(factor @ factor.T), rtol=1e-12)
+        np.testing.assert_array_equal(plan.kernel(t).mass_factor, factor)
+    # The same frozen plan, given back, reproduces the run exactly.
+    with random_walk.model:
+        again = pmb.sample_ais(plan=plan, chains=16, random_seed=1, progressbar=False)
+        first = pmb.sample_ais(plan=plan, chains=16, random_seed=1, progressbar=False)
+    np.testing.assert_array_equal(again["evidence"]["log_weight_forward"].values,
+                                  first["evidence"]["log_weight_forward"].values)
+
+
+def test_random_walk_sandwich_contains_the_quadrature_truth(random_walk):
+    with random_walk.model:
+        bdmc = pmb.sample_bdmc(n_steps=500, chains=32, random_seed=3, progressbar=False)
+        ais = pmb.sample_ais(n_steps=500, chains=32, random_seed=4, progressbar=False)
+    truth = random_walk.log_evidence({"y": bdmc["observed_data"]["y"].values})
+    ev = bdmc["evidence"]
+    # Stochastic bounds: each may cross the truth by a little (P(> b nats) < exp(-b)).
+    assert float(ev["lower"]) <= truth + 0.3
+    assert float(ev["upper"]) >= truth - 0.3
+    assert abs(float(ev["gap"])) < 1.0
+    assert abs(float(ais["evidence"]["lower"]) - random_walk.log_evidence()) < 0.5
+
+
+def test_quadrature_evidence_against_an_independent_computation():
+    # Eight schools, integrating over tau directly on a fine grid (trapezoid in tau).
+    am = testing_quadrature.eight_schools()
+    y, sigma = am.data["y"], testing_quadrature.EIGHT_SCHOOLS_SIGMA
+    tau = np.concatenate([np.linspace(1e-6, 1, 2001), np.linspace(1, 2000, 400001)[1:]])
+    log_lik = np.array([stats.multivariate_normal(np.zeros(8), 25 + np.diag(t**2 + sigma**2))
+                        .logpdf(y) for t in tau[::50]])
+    grid = tau[::50]
+    integrand = np.exp(log_lik + stats.halfcauchy.logpdf(grid, scale=5.0))
+    brute = np.log(integrate.trapezoid(integrand, grid))
+    assert am.log_evidence() == pytest.approx(brute, abs=2e-3)
+    # The quadrature integrates a normalised density to 1.
+    assert testing_quadrature.log_integral(
+        lambda u, v: stats.norm.logpdf(u, 1, 0.3) + stats.norm.logpdf(v, -2, 2), 2) == \
+        pytest.approx(0.0, abs=1e-7)
