@@ -56,14 +56,14 @@ from pymc_bdmc.kernels.tuning import (
     MIN_VARIANCE,
     AnnealingPlan,
     PilotResult,
-    _next_beta,
+    next_pilot_beta,
     plan_from_pilot,
     thermodynamic_schedule,
 )
 from pymc_bdmc.model.cases import CaseDensity, ConditionedModel, condition_on_parameters
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
-from pymc_bdmc.results.datatree import _annealing_dataset, _named_dataset
+from pymc_bdmc.results.datatree import annealing_dataset, named_dataset
 from pymc_bdmc.sampling import (
     _no_bound_if_interrupted,
     _phase,
@@ -186,7 +186,7 @@ def run_case_pilot(
               "acc": [np.nan]}
     while beta < 1.0 and len(record["beta"]) <= MAX_PILOT_STEPS:
         new_beta = (1.0 if len(record["beta"]) == MAX_PILOT_STEPS
-                    else _next_beta(beta, sd, step_length))
+                    else next_pilot_beta(beta, sd, step_length))
         with np.errstate(invalid="ignore"):
             log_w = log_w + (new_beta - beta) * parts.log_likelihood.reshape(n, n_cases)
         beta = new_beta
@@ -648,8 +648,8 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
     coords = {**coords, cond.case_dim: cond.case_coords}
     if truth is not None:
         generating = {k: v[0] for k, v in density.density.constrain(truth.x[None, :]).items()}
-        dt["generating_values"] = _named_dataset(generating, dims, coords)
-    dt["fixed_parameters"] = _named_dataset(cond.params, dims, coords)
+        dt["generating_values"] = named_dataset(generating, dims, coords)
+    dt["fixed_parameters"] = named_dataset(cond.params, dims, coords)
     dt["heldout"] = _heldout_dataset(summary, forward, reverse, cond, s.chains, attrs)
-    dt["annealing"] = _annealing_dataset(plan, forward, reverse, density.layout.labels)
+    dt["annealing"] = annealing_dataset(plan, forward, reverse, density.layout.labels)
     return dt

@@ -118,7 +118,7 @@ from pymc_bdmc.model.density import (
     DensityParts,
     FlatLayout,
     ModelDensity,
-    _observed_data_value,
+    observed_data_value,
 )
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
@@ -344,7 +344,7 @@ def _data_inputs(model: pm.Model):
     names, replace, inputs = [], {}, []
     for rv in model.observed_RVs:
         value = model.rvs_to_values[rv]
-        if _observed_data_value(value) is None:
+        if observed_data_value(value) is None:
             raise VerificationError(
                 f"The data of {rv.name!r} are a symbolic expression; the Geweke test needs to "
                 "replace them. Pass the observations as an array or a pm.Data container."

@@ -28,7 +28,7 @@ from pymc_bdmc.kernels.hmc import (
     HMCParams,
     draw_transition_noise,
 )
-from pymc_bdmc.model.density import DensityParts, checks_to_switches
+from pymc_bdmc.model.density import DensityParts, checks_to_switches, register_fused_kernel
 
 __all__ = ["FusedHMC"]
 
@@ -134,3 +134,6 @@ def _transition_graph(x, outputs):
            pt.switch(row, grad_lik, grad_lik0), accepted,
            pt.exp(pt.minimum(log_ratio, 0.0)), ~(log_ratio > -DIVERGENCE_THRESHOLD)]
     return inputs, new
+
+
+register_fused_kernel("hmc", FusedHMC)  # ModelDensity.fused_hmc builds this

@@ -13,7 +13,8 @@ import pymc as pm
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
 
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.model.density import DensityParts, FlatLayout, _observed_data_value
+from pymc_bdmc.model.density import DensityParts, FlatLayout
+from pymc_bdmc.model.density import observed_data_value as _observed_data_value
 
 __all__ = [
     "BDMCInputError",

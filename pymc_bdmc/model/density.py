@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -242,7 +242,7 @@ def checks_to_switches(outputs: list) -> list:
     return list(graph_replace(list(outputs), replacements, strict=False))
 
 
-def _observed_data_value(value) -> np.ndarray | None:
+def observed_data_value(value) -> np.ndarray | None:
     """The numeric value behind an observed variable, or None for a symbolic expression."""
     if isinstance(value, Constant):
         return np.asarray(value.data)
@@ -329,27 +329,52 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
                       result if isinstance(result, list) else [result], **kwargs), "blockwise"
 
 
-def _build_fused_hmc(x, outputs, compile_fn, owner):
-    from pymc_bdmc.kernels.fused_hmc import FusedHMC  # kernels build on this module
+#: Builders of the compiled kernels on a density's graphs, by name (``"hmc"``, ``"gibbs"``).
+#: The kernel modules register them (:mod:`pymc_bdmc.kernels.fused_hmc`,
+#: :mod:`pymc_bdmc.kernels.fused_gibbs`, both imported with :mod:`pymc_bdmc.kernels`): kernels
+#: build on this module, never the other way round.
+FUSED_KERNELS: dict[str, Callable] = {}
 
+
+def register_fused_kernel(name: str, build: Callable) -> None:
+    """Register ``build`` as the builder of the compiled kernel ``name`` (``"hmc"``, ``"gibbs"``).
+
+    Parameters
+    ----------
+    name : str
+        ``"hmc"``: ``build(x, outputs, compile_fn, count=...)`` returns a compiled HMC
+        transition; ``"gibbs"``: ``build(x, terms, n_values, compile_fn, count=...)`` returns a
+        compiled Gibbs color update.
+    build : callable
+        The builder, typically the kernel's class.
+    """
+    FUSED_KERNELS[name] = build
+
+
+def _fused_kernel(name: str) -> Callable:
+    if name not in FUSED_KERNELS:  # importing pymc_bdmc imports pymc_bdmc.kernels
+        raise RuntimeError(f"No compiled {name!r} kernel registered: import pymc_bdmc.kernels.")
+    return FUSED_KERNELS[name]
+
+
+def _build_fused_hmc(x, outputs, compile_fn, owner):
     def count(n_calls: int) -> None:
         owner.n_evaluations += n_calls
 
-    return FusedHMC(x, outputs, compile_fn, count=count)
+    return _fused_kernel("hmc")(x, outputs, compile_fn, count=count)
 
 
 def _cached_fused_gibbs(cache: dict, batching: str, terms_graph, n_values: int, compile_fn,
                         owner):
-    """A :class:`FusedColorUpdate` per widest support, or None without a vectorized graph."""
+    """A compiled color update per widest support, or None without a vectorized graph."""
     if batching != "vectorized":
         return None
     if n_values not in cache:
-        from pymc_bdmc.kernels.fused_gibbs import FusedColorUpdate  # kernels build on this
-
         def count() -> None:
             owner.n_term_evaluations += 1
 
-        cache[n_values] = FusedColorUpdate(*terms_graph, n_values, compile_fn, count=count)
+        cache[n_values] = _fused_kernel("gibbs")(*terms_graph, n_values, compile_fn,
+                                                 count=count)
     return cache[n_values]
 
 
@@ -483,7 +508,7 @@ class ModelDensity:
         self._data_replace: dict = {}
         for rv in model.observed_RVs:
             value = model.rvs_to_values[rv]
-            data = _observed_data_value(value)
+            data = observed_data_value(value)
             self.observed_names.append(rv.name)
             if data is None:
                 continue

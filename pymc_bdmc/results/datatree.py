@@ -62,7 +62,7 @@ from pymc_bdmc.resampling import systematic_resample
 __all__ = ["build_datatree", "build_smc_datatree"]
 
 
-def _named_dataset(values: dict[str, np.ndarray], dims: dict, coords: dict) -> xr.Dataset:
+def named_dataset(values: dict[str, np.ndarray], dims: dict, coords: dict) -> xr.Dataset:
     """A Dataset of un-batched named arrays, using model dims where they fit the shape."""
     data_vars = {}
     for name, value in values.items():
@@ -84,8 +84,8 @@ def _failed_step(run: AISRun) -> np.ndarray:
     return np.full(len(run.log_weight), -1) if run.failed_step is None else run.failed_step
 
 
-def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | None,
-                       labels: list[str]) -> xr.Dataset:
+def annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | None,
+                      labels: list[str]) -> xr.Dataset:
     step = np.arange(plan.n_steps + 1)
     data = {
         "beta": ("step", plan.betas),
@@ -198,10 +198,10 @@ def build_datatree(
     dt, coords, dims = _sample_tree(rng, density, forward.log_weight, forward.x, forward.parts,
                                     observed, attrs, "source_chain")
     if generating_values is not None:
-        dt["generating_values"] = _named_dataset(generating_values, dims, coords)
+        dt["generating_values"] = named_dataset(generating_values, dims, coords)
     dt["evidence"] = _evidence_dataset(bounds, forward, reverse, attrs)
-    dt["annealing"] = _annealing_dataset(plan, forward, reverse,
-                                         density.layout.coordinate_labels())
+    dt["annealing"] = annealing_dataset(plan, forward, reverse,
+                                        density.layout.coordinate_labels())
     return dt
 
 
@@ -260,7 +260,7 @@ def build_smc_datatree(
                                     forward.x, forward.parts, observed, attrs,
                                     "source_particle")
     if generating_values is not None:
-        dt["generating_values"] = _named_dataset(generating_values, dims, coords)
+        dt["generating_values"] = named_dataset(generating_values, dims, coords)
     evidence = _evidence_dataset(bounds, forward, reverse, attrs, chain_dim="smc_chain")
     # The KL certificate (paper §4.5) is derived for unweighted final states of single annealing
     # chains; resampled, interacting particles are not covered by it.
