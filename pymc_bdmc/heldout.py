@@ -46,7 +46,6 @@ from pymc.model import modelcontext
 from pymc.progress_bar import create_simple_progress
 from scipy.special import logsumexp
 
-import pymc_bdmc
 from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import log_mean_exp
@@ -63,19 +62,13 @@ from pymc_bdmc.kernels.tuning import (
 from pymc_bdmc.model.cases import CaseDensity, ConditionedModel, condition_on_parameters
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted, reverse_interrupted
+from pymc_bdmc.pipeline.progress import StepCounter, phase, pilot_phase, progress_enabled
+from pymc_bdmc.pipeline.seeding import streams as make_streams
+from pymc_bdmc.pipeline.settings import Settings, validate
 from pymc_bdmc.results.datatree import annealing_dataset, named_dataset
-from pymc_bdmc.sampling import (
-    _no_bound_if_interrupted,
-    _phase,
-    _pilot_phase,
-    _progress_enabled,
-    _reverse_interrupted,
-    _Settings,
-    _StepCounter,
-    _streams,
-    _validate,
-)
 from pymc_bdmc.schedules import ScheduleName
+from pymc_bdmc.version import __version__
 
 __all__ = ["sample_heldout_likelihood"]
 
@@ -328,7 +321,7 @@ def _posterior_groups(rng: np.random.Generator, density: CaseDensity, forward: A
     }
     stats_dims = {name: per_case for name in sample_stats}
     run_attrs = make_attrs(
-        {**attrs, "inference_library_version": pymc_bdmc.__version__}, inference_library=pm
+        {**attrs, "inference_library_version": __version__}, inference_library=pm
     )
     run_attrs["inference_library"] = "pymc_bdmc"
     return from_dict(
@@ -524,8 +517,8 @@ def sample_heldout_likelihood(
     model = modelcontext(model)
     if pilot_chains is None:
         pilot_chains = DEFAULT_PILOT_CHAINS
-    settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
-                         target_accept, step_size_jitter, pilot_chains, confidence)
+    settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
+                        target_accept, step_size_jitter, pilot_chains, confidence)
     if not isinstance(simulate, bool | np.bool_):
         raise BDMCInputError(f"`simulate` must be True or False, got {simulate!r}.")
     if plan is not None and not isinstance(plan, AnnealingPlan):
@@ -540,7 +533,7 @@ def sample_heldout_likelihood(
     density = CaseDensity(cond, compile_kwargs=compile_kwargs)
     simulator = ModelSimulator(cond.model, density.density.layout, compile_kwargs=compile_kwargs)
     compile_time = time.perf_counter() - start
-    streams = _streams(random_seed)
+    streams = make_streams(random_seed)
     truth = None
     if simulate:
         try:
@@ -564,9 +557,9 @@ def sample_heldout_likelihood(
     return _run(cond, density, simulator, settings, streams, truth, progressbar, attrs, plan)
 
 
-def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, n_cases: int):
+def _tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, n_cases: int):
     """Run the per-case pilot (with its progress row) and freeze its tuning into a plan."""
-    with _pilot_phase(progress) as report:
+    with pilot_phase(progress) as report:
         pilot = run_case_pilot(rng, x_pilot, parts_pilot, parts_fn, n_cases,
                                n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
                                jitter=s.step_size_jitter, on_step=report)
@@ -580,7 +573,7 @@ def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, n_cases: 
 
 
 def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator,
-         s: _Settings, streams: dict, truth: JointDraw | None, progressbar: bool,
+         s: Settings, streams: dict, truth: JointDraw | None, progressbar: bool,
          attrs: dict, plan: AnnealingPlan | None) -> xr.DataTree:
     n_cases = cond.n_cases
     parts_fn = density.parts
@@ -590,17 +583,17 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
                                       streams["pilot_init"], "pilot's prior draws")
     x0, parts0 = _start(simulator, density, s.chains, streams["forward_init"], "prior draws")
     start = time.perf_counter()
-    done, interrupted = _StepCounter(), None
-    progress = create_simple_progress(_progress_enabled(progressbar))
+    done, interrupted = StepCounter(), None
+    progress = create_simple_progress(progress_enabled(progressbar))
     n_steps = s.n_steps if plan is None else plan.n_steps
-    with progress, _no_bound_if_interrupted(done, n_steps):
+    with progress, no_bound_if_interrupted(done, n_steps):
         pilot = None
         if plan is None:
             plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
                                 n_cases)
         else:
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
-        with _phase(progress, "Forward AIS", plan.n_steps) as advance:
+        with phase(progress, "Forward AIS", plan.n_steps) as advance:
             forward = ais_forward(streams["forward"], x0, parts0, plan.betas,
                                   plan.transition(parts_fn),
                                   on_step=done.counting("forward", advance))
@@ -608,14 +601,14 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
         if truth is not None:
             start_rows = np.tile(density.layout.to_rows(truth.x[None, :]), (s.chains, 1))
             try:
-                with _phase(progress, "Reverse AIS", plan.n_steps) as advance:
+                with phase(progress, "Reverse AIS", plan.n_steps) as advance:
                     reverse = ais_reverse(streams["reverse"], start_rows, len(start_rows),
                                           plan.betas, plan.transition(parts_fn), parts_fn,
                                           on_step=done.counting("reverse", advance),
                                           spread_transitions=s.reverse_spread)
             except KeyboardInterrupt:
-                interrupted = _reverse_interrupted("reverse AIS", "step", done["reverse"],
-                                                   plan.n_steps)
+                interrupted = reverse_interrupted("reverse AIS", "step", done["reverse"],
+                                                  plan.n_steps)
     sampling_time = time.perf_counter() - start
 
     summary = _summaries(

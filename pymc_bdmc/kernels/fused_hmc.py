@@ -10,7 +10,7 @@ momentum, accept/reject uniforms) are drawn in NumPy from the chains' own stream
 the order :func:`~pymc_bdmc.kernels.hmc.hmc_step` draws them, and passed in. The two agree to
 floating-point round-off (``tests/test_fused_hmc.py``), so seeds, chain splitting and the
 validity of both bounds are unchanged. Compiling costs about one more compilation of the model's
-densities, which only long runs repay; :mod:`pymc_bdmc.sampling` decides when.
+densities, which only long runs repay; :mod:`pymc_bdmc.pipeline.execution` decides when.
 """
 
 from __future__ import annotations

@@ -51,13 +51,13 @@ import xarray as xr
 from arviz_base import from_dict, make_attrs
 from pymc.backends.arviz import coords_and_dims_for_inferencedata
 
-import pymc_bdmc
 from pymc_bdmc.algorithms.ais import AISRun
 from pymc_bdmc.algorithms.smc import DataPointPath, SMCRun, TemperingPath
 from pymc_bdmc.estimators import EvidenceBounds
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.resampling import systematic_resample
+from pymc_bdmc.version import __version__
 
 __all__ = ["build_datatree", "build_smc_datatree"]
 
@@ -168,7 +168,7 @@ def _sample_tree(rng: np.random.Generator, density: ModelDensity, log_w: np.ndar
         "log_likelihood": parts.log_likelihood[None, :],
     }
     run_attrs = make_attrs(
-        {**attrs, "inference_library_version": pymc_bdmc.__version__}, inference_library=pm
+        {**attrs, "inference_library_version": __version__}, inference_library=pm
     )
     run_attrs["inference_library"] = "pymc_bdmc"
     dt = from_dict(
