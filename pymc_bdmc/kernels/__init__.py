@@ -1,7 +1,7 @@
 """Transition kernels and their pilot tuning.
 
 Importing the package registers the compiled kernels with the model layer
-(:func:`pymc_bdmc.model.density.register_fused_kernel`), which builds them on its graphs
+(:func:`pymc_bdmc.model.batching.register_fused_kernel`), which builds them on its graphs
 without importing this package.
 """
 

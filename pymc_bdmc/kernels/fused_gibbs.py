@@ -21,7 +21,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 
 from pymc_bdmc.kernels.gibbs import GibbsColor
-from pymc_bdmc.model.density import checks_to_switches, register_fused_kernel
+from pymc_bdmc.model.batching import checks_to_switches, register_fused_kernel
 
 __all__ = ["FusedColorUpdate"]
 

@@ -28,7 +28,8 @@ from pymc_bdmc.kernels.hmc import (
     HMCParams,
     draw_transition_noise,
 )
-from pymc_bdmc.model.density import DensityParts, checks_to_switches, register_fused_kernel
+from pymc_bdmc.model.batching import checks_to_switches, register_fused_kernel
+from pymc_bdmc.model.layout import DensityParts
 
 __all__ = ["FusedHMC"]
 
