@@ -62,8 +62,9 @@ from pymc_bdmc.kernels.tuning import (
 from pymc_bdmc.model.cases import CaseDensity, ConditionedModel, condition_on_parameters
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
-from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted, reverse_interrupted
-from pymc_bdmc.pipeline.progress import StepCounter, phase, pilot_phase, progress_enabled
+from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
+from pymc_bdmc.pipeline.progress import StepCounter, pilot_phase, progress_enabled
+from pymc_bdmc.pipeline.runs import forward_and_reverse
 from pymc_bdmc.pipeline.seeding import streams as make_streams
 from pymc_bdmc.pipeline.settings import Settings, validate
 from pymc_bdmc.results.datatree import annealing_dataset, named_dataset
@@ -583,7 +584,7 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
                                       streams["pilot_init"], "pilot's prior draws")
     x0, parts0 = _start(simulator, density, s.chains, streams["forward_init"], "prior draws")
     start = time.perf_counter()
-    done, interrupted = StepCounter(), None
+    done = StepCounter()
     progress = create_simple_progress(progress_enabled(progressbar))
     n_steps = s.n_steps if plan is None else plan.n_steps
     with progress, no_bound_if_interrupted(done, n_steps):
@@ -593,22 +594,21 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
                                 n_cases)
         else:
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
-        with phase(progress, "Forward AIS", plan.n_steps) as advance:
-            forward = ais_forward(streams["forward"], x0, parts0, plan.betas,
-                                  plan.transition(parts_fn),
-                                  on_step=done.counting("forward", advance))
-        reverse = None
-        if truth is not None:
-            start_rows = np.tile(density.layout.to_rows(truth.x[None, :]), (s.chains, 1))
-            try:
-                with phase(progress, "Reverse AIS", plan.n_steps) as advance:
-                    reverse = ais_reverse(streams["reverse"], start_rows, len(start_rows),
-                                          plan.betas, plan.transition(parts_fn), parts_fn,
-                                          on_step=done.counting("reverse", advance),
-                                          spread_transitions=s.reverse_spread)
-            except KeyboardInterrupt:
-                interrupted = reverse_interrupted("reverse AIS", "step", done["reverse"],
-                                                  plan.n_steps)
+
+        def forward_run(on_step, on_group):
+            return ais_forward(streams["forward"], x0, parts0, plan.betas,
+                               plan.transition(parts_fn), on_step=on_step)
+
+        start_rows = (None if truth is None
+                      else np.tile(density.layout.to_rows(truth.x[None, :]), (s.chains, 1)))
+
+        def reverse_run(on_step, on_group):
+            return ais_reverse(streams["reverse"], start_rows, len(start_rows), plan.betas,
+                               plan.transition(parts_fn), parts_fn, on_step=on_step,
+                               spread_transitions=s.reverse_spread)
+
+        forward, reverse, interrupted = forward_and_reverse(
+            progress, done, plan.n_steps, forward_run, None if truth is None else reverse_run)
     sampling_time = time.perf_counter() - start
 
     summary = _summaries(

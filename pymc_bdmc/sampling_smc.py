@@ -42,11 +42,18 @@ from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
 from pymc_bdmc.parallel.smc_groups import population_blocks, smc_tasks
 from pymc_bdmc.pipeline.diagnostics import log_smc_diagnostics
-from pymc_bdmc.pipeline.execution import KernelTiming, choose_workers, count_transitions
-from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted, reverse_interrupted
+from pymc_bdmc.pipeline.execution import (
+    KernelTiming,
+    choose_workers,
+    count_sweeps,
+    count_transitions,
+    predicted_seconds,
+)
+from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
 from pymc_bdmc.pipeline.pilot import tune
-from pymc_bdmc.pipeline.progress import StepCounter, phase, progress_enabled
+from pymc_bdmc.pipeline.progress import StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import run_attrs
+from pymc_bdmc.pipeline.runs import forward_and_reverse
 from pymc_bdmc.pipeline.seeding import streams as make_streams
 from pymc_bdmc.pipeline.settings import Parallel, Settings, parallel_settings, validate
 from pymc_bdmc.pipeline.start import (
@@ -71,6 +78,9 @@ SMC_N_STEPS = 100
 SMC_CHAINS = 4
 SMC_PARTICLES = 128
 SMC_TRANSITIONS_PER_STEP = 5
+
+#: How the SMC runs are named in progress rows and interrupt messages.
+SMC_RUNS = {"algorithm": "SMC", "reverse_label": "Reverse SMC (SHME)", "unit": "stage"}
 
 
 @dataclass(frozen=True)
@@ -158,7 +168,7 @@ def run_smc(
         target_parts = density.parts
 
     start = time.perf_counter()
-    done, interrupted = StepCounter(), None
+    done = StepCounter()
     progress = create_simple_progress(progress_enabled(progressbar))
     n_steps = path.n_steps if smc.path == "data" else s.n_steps
     # Discrete variables (tempering path only, checked earlier): Gibbs sweeps around HMC.
@@ -172,22 +182,21 @@ def run_smc(
         if smc.path == "data":
             transition = plan.observation_transition(density.weighted_parts,
                                                      path.observation_weights)
-            with phase(progress, "Forward SMC", path.n_steps) as advance:
-                forward = smc_forward(streams["forward"], x0, parts0, path, transition,
-                                      chains=s.chains, ess_threshold=smc.ess_threshold,
-                                      on_step=done.counting("forward", advance))
-            reverse = None
-            if truth is not None:
-                try:
-                    with phase(progress, "Reverse SMC (SHME)", path.n_steps) as advance:
-                        reverse = smc_reverse(streams["reverse"], truth.x, smc.particles, path,
-                                              transition, target_parts, chains=s.chains,
-                                              ess_threshold=smc.ess_threshold,
-                                              spread_transitions=s.reverse_spread,
-                                              on_step=done.counting("reverse", advance))
-                except KeyboardInterrupt:  # the finished forward run is still a valid bound
-                    interrupted = reverse_interrupted("reverse SMC", "stage", done["reverse"],
-                                                      path.n_steps)
+
+            def forward_run(on_step, on_group):
+                return smc_forward(streams["forward"], x0, parts0, path, transition,
+                                   chains=s.chains, ess_threshold=smc.ess_threshold,
+                                   on_step=on_step)
+
+            def reverse_run(on_step, on_group):
+                return smc_reverse(streams["reverse"], truth.x, smc.particles, path,
+                                   transition, target_parts, chains=s.chains,
+                                   ess_threshold=smc.ess_threshold,
+                                   spread_transitions=s.reverse_spread, on_step=on_step)
+
+            forward, reverse, interrupted = forward_and_reverse(
+                progress, done, path.n_steps, forward_run,
+                None if truth is None else reverse_run, **SMC_RUNS)
         else:
             path = TemperingPath(plan.betas)
             forward, reverse, interrupted, where = _tempering_runs(
@@ -248,11 +257,9 @@ def _tempering_runs(progress, done: StepCounter, s: Settings, smc: SMCSettings,
     n_transitions = count_transitions(plan, directions, s.reverse_spread)
     auto = parallel.cores is None and parallel.executor is None
     timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
-    n_sweeps = 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
-    workers = choose_workers(
-        parallel.cores, parallel.executor,
-        0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep,
-        s.chains)
+    n_sweeps = count_sweeps(gibbs, n_transitions, plan)
+    workers = choose_workers(parallel.cores, parallel.executor,
+                             predicted_seconds(timing, n_transitions, n_sweeps), s.chains)
     runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
                              parallel.chains_per_batch)
     forward_blocks = population_blocks(streams["forward"], s.chains, smc.particles)
@@ -268,23 +275,14 @@ def _tempering_runs(progress, done: StepCounter, s: Settings, smc: SMCSettings,
     pending_reverse = None if truth is None else runner.submit_tasks(smc_tasks(
         "reverse", reverse_blocks, groups, truth.x, plan, smc.ess_threshold, observed=observed,
         spread_transitions=s.reverse_spread, gibbs=gibbs))
-    interrupted = None
-    with phase(progress, "Forward SMC", plan.n_steps * len(groups)) as advance:
-        forward = runner.collect(pending_forward, on_step=done.counting("forward", advance),
-                                 on_group=done.counting_groups("forward", advance),
-                                 merge=merge_smc_runs)
-    reverse = None
-    if truth is not None:
-        try:
-            with phase(progress, "Reverse SMC (SHME)", plan.n_steps * len(groups)) as advance:
-                reverse = runner.collect(pending_reverse,
-                                         on_step=done.counting("reverse", advance),
-                                         on_group=done.counting_groups("reverse", advance),
-                                         merge=merge_smc_runs)
-        except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
-            runner.cancel(pending_reverse)
-            interrupted = reverse_interrupted("reverse SMC", "stage", done["reverse"],
-                                              plan.n_steps * len(groups))
+    forward, reverse, interrupted = forward_and_reverse(
+        progress, done, plan.n_steps * len(groups),
+        lambda on_step, on_group: runner.collect(pending_forward, on_step=on_step,
+                                                 on_group=on_group, merge=merge_smc_runs),
+        None if truth is None else (
+            lambda on_step, on_group: runner.collect(pending_reverse, on_step=on_step,
+                                                     on_group=on_group, merge=merge_smc_runs)),
+        cancel=lambda: runner.cancel(pending_reverse), **SMC_RUNS)
     return forward, reverse, interrupted, {
         "workers": workers.description, "chain_groups": len(groups),
         "model_evaluations": density.n_evaluations + runner.model_calls}

@@ -24,13 +24,16 @@ from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
 from pymc_bdmc.pipeline.execution import (
     KernelTiming,
     choose_workers,
+    count_sweeps,
     count_transitions,
+    predicted_seconds,
     use_fused_kernel,
 )
-from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted, reverse_interrupted
+from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
 from pymc_bdmc.pipeline.pilot import tune
-from pymc_bdmc.pipeline.progress import StepCounter, phase, progress_enabled
+from pymc_bdmc.pipeline.progress import StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import run_attrs
+from pymc_bdmc.pipeline.runs import forward_and_reverse
 from pymc_bdmc.pipeline.settings import Parallel, Settings
 from pymc_bdmc.pipeline.start import (
     check_plan_pins,
@@ -102,7 +105,7 @@ def run_ais(
     reverse_blocks = ChainBlocks.spawn(streams["reverse"], s.chains)
 
     start = time.perf_counter()
-    done, interrupted = StepCounter(), None
+    done = StepCounter()
     # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
     progress = create_simple_progress(progress_enabled(progressbar))
     n_steps = s.n_steps if plan is None else plan.n_steps
@@ -112,9 +115,9 @@ def run_ais(
     with progress, no_bound_if_interrupted(done, n_steps):
         if plan is None:
             plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
-                                ADAPTIVE if s.adaptive else s.betas,
-                                discrete=None if gibbs is None else gibbs.bound_to(density.terms),
-                                pinned=None if gibbs is None else gibbs.pinned)
+                               ADAPTIVE if s.adaptive else s.betas,
+                               discrete=None if gibbs is None else gibbs.bound_to(density.terms),
+                               pinned=None if gibbs is None else gibbs.pinned)
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
@@ -123,16 +126,14 @@ def run_ais(
         auto = parallel.fused_kernel is None or (parallel.cores is None
                                                  and parallel.executor is None)
         timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
-        # Two Gibbs sweeps per step (the palindrome around the HMC transitions).
-        n_sweeps = 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
+        n_sweeps = count_sweeps(gibbs, n_transitions, plan)
         fused = use_fused_kernel(parallel.fused_kernel, density, timing, plan, n_transitions,
-                                  n_sweeps)
+                                 n_sweeps)
         # Workers are chosen on the NumPy kernel's time, which a fused kernel does not always
         # cut much (on large models the model calls dominate either way).
-        workers = choose_workers(
-            parallel.cores, parallel.executor,
-            0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep,
-            len(forward_blocks))
+        workers = choose_workers(parallel.cores, parallel.executor,
+                                 predicted_seconds(timing, n_transitions, n_sweeps),
+                                 len(forward_blocks))
         runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
                                  parallel.chains_per_batch)
         n_groups = len(runner.groups(forward_blocks))
@@ -145,20 +146,14 @@ def run_ais(
         pending_reverse = None if truth is None else runner.submit(
             "reverse", reverse_blocks, truth.x, plan, observed=observed,
             spread_transitions=s.reverse_spread, fused_kernel=fused, gibbs=gibbs)
-        with phase(progress, "Forward AIS", n_steps * n_groups) as advance:
-            forward = runner.collect(pending_forward, on_step=done.counting("forward", advance),
-                                     on_group=done.counting_groups("forward", advance))
-        reverse = None
-        if truth is not None:
-            try:
-                with phase(progress, "Reverse AIS", n_steps * n_groups) as advance:
-                    reverse = runner.collect(
-                        pending_reverse, on_step=done.counting("reverse", advance),
-                        on_group=done.counting_groups("reverse", advance))
-            except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
-                runner.cancel(pending_reverse)
-                interrupted = reverse_interrupted("reverse AIS", "step", done["reverse"],
-                                                   n_steps * n_groups)
+        forward, reverse, interrupted = forward_and_reverse(
+            progress, done, n_steps * n_groups,
+            lambda on_step, on_group: runner.collect(pending_forward, on_step=on_step,
+                                                     on_group=on_group),
+            None if truth is None else (
+                lambda on_step, on_group: runner.collect(pending_reverse, on_step=on_step,
+                                                         on_group=on_group)),
+            cancel=lambda: runner.cancel(pending_reverse))
     sampling_time = time.perf_counter() - start
 
     bounds = evidence_bounds(

@@ -21,7 +21,9 @@ __all__ = [
     "FUSED_SWEEP_SAVING",
     "KernelTiming",
     "choose_workers",
+    "count_sweeps",
     "count_transitions",
+    "predicted_seconds",
     "use_fused_kernel",
 ]
 
@@ -127,6 +129,41 @@ def count_transitions(plan: AnnealingPlan, directions: int, spread: int) -> int:
     """
     return plan.transitions_per_step * (directions * plan.n_steps + (spread if directions == 2
                                                                      else 0))
+
+
+def count_sweeps(gibbs: ChromaticGibbs | None, n_transitions: int, plan: AnnealingPlan) -> int:
+    """Gibbs sweeps of the measured runs: two per step (the palindrome around the HMC moves).
+
+    Parameters
+    ----------
+    gibbs : ChromaticGibbs or None
+    n_transitions : int
+        From :func:`count_transitions`.
+    plan : AnnealingPlan
+
+    Returns
+    -------
+    int
+    """
+    return 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
+
+
+def predicted_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps: int) -> float:
+    """Predicted seconds of the measured runs on the NumPy kernels (0 without a timing).
+
+    Workers are chosen on this, which a fused kernel does not always cut much (on large models
+    the model calls dominate either way).
+
+    Parameters
+    ----------
+    timing : KernelTiming or None
+    n_transitions, n_sweeps : int
+
+    Returns
+    -------
+    float
+    """
+    return 0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep
 
 
 def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: KernelTiming,
