@@ -62,6 +62,7 @@ from pymc_bdmc.kernels.tuning import (
 from pymc_bdmc.model.cases import CaseDensity, ConditionedModel, condition_on_parameters
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.pipeline.diagnostics import log_heldout_diagnostics
 from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
 from pymc_bdmc.pipeline.progress import StepCounter, pilot_phase, progress_enabled
 from pymc_bdmc.pipeline.runs import forward_and_reverse
@@ -365,29 +366,6 @@ def _start(simulator: ModelSimulator, density: CaseDensity, chains: int,
     return rows, parts
 
 
-def _log_diagnostics(forward: AISRun, reverse: AISRun | None, summary: dict,
-                     chains: int) -> None:
-    for name, run in (("forward", forward), ("reverse", reverse)):
-        if run is None:
-            continue
-        if run.n_divergent.sum():
-            logger.warning("%d divergent HMC trajectories (over all chains and cases) in the %s "
-                           "run; per step: annealing['n_divergent_%s'].",
-                           int(run.n_divergent.sum()), name, name)
-        if run.n_failed_total:
-            logger.warning(
-                "%d (chain, case) pairs of the %s run reached a non-finite state or density; "
-                "they carry zero weight (the bounds stay valid but looser); per case: "
-                "heldout['n_failed_%s'].", run.n_failed_total, name, name,
-            )
-    weak = int(np.count_nonzero(summary["ess_forward"] < 2))
-    if weak and chains > 1:
-        logger.warning(
-            "%d cases have a forward weight ESS below 2: their lower bound rests on one chain. "
-            "Increase `n_steps`.", weak,
-        )
-
-
 def sample_heldout_likelihood(
     params: Mapping[str, np.ndarray],
     data: Mapping[str, np.ndarray] | None = None,
@@ -616,7 +594,7 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
         None if reverse is None else reverse.log_weight.reshape(s.chains, n_cases),
         s.confidence,
     )
-    _log_diagnostics(forward, reverse, summary, s.chains)
+    log_heldout_diagnostics(forward, reverse, summary, s.chains)
     attrs = {
         **attrs,
         "algorithm": "heldout_bdmc" if truth is not None else "heldout_ais",

@@ -31,6 +31,7 @@ from pymc_bdmc.model.checks import (
 )
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
 from pymc_bdmc.pipeline.progress import phase, pilot_phase, progress_enabled
 from pymc_bdmc.pipeline.start import draw_prior, generating_values
 from pymc_bdmc.results.datatree import build_datatree
@@ -160,12 +161,7 @@ def sample_with_step_methods(
     bounds = evidence_bounds(streams["summary"], forward.log_weight,
                              None if reverse is None else reverse.log_weight,
                              confidence=s.confidence)
-    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
-    if dead:
-        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
-    if bounds.ess_forward < 2:
-        logger.warning("The forward weights have an effective sample size of %.1f: the lower "
-                       "bound rests on one chain. Increase `n_steps`.", bounds.ess_forward)
+    log_step_diagnostics(bounds, forward)
     attrs = {
         "compile_time": compile_time,
         "algorithm": "bdmc" if truth is not None else "ais",

@@ -1,6 +1,7 @@
 """Warnings about finished runs: dead, divergent or failed chains, degenerate weights.
 
-Logged on the ``pymc_bdmc`` logger; the same facts are stored in the result's groups.
+Logged on the ``pymc_bdmc`` logger, for every driver (AIS, SMC, held-out, step methods); the
+same facts are stored in the result's groups.
 """
 
 from __future__ import annotations
@@ -9,10 +10,16 @@ import logging
 
 import numpy as np
 
+from pymc_bdmc.algorithms.ais import AISRun
 from pymc_bdmc.algorithms.smc import SMCRun
 from pymc_bdmc.estimators import EvidenceBounds
 
-__all__ = ["log_ais_diagnostics", "log_smc_diagnostics"]
+__all__ = [
+    "log_ais_diagnostics",
+    "log_heldout_diagnostics",
+    "log_smc_diagnostics",
+    "log_step_diagnostics",
+]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -113,3 +120,52 @@ def log_smc_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun
         resampled = int(run.resampled.sum())
         logger.info("%s SMC: %d resampling events over %d stages and %d populations.",
                     name.capitalize(), resampled, len(run.ess) - 1, run.chains)
+
+
+def log_step_diagnostics(bounds: EvidenceBounds, forward: AISRun) -> None:
+    """Warn about zero-weight forward chains and a lower bound resting on one chain (step methods).
+
+    Parameters
+    ----------
+    bounds : EvidenceBounds
+    forward : AISRun
+    """
+    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
+    if dead:
+        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
+    if bounds.ess_forward < 2:
+        logger.warning("The forward weights have an effective sample size of %.1f: the lower "
+                       "bound rests on one chain. Increase `n_steps`.", bounds.ess_forward)
+
+
+def log_heldout_diagnostics(forward: AISRun, reverse: AISRun | None, summary: dict,
+                            chains: int) -> None:
+    """Warn about divergent or failed (chain, case) pairs and cases whose lower bound is weak.
+
+    Parameters
+    ----------
+    forward : AISRun
+    reverse : AISRun or None
+    summary : dict
+        Per-case summaries (``ess_forward``).
+    chains : int
+    """
+    for name, run in (("forward", forward), ("reverse", reverse)):
+        if run is None:
+            continue
+        if run.n_divergent.sum():
+            logger.warning("%d divergent HMC trajectories (over all chains and cases) in the %s "
+                           "run; per step: annealing['n_divergent_%s'].",
+                           int(run.n_divergent.sum()), name, name)
+        if run.n_failed_total:
+            logger.warning(
+                "%d (chain, case) pairs of the %s run reached a non-finite state or density; "
+                "they carry zero weight (the bounds stay valid but looser); per case: "
+                "heldout['n_failed_%s'].", run.n_failed_total, name, name,
+            )
+    weak = int(np.count_nonzero(summary["ess_forward"] < 2))
+    if weak and chains > 1:
+        logger.warning(
+            "%d cases have a forward weight ESS below 2: their lower bound rests on one chain. "
+            "Increase `n_steps`.", weak,
+        )
