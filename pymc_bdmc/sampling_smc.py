@@ -39,7 +39,6 @@ from pymc_bdmc.estimators import evidence_bounds
 from pymc_bdmc.model.checks import BDMCInputError, check_model, check_positive_int
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
-from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
 from pymc_bdmc.parallel.smc_groups import population_blocks, smc_tasks
 from pymc_bdmc.pipeline.diagnostics import log_smc_diagnostics
 from pymc_bdmc.pipeline.execution import (
@@ -53,7 +52,7 @@ from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
 from pymc_bdmc.pipeline.pilot import tune
 from pymc_bdmc.pipeline.progress import StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import run_attrs
-from pymc_bdmc.pipeline.runs import forward_and_reverse
+from pymc_bdmc.pipeline.runs import forward_and_reverse, start_runner
 from pymc_bdmc.pipeline.seeding import streams as make_streams
 from pymc_bdmc.pipeline.settings import Parallel, Settings, parallel_settings, validate
 from pymc_bdmc.pipeline.start import (
@@ -260,14 +259,10 @@ def _tempering_runs(progress, done: StepCounter, s: Settings, smc: SMCSettings,
     n_sweeps = count_sweeps(gibbs, n_transitions, plan)
     workers = choose_workers(parallel.cores, parallel.executor,
                              predicted_seconds(timing, n_transitions, n_sweeps), s.chains)
-    runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
-                             parallel.chains_per_batch)
     forward_blocks = population_blocks(streams["forward"], s.chains, smc.particles)
     reverse_blocks = population_blocks(streams["reverse"], s.chains, smc.particles)
-    groups = runner.groups(forward_blocks)
-    if not workers.local:
-        logger.info("Running %d groups of SMC populations per direction on %s.", len(groups),
-                    workers.description)
+    runner, groups = start_runner(density, workers, parallel.chains_per_batch, forward_blocks,
+                                  "SMC populations")
     observed = density.observed_data()  # workers may hold other data from earlier calls
     pending_forward = runner.submit_tasks(smc_tasks(
         "forward", forward_blocks, groups, x0, plan, smc.ess_threshold, observed=observed,

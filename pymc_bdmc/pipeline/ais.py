@@ -18,7 +18,6 @@ from pymc_bdmc.estimators import evidence_bounds
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
-from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
 from pymc_bdmc.parallel.streams import ChainBlocks
 from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
 from pymc_bdmc.pipeline.execution import (
@@ -33,7 +32,7 @@ from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
 from pymc_bdmc.pipeline.pilot import tune
 from pymc_bdmc.pipeline.progress import StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import run_attrs
-from pymc_bdmc.pipeline.runs import forward_and_reverse
+from pymc_bdmc.pipeline.runs import forward_and_reverse, start_runner
 from pymc_bdmc.pipeline.settings import Parallel, Settings
 from pymc_bdmc.pipeline.start import (
     check_plan_pins,
@@ -134,12 +133,9 @@ def run_ais(
         workers = choose_workers(parallel.cores, parallel.executor,
                                  predicted_seconds(timing, n_transitions, n_sweeps),
                                  len(forward_blocks))
-        runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
-                                 parallel.chains_per_batch)
-        n_groups = len(runner.groups(forward_blocks))
-        if not workers.local:
-            logger.info("Running %d groups of chains per direction on %s.", n_groups,
-                        workers.description)
+        runner, groups = start_runner(density, workers, parallel.chains_per_batch,
+                                      forward_blocks)
+        n_groups = len(groups)
         observed = density.observed_data()  # workers may hold other data from earlier calls
         pending_forward = runner.submit("forward", forward_blocks, x0, plan, observed=observed,
                                         fused_kernel=fused, gibbs=gibbs)

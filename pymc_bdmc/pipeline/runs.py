@@ -9,12 +9,18 @@ all of them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
+from pymc_bdmc.parallel.executors import Workers
 from pymc_bdmc.pipeline.interrupts import reverse_interrupted
 from pymc_bdmc.pipeline.progress import StepCounter, phase
 
-__all__ = ["RunFn", "forward_and_reverse"]
+__all__ = ["RunFn", "forward_and_reverse", "start_runner"]
+
+logger = logging.getLogger("pymc_bdmc")
 
 #: ``run(on_step, on_group) -> run result``: one direction's run, reporting each step done here
 #: (``on_step()``) or each group of ``n`` steps done elsewhere (``on_group(n)``).
@@ -65,3 +71,32 @@ def forward_and_reverse(progress, done: StepCounter, total: int, forward: RunFn,
         return forward_run, None, reverse_interrupted(f"reverse {algorithm}", unit,
                                                       done["reverse"], total)
     return forward_run, reverse_run, None
+
+
+def start_runner(density: ModelDensity, workers: Workers, chains_per_batch: int | None, blocks,
+                 what: str = "chains"):
+    """The runner of a call's groups of chains (here or on ``workers``), and those groups.
+
+    Parameters
+    ----------
+    density : ModelDensity
+        This process's densities; workers compile their own from its recipe.
+    workers : Workers
+    chains_per_batch : int or None
+    blocks : ChainBlocks
+        The forward run's blocks (the reverse run is grouped the same way).
+    what : str, default "chains"
+        What the blocks hold, for the log message.
+
+    Returns
+    -------
+    tuple
+        ``(AnnealingRunner, groups)``.
+    """
+    runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
+                             chains_per_batch)
+    groups = runner.groups(blocks)
+    if not workers.local:
+        logger.info("Running %d groups of %s per direction on %s.", len(groups), what,
+                    workers.description)
+    return runner, groups
