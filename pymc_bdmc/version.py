@@ -1,4 +1,6 @@
-"""The package version (its own module, so that modules stamping results need not import the
-package they belong to)."""
+"""The package version.
+
+In its own module, so that the modules stamping results need not import the package itself.
+"""
 
 __version__ = "0.1.0"

@@ -44,11 +44,7 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     finite_parts,
     register_fused_kernel,
 )
-from pymc_bdmc.model.layout import (  # noqa: F401  (re-exported)
-    DensityParts,
-    FlatLayout,
-    ObservationParts,
-)
+from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 
 __all__ = ["DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
 

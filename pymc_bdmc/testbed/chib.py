@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_bdmc.testbed.base import EstimateResult, check_budget, estimator_rng, as_problem
+from pymc_bdmc.testbed.base import EstimateResult, as_problem, check_budget, estimator_rng
 
 __all__ = ["CMSRun", "DiscreteGibbs", "chib_murray_salakhutdinov", "cms_run"]
 

@@ -46,12 +46,12 @@ from pymc_bdmc.testbed.base import (  # noqa: F401  (re-exported: the estimator 
     Bias,
     EstimateResult,
     EstimatorSpec,
+    as_problem,
     check_budget,
     compiled_problem,
+    estimator_rng,
     log_likelihood_batched,
     pilot_plan,
-    estimator_rng,
-    as_problem,
 )
 from pymc_bdmc.testbed.chib import chib_murray_salakhutdinov
 from pymc_bdmc.testbed.models import Problem

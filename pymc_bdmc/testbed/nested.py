@@ -40,11 +40,11 @@ from scipy.special import logsumexp
 
 from pymc_bdmc.testbed.base import (
     EstimateResult,
+    as_problem,
     check_budget,
     compiled_problem,
-    log_likelihood_batched,
     estimator_rng,
-    as_problem,
+    log_likelihood_batched,
 )
 
 __all__ = ["NestedRun", "nested_sampling", "nested_sampling_estimator"]

@@ -37,11 +37,11 @@ from scipy import linalg, optimize
 
 from pymc_bdmc.testbed.base import (
     EstimateResult,
+    as_problem,
     check_budget,
     compiled_problem,
-    pilot_plan,
     estimator_rng,
-    as_problem,
+    pilot_plan,
 )
 
 __all__ = ["BMCEstimate", "bayesian_monte_carlo", "bmc_integral", "fit_lengthscales",

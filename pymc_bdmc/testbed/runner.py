@@ -12,10 +12,10 @@ from pymc_bdmc.testbed.estimators import (
     ESTIMATORS,
     EstimatorSpec,
     annealing_run,
-    compiled_problem,
-    pilot_plan,
-    estimator_rng,
     as_problem,
+    compiled_problem,
+    estimator_rng,
+    pilot_plan,
 )
 from pymc_bdmc.testbed.models import Problem
 

@@ -181,6 +181,7 @@ def one_sample(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def verdict(test, names, statistic, p_values, kernel_value, reference_value, ess, alpha,
             n_kernel, n_reference, acceptance) -> KernelTestResult:
+    """Bonferroni-combine the p-values into a :class:`KernelTestResult`, and log it."""
     p_values = np.asarray(p_values, dtype=float)
     adjusted = float(min(1.0, len(p_values) * p_values.min())) if len(p_values) else 1.0
     result = KernelTestResult(
@@ -196,16 +197,19 @@ def verdict(test, names, statistic, p_values, kernel_value, reference_value, ess
 
 
 def stack_statistics(values: Mapping[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """Names and ``(n, statistics)`` columns of a ``{name: values}`` mapping."""
     names = list(values)
     return names, np.column_stack([np.asarray(values[k], dtype=float) for k in names])
 
 
 def mean_acceptance(infos: Sequence) -> float:
+    """Mean acceptance rate over transition infos that report one (NaN if none do)."""
     rates = [np.mean(i.acceptance_rate) for i in infos if hasattr(i, "acceptance_rate")]
     return float(np.mean(rates)) if rates else np.nan
 
 
 def check_alpha(alpha: float) -> float:
+    """Refuse a false-alarm rate outside (0, 1)."""
     if not 0 < alpha < 1:
         raise ValueError(f"`alpha` must be in (0, 1), got {alpha}.")
     return float(alpha)
@@ -235,10 +239,13 @@ class PPStatistics:
 
 @dataclass(frozen=True)
 class MeanInfo:
+    """Transition info of a chain-by-chain step: the chains' mean acceptance rate."""
+
     acceptance_rate: float
 
 
 def batched_step(transition: Transition, t: int):
+    """``step(rng, x, parts)``: the transition at index ``t`` on all chains at once."""
     def step(rng, x, parts):
         return transition(rng, x, parts, t)
 
@@ -246,6 +253,7 @@ def batched_step(transition: Transition, t: int):
 
 
 def scaled_error(ours, theirs) -> float:
+    """Largest error relative to ``max(1, |value|)``; NaN where PyMC has NaN counts as -inf."""
     ours = np.asarray(ours, dtype=float)
     theirs = np.asarray(theirs, dtype=float)
     theirs = np.where(np.isnan(theirs), -np.inf, theirs)  # NaN densities count as -inf here too
@@ -271,8 +279,11 @@ def typed_point(layout: FlatLayout, initial: Mapping[str, np.ndarray],
 
 
 def default_statistics(self, max_coordinates: int, with_data: bool) -> Statistics:
-    """The default statistics of a verifier's model: coordinates, log prior, log-likelihood
-    (and, ``with_data``, the mean and mean square of each observed variable)."""
+    """Build the default statistics of a verifier's model.
+
+    Coordinates (up to ``max_coordinates``), the log prior, the log-likelihood and, ``with_data``,
+    the mean and mean square of each observed variable.
+    """
     labels = self.layout.coordinate_labels()[:max_coordinates]
 
     def statistics(x, data, parts):

@@ -141,6 +141,7 @@ class PerChainDensity:
                                for f in fields(DensityParts)})
 
     def __call__(self, x: np.ndarray, data: Mapping[str, np.ndarray]) -> DensityParts:
+        """Densities of the rows of ``x``, row ``k`` under data set ``k`` of ``data``."""
         x = np.ascontiguousarray(x, dtype=float)
         for name in self.names:
             if len(data[name]) != len(x):
