@@ -130,9 +130,9 @@ def sample_with_step_methods(
                            truth.x[None, :])
     x_pilot = draw_prior(simulator, n_pilot, streams["pilot_init"])
     parts_pilot = runner.parts(x_pilot)
-    check_finite_start(parts_pilot, "prior draws", layout, x_pilot)
+    check_finite_start(parts_pilot, "prior draws", layout, x_pilot, model=model)
     x0 = draw_prior(simulator, s.chains, streams["forward_init"])
-    check_finite_start(runner.parts(x0), "prior draws", layout, x0)
+    check_finite_start(runner.parts(x0), "prior draws", layout, x0, model=model)
 
     start = time.perf_counter()
     progress = create_simple_progress(progress_enabled(progressbar))

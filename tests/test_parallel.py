@@ -153,6 +153,35 @@ def test_custom_distributions_run_in_worker_processes():
                                   there["evidence"]["log_weight_forward"].values)
 
 
+def test_threaded_executors_compile_one_thread_at_a_time():
+    # PyTensor compilation is not thread-safe (pymc-devs/pymc#7819). Each thread of a threaded
+    # executor compiles the densities (and the fused kernel) for its own chains, under one lock.
+    with pm.Model():
+        mu = pm.Normal("mu", 0.0, 1.0)
+        tau = pm.Gamma("tau", 2.0, 2.0)
+        pm.Normal("y", mu, 1.0 / pm.math.sqrt(tau), observed=np.linspace(-1.0, 2.0, 12))
+        here = pmb.sample_bdmc(cores=1, fused_kernel=True, **RUN)
+        with ThreadPoolExecutor(2) as pool:
+            there = pmb.sample_bdmc(executor=pool, fused_kernel=True, **RUN)
+    assert there["evidence"].attrs["workers"] == "ThreadPoolExecutor (2 workers)"
+    assert there["evidence"].attrs["chain_groups"] == 2
+    for key in ("log_weight_forward", "log_weight_reverse"):
+        np.testing.assert_array_equal(here["evidence"][key].values, there["evidence"][key].values)
+
+
+def test_workers_that_cannot_start_leave_the_chains_in_this_process(regression, caplog):
+    # The tasks carry their own streams, so the fallback gives the same numbers.
+    pool = ThreadPoolExecutor(2)
+    pool.shutdown()
+    with regression:
+        here = pmb.sample_ais(cores=1, **RUN)
+        with caplog.at_level("WARNING", logger="pymc_bdmc"):
+            fallback = pmb.sample_ais(executor=pool, **RUN)
+    assert "running the chains in this process" in caplog.text
+    np.testing.assert_array_equal(here["evidence"]["log_weight_forward"].values,
+                                  fallback["evidence"]["log_weight_forward"].values)
+
+
 def test_a_local_dask_cluster_gives_the_same_chains(regression):
     distributed = pytest.importorskip("distributed")
     with regression:

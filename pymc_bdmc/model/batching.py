@@ -12,6 +12,7 @@ import the kernels.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -27,6 +28,7 @@ from pytensor.tensor.blockwise import Blockwise
 from pymc_bdmc.model.layout import DensityParts
 
 __all__ = [
+    "COMPILE_LOCK",
     "FUSED_KERNELS",
     "ONE_SHOT_MODE",
     "BatchedParts",
@@ -41,6 +43,12 @@ logger = logging.getLogger("pymc_bdmc.model.density")
 #: results): Python-mode compilation takes a fraction of a second, where a cold Numba
 #: compilation of the same graph can take tens of seconds.
 ONE_SHOT_MODE = "FAST_COMPILE"
+
+#: Held while this package compiles a PyTensor function. PyTensor compilation is not thread-safe
+#: (pymc-devs/pymc#7819), and threaded executors (a ``ThreadPoolExecutor``, Dask's threaded
+#: workers) compile their chains' densities in several threads of one process. Processes need no
+#: lock: each has its own compiler, and PyTensor's on-disk caches lock across processes.
+COMPILE_LOCK = threading.RLock()
 
 
 def checks_to_switches(outputs: list) -> list:
@@ -234,7 +242,8 @@ class BatchedParts:
         self.__init__(*state["graph"])
 
     def _compile(self, inputs, outputs, **kwargs):
-        fn = compile_pytensor(inputs, outputs, **{**self._graph[4], **kwargs})
+        with COMPILE_LOCK:
+            fn = compile_pytensor(inputs, outputs, **{**self._graph[4], **kwargs})
         fn.trust_input = True
         return fn
 

@@ -13,14 +13,21 @@ import pymc as pm
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
 
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.model.density import DensityParts, FlatLayout
+from pymc_bdmc.model.density import (
+    ONE_SHOT_MODE,
+    DensityParts,
+    FlatLayout,
+)
 from pymc_bdmc.model.density import observed_data_value as _observed_data_value
 
 __all__ = [
+    "DIAGNOSED_POINTS",
     "BDMCInputError",
     "check_finite_start",
     "check_model",
     "check_positive_int",
+    "never_finite_message",
+    "never_finite_terms",
 ]
 
 
@@ -43,6 +50,30 @@ def _imputed_observations(model: pm.Model) -> list[str]:
     ]
 
 
+def _check_potential_likelihood(potentials: list[str], potentials_in_likelihood: bool,
+                                needs_simulation: bool) -> None:
+    """Refuse a model without observed variables unless its Potentials are its likelihood."""
+    if not potentials:
+        raise BDMCInputError(
+            "The model has no observed variables, so there is no evidence p(y) to estimate. "
+            "Pass data with `observed=` to the likelihood."
+        )
+    if needs_simulation:
+        raise BDMCInputError(
+            f"The model's likelihood is given by the Potentials {potentials}, which have no "
+            "simulator: bidirectional Monte Carlo needs to simulate data from the model, so it "
+            "cannot run. Write the likelihood as `pm.CustomDist(name, *params, logp=..., "
+            "random=..., observed=data)` (its `random` function simulates the data), or use "
+            "`sample_ais(..., potentials_in_likelihood=True)` for a lower bound only."
+        )
+    if not potentials_in_likelihood:
+        raise BDMCInputError(
+            f"The model has no observed variables, only the Potentials {potentials}. If they "
+            "are its likelihood, pass `potentials_in_likelihood=True` (they are then tempered as "
+            "the likelihood)."
+        )
+
+
 def check_model(
     model: pm.Model,
     *,
@@ -63,11 +94,9 @@ def check_model(
     gradient_kernel : bool, default True
         True when the transition kernel needs gradients (all free variables continuous).
     """
+    potentials = [p.name for p in model.potentials]
     if not model.observed_RVs:
-        raise BDMCInputError(
-            "The model has no observed variables, so there is no evidence p(y) to estimate. "
-            "Pass data with `observed=` to the likelihood."
-        )
+        _check_potential_likelihood(potentials, potentials_in_likelihood, needs_simulation)
 
     imputed = _imputed_observations(model)
     if imputed:
@@ -99,8 +128,8 @@ def check_model(
                 "the variable's shape."
             )
 
-    if model.potentials:
-        names = [p.name for p in model.potentials]
+    if potentials:
+        names = potentials
         if needs_simulation:
             raise BDMCInputError(
                 f"The model has Potentials {names}. Bidirectional Monte Carlo simulates data from "
@@ -136,15 +165,22 @@ def check_model(
 
 
 def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
-                       x: np.ndarray, hint: str | None = None) -> None:
+                       x: np.ndarray, hint: str | None = None,
+                       model: pm.Model | None = None) -> None:
     """Raise if the prior or the likelihood is not finite at any starting state.
 
-    ``hint`` replaces the default advice at the end of the message.
+    ``hint`` replaces the default advice at the end of the message. With ``model``, a density
+    that is finite at none of the states is traced to the terms that are never finite there.
     """
     bad_prior = ~np.isfinite(parts.log_prior)
     bad_lik = ~np.isfinite(parts.log_likelihood)
     if not (bad_prior.any() or bad_lik.any()):
         return
+    if model is not None and (bad_prior | bad_lik).all():
+        points = [layout.unravel(row) for row in x[:DIAGNOSED_POINTS]]
+        dead = never_finite_terms(model, points)
+        if dead:
+            raise BDMCInputError(never_finite_message(dead, len(points), where))
     first = int(np.flatnonzero(bad_prior | bad_lik)[0])
     point = {k: np.round(v, 4).tolist() for k, v in layout.unravel(x[first]).items()}
     raise BDMCInputError(
@@ -163,4 +199,38 @@ def unsampleable_prior_message(names: Iterable[str], reason: str) -> str:
         f"Cannot draw exactly from the prior ({reason}). AIS and BDMC start from exact prior "
         f"draws; give {list(names) or 'the offending variables'} a distribution with a random "
         "method (for pm.CustomDist, pass `random=` or `dist=`)."
+    )
+
+
+#: States at which the terms of a density that is never finite are evaluated one by one.
+DIAGNOSED_POINTS = 16
+
+
+def never_finite_terms(model: pm.Model, points: list[dict[str, np.ndarray]]) -> list[str]:
+    """Names of the model's log-density terms (variables, Potentials) finite at none of ``points``.
+
+    ``points`` map value-variable names to values (the unconstrained space). Used only to
+    explain a failure, so each term is compiled here, in a fast-compiling mode.
+    """
+    variables = [*model.basic_RVs, *model.potentials]
+    terms = [model.logp(vars=[v], sum=True) for v in variables]
+    fn = model.compile_fn(terms, point_fn=True, mode=ONE_SHOT_MODE)
+    finite_somewhere = np.zeros(len(variables), dtype=bool)
+    for point in points:
+        try:
+            values = fn(point)
+        except Exception:  # e.g. a parameter check that raises rather than returning -inf
+            continue
+        finite_somewhere |= np.isfinite(np.asarray(values, dtype=float))
+    return [v.name for v, ok in zip(variables, finite_somewhere, strict=True) if not ok]
+
+
+def never_finite_message(terms: list[str], n_points: int, where: str) -> str:
+    """Message for log-density terms that are not finite at any of ``n_points`` states."""
+    return (
+        f"The log-density of {terms} is not finite at any of {n_points} {where}: wherever the "
+        "prior puts its mass, these terms are -inf or NaN (for example a scale parameter that "
+        "is always negative, or a parameter outside its distribution's support). AIS cannot "
+        "start from such a model. Check how their parameters are computed from the other "
+        "variables."
     )

@@ -34,6 +34,7 @@ from pytensor.graph.replace import graph_replace
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model layer's interface)
+    COMPILE_LOCK,
     FUSED_KERNELS,
     ONE_SHOT_MODE,
     BatchedParts,
@@ -46,7 +47,7 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
 )
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 
-__all__ = ["DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
+__all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class ModelDensity:
 
     def _compile(self, inputs, outputs, **kwargs):
         self.n_compilations += 1
-        with self.model:
+        with COMPILE_LOCK, self.model:
             fn = compile_pytensor(inputs, outputs, **{**self.compile_kwargs, **kwargs})
         fn.trust_input = True
         return fn

@@ -16,6 +16,8 @@ import pymc as pm
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import reseed_rngs
 
+from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.model.checks import DIAGNOSED_POINTS, never_finite_message, never_finite_terms
 from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
 
 __all__ = ["JointDraw", "ModelSimulator"]
@@ -93,8 +95,13 @@ class ModelSimulator:
         """``n`` independent exact prior draws as flat unconstrained vectors, shape (n, n_dim)."""
         self._reseed(self._prior_rngs, rng)
         names = self._value_names
-        return np.stack([self.layout.ravel(dict(zip(names, self._prior_fn(), strict=True)))
-                         for _ in range(n)])
+        try:
+            draws = [self._prior_fn() for _ in range(n)]
+        except NotImplementedError:  # no random method: the caller explains
+            raise
+        except Exception as err:  # e.g. NumPy's "scale < 0" for invalid prior parameters
+            raise BDMCInputError(self._prior_failure(err)) from err
+        return np.stack([self.layout.ravel(dict(zip(names, d, strict=True))) for d in draws])
 
     def draw_joint(self, rng: np.random.Generator) -> JointDraw:
         """One exact joint draw ``(theta*, y*)`` from the prior predictive."""
@@ -102,10 +109,48 @@ class ModelSimulator:
             self._joint_fn = self._compile(self._joint)
         fn, rngs = self._joint_fn
         self._reseed(rngs, rng)
-        values = fn()
+        try:
+            values = fn()
+        except NotImplementedError:
+            raise
+        except Exception as err:
+            raise BDMCInputError(self._simulation_failure(err)) from err
         n = self._n_free
         x = self.layout.ravel(dict(zip(self._value_names, values[:n], strict=True)))
         free = dict(zip(self._free_names, values[n:2 * n], strict=True))
         observed = dict(zip(self._observed_names, values[2 * n:], strict=True))
         return JointDraw(x=x, free={k: np.array(v) for k, v in free.items()},
                          observed={k: np.array(v) for k, v in observed.items()})
+
+    # -- explaining failed draws (only ever on the failure path) ---------------------------
+    def _prior_failure(self, err: Exception) -> str:
+        failing = []
+        for rv in self.model.free_RVs:
+            with self.model:
+                draw = compile_pytensor([], rv, random_seed=0, mode=ONE_SHOT_MODE)
+            try:
+                draw()
+            except Exception:
+                failing.append(rv.name)
+        return (
+            f"Drawing from the prior failed ({type(err).__name__}: {err})"
+            + (f" at the variables {failing}" if failing else "")
+            + ". AIS starts from exact prior draws: check that every prior's parameters are "
+            "valid (e.g. positive scales) for all values of the variables they depend on."
+        )
+
+    def _simulation_failure(self, err: Exception) -> str:
+        reason = f"{type(err).__name__}: {err}"
+        try:
+            x = self.draw_prior(DIAGNOSED_POINTS, np.random.default_rng(0))
+        except BDMCInputError as prior_err:
+            return str(prior_err)
+        dead = never_finite_terms(self.model, [self.layout.unravel(row) for row in x])
+        if dead:
+            return (never_finite_message(dead, len(x), "prior draws")
+                    + f" Simulating data from the model failed with {reason}.")
+        return (
+            f"Simulating data from the model failed ({reason}). Bidirectional Monte Carlo "
+            "simulates (theta*, y*) from the prior predictive: check that every observed "
+            "variable's parameters are valid wherever the prior puts mass."
+        )

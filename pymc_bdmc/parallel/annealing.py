@@ -217,8 +217,15 @@ class AnnealingRunner:
             return tasks
         if self._recipe is None:
             self._recipe = self._recipe_fn()
-        return [_Remote(task, self.workers.submit(_run_remote, self._recipe, task))
-                for task in tasks]
+        try:
+            return [_Remote(task, self.workers.submit(_run_remote, self._recipe, task))
+                    for task in tasks]
+        except (BrokenProcessPool, OSError, RuntimeError) as err:
+            # Workers could not be started (or the executor is shut down): the tasks carry
+            # their own streams, so running them here gives the same numbers.
+            logger.warning("Could not start work on %s (%s); running the chains in this "
+                           "process.", self.workers.description, err)
+            return tasks
 
     def collect(self, pending: list, on_step: Callable[[], None] | None = None,
                 on_group: Callable[[int], None] | None = None, merge=merge_runs):
@@ -235,14 +242,12 @@ class AnnealingRunner:
                 try:
                     run, calls = item.future.result()
                 except BrokenProcessPool:
-                    # A local worker died, typically because a script without an
-                    # ``if __name__ == "__main__":`` guard re-ran itself in the worker. The
-                    # group's streams are in its task, so running it here changes nothing.
+                    # A local worker died (e.g. killed, or out of memory). The group's
+                    # streams are in its task, so running it here changes nothing.
                     if not self._warned:
                         logger.warning(
-                            "A worker process failed; running its chains in this process. "
-                            "Scripts that use worker processes (`cores` > 1) must start "
-                            "sampling under `if __name__ == \"__main__\":`.")
+                            "A worker process died; running its chains in this process "
+                            "(same results, one core).")
                         self._warned = True
                     run, _ = item.task.run(self.density, on_step=on_step)
                     calls = (0, 0)  # counted by this process's density

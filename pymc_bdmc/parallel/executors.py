@@ -9,9 +9,13 @@ compile a model once, not once per call.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import multiprocessing
+import multiprocessing.context as mp_context_module
 import os
+import sys
+import types
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -26,17 +30,82 @@ logger = logging.getLogger(__name__)
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 
 
-def mp_context():
-    """Like PyMC: forkserver where available (fork is unsafe once threads exist).
+class _UserMainHidden:
+    """Hide the user's ``__main__`` while a worker process is launched.
 
-    The server imports this package once, so workers fork with PyMC already imported. (Not
-    ``__main__``: an unguarded script would run inside the server.) This has no effect if this
-    process's forkserver was already started by someone else.
+    ``spawn`` and ``forkserver`` workers re-import the parent's ``__main__`` (by path, or by
+    module name under ``python -m``) before running anything, so an unguarded script would run
+    again in every worker: its data loading, prints, file writes and sampling calls. Workers need
+    nothing from it (models travel as pickled graphs, and ``cloudpickle`` carries a user's
+    functions by value), so while a worker's start-up data are prepared ``__main__`` is a blank
+    module, as in a notebook, and there is nothing to re-import.
+    """
+
+    def __enter__(self):
+        self._main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+
+    def __exit__(self, *exc_info):
+        if self._main is None:
+            del sys.modules["__main__"]
+        else:
+            sys.modules["__main__"] = self._main
+
+
+@functools.cache
+def _without_user_main(popen_class: type) -> type:
+    class Popen(popen_class):
+        def _launch(self, process_obj):
+            with _UserMainHidden():
+                super()._launch(process_obj)
+
+    return Popen
+
+
+class _SpawnWorker(mp_context_module.SpawnProcess):
+    @staticmethod
+    def _Popen(process_obj):
+        if sys.platform == "win32":
+            from multiprocessing.popen_spawn_win32 import Popen
+        else:
+            from multiprocessing.popen_spawn_posix import Popen
+        return _without_user_main(Popen)(process_obj)
+
+
+class _SpawnContext(mp_context_module.SpawnContext):
+    Process = _SpawnWorker
+
+
+if sys.platform != "win32":
+
+    class _ForkServerWorker(mp_context_module.ForkServerProcess):
+        @staticmethod
+        def _Popen(process_obj):
+            from multiprocessing.popen_forkserver import Popen
+
+            return _without_user_main(Popen)(process_obj)
+
+    class _ForkServerContext(mp_context_module.ForkServerContext):
+        Process = _ForkServerWorker
+
+
+def mp_context():
+    """Start method for local workers; they never import or run the user's ``__main__``.
+
+    Like PyMC, forkserver where available (fork is unsafe once threads exist), else spawn. Both
+    would normally re-run an unguarded script in every worker; these contexts do not (see
+    :class:`_UserMainHidden`). The fork server imports this package once, so workers fork with
+    PyMC already imported. (The preload has no effect if this process's fork server was already
+    started by someone else.)
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
+        return _SpawnContext()
+    from multiprocessing import forkserver
+
+    context = _ForkServerContext()
     context.set_forkserver_preload(["pymc_bdmc"])
+    # Started now, so that launching a worker hides ``__main__`` only for a moment.
+    forkserver.ensure_running()
     return context
 
 

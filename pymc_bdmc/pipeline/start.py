@@ -88,7 +88,7 @@ def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
     """
     x = draw_prior(simulator, n, rng)
     parts = density.parts(x)
-    check_finite_start(parts, "prior draws", density.layout, x)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model)
     return x, parts
 
 
@@ -110,7 +110,7 @@ def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
     x = np.concatenate([draw_prior(simulator, n, g)
                         for n, g in zip(blocks.sizes, blocks.generators, strict=True)])
     parts = density.parts(x)
-    check_finite_start(parts, "prior draws", density.layout, x)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model)
     return x, parts
 
 
