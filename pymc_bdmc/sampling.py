@@ -8,6 +8,7 @@ algorithms themselves live in :mod:`pymc_bdmc.algorithms` and :mod:`pymc_bdmc.ke
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Literal
 
@@ -26,13 +27,25 @@ from pymc_bdmc.model.checks import (
     unsampleable_prior_message,
 )
 from pymc_bdmc.pipeline.ais import run_ais
+from pymc_bdmc.pipeline.execution import (  # noqa: F401  (module-level names of the old module)
+    AUTO_PARALLEL_SECONDS,
+    FUSED_CALL_OVERHEAD,
+    FUSED_PAYBACK,
+    FUSED_SWEEP_SAVING,
+)
 from pymc_bdmc.pipeline.seeding import streams as make_streams
-from pymc_bdmc.pipeline.settings import parallel_settings, validate
+from pymc_bdmc.pipeline.settings import (  # noqa: F401  (REVERSE_SPREAD_TRANSITIONS, as above)
+    REVERSE_SPREAD_TRANSITIONS,
+    parallel_settings,
+    validate,
+)
 from pymc_bdmc.pipeline.start import compile_model, vectorized_discrete
 from pymc_bdmc.schedules import ScheduleName
 from pymc_bdmc.step_sampling import sample_with_step_methods
 
 __all__ = ["sample_ais", "sample_bdmc"]
+
+logger = logging.getLogger("pymc_bdmc")
 
 #: Advice when the model's own simulated (theta*, y*) has a non-finite density.
 _SIMULATED_START_HINT = (

@@ -88,8 +88,19 @@ model) can instead be given ready-made with ``set_data=``, a function the test c
 chain's data before applying the kernel to that chain alone.
 """
 
+import logging
+
 from pymc_bdmc.verification import common
-from pymc_bdmc.verification.common import DensityCheckResult, KernelTestResult, VerificationError
+from pymc_bdmc.verification.common import (  # noqa: F401  (module-level names of the old module)
+    EXACT_TOLERANCE,
+    QUANTILES,
+    DensityCheckResult,
+    ExactSampler,
+    KernelTestResult,
+    PartsFn,
+    Statistics,
+    VerificationError,
+)
 from pymc_bdmc.verification.verifier import (
     Verifier,
     check_density_consistency,
@@ -100,6 +111,8 @@ from pymc_bdmc.verification.verifier import (
 
 #: ``kernel(parts_fn) -> Transition``: builds a kernel on a given batched density function.
 KernelFactory = common.KernelFactory
+
+logger = logging.getLogger(__name__)  # the checks log here (pymc_bdmc.verification)
 
 __all__ = [
     "DensityCheckResult",
