@@ -11,9 +11,11 @@ step-method driver (:mod:`pymc_bdmc.step_sampling`) assemble these stages:
 * :mod:`.start`: compilation (cached per model) and exact starting draws;
 * :mod:`.pilot`: the pilot run that freezes an :class:`~pymc_bdmc.AnnealingPlan`;
 * :mod:`.execution`: timing the kernels to choose fused kernels and worker processes;
-* :mod:`.progress` and :mod:`.interrupts`: progress rows, step counting, Ctrl-C handling;
-* :mod:`.diagnostics` and :mod:`.results`: warnings about the runs, and the attributes every
-  result carries;
+* :mod:`.runs`: the forward and reverse runs (on a runner or in process), with their progress
+  rows and Ctrl-C handling;
+* :mod:`.progress` and :mod:`.interrupts`: progress rows, step counting, interrupt messages;
+* :mod:`.diagnostics` and :mod:`.results`: warnings about the runs (every driver's), and the
+  attributes every AIS / SMC result carries;
 * :mod:`.ais`: the AIS / BDMC run on the vectorized kernels, assembled from the above.
 
 See ``docs/architecture.md``.
