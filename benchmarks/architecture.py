@@ -105,9 +105,10 @@ def _edges(graph, modules):
         for target, _name, _line in found:
             if target != mod:
                 edges[mod].add(target)
-    # importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__`` first; package __init__ files
-    # of this project are (almost) empty, so parents are not added as edges: a cycle through an
-    # __init__ shows up directly when that __init__ imports something.
+    # Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``. Those implicit edges are
+    # not counted: ``pymc_bdmc/__init__`` imports the public API, so with them every module would
+    # sit in one cycle. Explicit imports of a package (``import pymc_bdmc``, ``from pymc_bdmc
+    # import x``) are counted, and a package's own imports are edges from that package.
     return edges
 
 
