@@ -18,7 +18,7 @@ import numpy as np
 from scipy import stats
 
 import pymc_bdmc.testbed as tb
-from pymc_bdmc.testbed.base import _compiled
+from pymc_bdmc.testbed.base import compiled_problem
 
 MODELS = {"clustering": tb.clustering, "low_rank": tb.low_rank,
           "binary_attributes": tb.binary_attributes}
@@ -37,7 +37,7 @@ def main():
     out = logging.getLogger("pymc_bdmc.ground_truth_schedules")
     out.setLevel(logging.INFO)
     problem = MODELS[args.model](n_obs=args.n_obs, n_dim=args.n_dim, seed=0)
-    density, _, _ = _compiled(problem)
+    density, _, _ = compiled_problem(problem)
     if args.model == "low_rank":
         u, v = problem.generating_point["U"], problem.generating_point["V"]
         parts = density.parts(problem.generating_vector(density.layout)[None])

@@ -7,7 +7,7 @@ from the model, reverse AIS from the generating parameters gives a stochastic up
 
 import logging
 
-__version__ = "0.1.0"
+from pymc_bdmc.version import __version__
 
 from pymc_bdmc import schedules, testbed, testing, verification
 from pymc_bdmc.calibration import calibrate

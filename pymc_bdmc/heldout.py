@@ -46,7 +46,6 @@ from pymc.model import modelcontext
 from pymc.progress_bar import create_simple_progress
 from scipy.special import logsumexp
 
-import pymc_bdmc
 from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import log_mean_exp
@@ -56,26 +55,22 @@ from pymc_bdmc.kernels.tuning import (
     MIN_VARIANCE,
     AnnealingPlan,
     PilotResult,
-    _next_beta,
+    next_pilot_beta,
     plan_from_pilot,
     thermodynamic_schedule,
 )
 from pymc_bdmc.model.cases import CaseDensity, ConditionedModel, condition_on_parameters
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
-from pymc_bdmc.results.datatree import _annealing_dataset, _named_dataset
-from pymc_bdmc.sampling import (
-    _no_bound_if_interrupted,
-    _phase,
-    _pilot_phase,
-    _progress_enabled,
-    _reverse_interrupted,
-    _Settings,
-    _StepCounter,
-    _streams,
-    _validate,
-)
+from pymc_bdmc.pipeline.diagnostics import log_heldout_diagnostics
+from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
+from pymc_bdmc.pipeline.progress import StepCounter, pilot_phase, progress_enabled
+from pymc_bdmc.pipeline.runs import forward_and_reverse
+from pymc_bdmc.pipeline.seeding import streams as make_streams
+from pymc_bdmc.pipeline.settings import Settings, validate
+from pymc_bdmc.results.datatree import annealing_dataset, named_dataset
 from pymc_bdmc.schedules import ScheduleName
+from pymc_bdmc.version import __version__
 
 __all__ = ["sample_heldout_likelihood"]
 
@@ -186,7 +181,7 @@ def run_case_pilot(
               "acc": [np.nan]}
     while beta < 1.0 and len(record["beta"]) <= MAX_PILOT_STEPS:
         new_beta = (1.0 if len(record["beta"]) == MAX_PILOT_STEPS
-                    else _next_beta(beta, sd, step_length))
+                    else next_pilot_beta(beta, sd, step_length))
         with np.errstate(invalid="ignore"):
             log_w = log_w + (new_beta - beta) * parts.log_likelihood.reshape(n, n_cases)
         beta = new_beta
@@ -328,7 +323,7 @@ def _posterior_groups(rng: np.random.Generator, density: CaseDensity, forward: A
     }
     stats_dims = {name: per_case for name in sample_stats}
     run_attrs = make_attrs(
-        {**attrs, "inference_library_version": pymc_bdmc.__version__}, inference_library=pm
+        {**attrs, "inference_library_version": __version__}, inference_library=pm
     )
     run_attrs["inference_library"] = "pymc_bdmc"
     return from_dict(
@@ -369,29 +364,6 @@ def _start(simulator: ModelSimulator, density: CaseDensity, chains: int,
     parts = density.parts(rows)
     _check_finite_rows(parts, density.layout.n_cases, where)
     return rows, parts
-
-
-def _log_diagnostics(forward: AISRun, reverse: AISRun | None, summary: dict,
-                     chains: int) -> None:
-    for name, run in (("forward", forward), ("reverse", reverse)):
-        if run is None:
-            continue
-        if run.n_divergent.sum():
-            logger.warning("%d divergent HMC trajectories (over all chains and cases) in the %s "
-                           "run; per step: annealing['n_divergent_%s'].",
-                           int(run.n_divergent.sum()), name, name)
-        if run.n_failed_total:
-            logger.warning(
-                "%d (chain, case) pairs of the %s run reached a non-finite state or density; "
-                "they carry zero weight (the bounds stay valid but looser); per case: "
-                "heldout['n_failed_%s'].", run.n_failed_total, name, name,
-            )
-    weak = int(np.count_nonzero(summary["ess_forward"] < 2))
-    if weak and chains > 1:
-        logger.warning(
-            "%d cases have a forward weight ESS below 2: their lower bound rests on one chain. "
-            "Increase `n_steps`.", weak,
-        )
 
 
 def sample_heldout_likelihood(
@@ -524,8 +496,8 @@ def sample_heldout_likelihood(
     model = modelcontext(model)
     if pilot_chains is None:
         pilot_chains = DEFAULT_PILOT_CHAINS
-    settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
-                         target_accept, step_size_jitter, pilot_chains, confidence)
+    settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
+                        target_accept, step_size_jitter, pilot_chains, confidence)
     if not isinstance(simulate, bool | np.bool_):
         raise BDMCInputError(f"`simulate` must be True or False, got {simulate!r}.")
     if plan is not None and not isinstance(plan, AnnealingPlan):
@@ -540,7 +512,7 @@ def sample_heldout_likelihood(
     density = CaseDensity(cond, compile_kwargs=compile_kwargs)
     simulator = ModelSimulator(cond.model, density.density.layout, compile_kwargs=compile_kwargs)
     compile_time = time.perf_counter() - start
-    streams = _streams(random_seed)
+    streams = make_streams(random_seed)
     truth = None
     if simulate:
         try:
@@ -564,9 +536,9 @@ def sample_heldout_likelihood(
     return _run(cond, density, simulator, settings, streams, truth, progressbar, attrs, plan)
 
 
-def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, n_cases: int):
+def _tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, n_cases: int):
     """Run the per-case pilot (with its progress row) and freeze its tuning into a plan."""
-    with _pilot_phase(progress) as report:
+    with pilot_phase(progress) as report:
         pilot = run_case_pilot(rng, x_pilot, parts_pilot, parts_fn, n_cases,
                                n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
                                jitter=s.step_size_jitter, on_step=report)
@@ -580,7 +552,7 @@ def _tune(progress, s: _Settings, rng, x_pilot, parts_pilot, parts_fn, n_cases: 
 
 
 def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator,
-         s: _Settings, streams: dict, truth: JointDraw | None, progressbar: bool,
+         s: Settings, streams: dict, truth: JointDraw | None, progressbar: bool,
          attrs: dict, plan: AnnealingPlan | None) -> xr.DataTree:
     n_cases = cond.n_cases
     parts_fn = density.parts
@@ -590,32 +562,31 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
                                       streams["pilot_init"], "pilot's prior draws")
     x0, parts0 = _start(simulator, density, s.chains, streams["forward_init"], "prior draws")
     start = time.perf_counter()
-    done, interrupted = _StepCounter(), None
-    progress = create_simple_progress(_progress_enabled(progressbar))
+    done = StepCounter()
+    progress = create_simple_progress(progress_enabled(progressbar))
     n_steps = s.n_steps if plan is None else plan.n_steps
-    with progress, _no_bound_if_interrupted(done, n_steps):
+    with progress, no_bound_if_interrupted(done, n_steps):
         pilot = None
         if plan is None:
             plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
                                 n_cases)
         else:
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
-        with _phase(progress, "Forward AIS", plan.n_steps) as advance:
-            forward = ais_forward(streams["forward"], x0, parts0, plan.betas,
-                                  plan.transition(parts_fn),
-                                  on_step=done.counting("forward", advance))
-        reverse = None
-        if truth is not None:
-            start_rows = np.tile(density.layout.to_rows(truth.x[None, :]), (s.chains, 1))
-            try:
-                with _phase(progress, "Reverse AIS", plan.n_steps) as advance:
-                    reverse = ais_reverse(streams["reverse"], start_rows, len(start_rows),
-                                          plan.betas, plan.transition(parts_fn), parts_fn,
-                                          on_step=done.counting("reverse", advance),
-                                          spread_transitions=s.reverse_spread)
-            except KeyboardInterrupt:
-                interrupted = _reverse_interrupted("reverse AIS", "step", done["reverse"],
-                                                   plan.n_steps)
+
+        def forward_run(on_step, on_group):
+            return ais_forward(streams["forward"], x0, parts0, plan.betas,
+                               plan.transition(parts_fn), on_step=on_step)
+
+        start_rows = (None if truth is None
+                      else np.tile(density.layout.to_rows(truth.x[None, :]), (s.chains, 1)))
+
+        def reverse_run(on_step, on_group):
+            return ais_reverse(streams["reverse"], start_rows, len(start_rows), plan.betas,
+                               plan.transition(parts_fn), parts_fn, on_step=on_step,
+                               spread_transitions=s.reverse_spread)
+
+        forward, reverse, interrupted = forward_and_reverse(
+            progress, done, plan.n_steps, forward_run, None if truth is None else reverse_run)
     sampling_time = time.perf_counter() - start
 
     summary = _summaries(
@@ -623,7 +594,7 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
         None if reverse is None else reverse.log_weight.reshape(s.chains, n_cases),
         s.confidence,
     )
-    _log_diagnostics(forward, reverse, summary, s.chains)
+    log_heldout_diagnostics(forward, reverse, summary, s.chains)
     attrs = {
         **attrs,
         "algorithm": "heldout_bdmc" if truth is not None else "heldout_ais",
@@ -648,8 +619,8 @@ def _run(cond: ConditionedModel, density: CaseDensity, simulator: ModelSimulator
     coords = {**coords, cond.case_dim: cond.case_coords}
     if truth is not None:
         generating = {k: v[0] for k, v in density.density.constrain(truth.x[None, :]).items()}
-        dt["generating_values"] = _named_dataset(generating, dims, coords)
-    dt["fixed_parameters"] = _named_dataset(cond.params, dims, coords)
+        dt["generating_values"] = named_dataset(generating, dims, coords)
+    dt["fixed_parameters"] = named_dataset(cond.params, dims, coords)
     dt["heldout"] = _heldout_dataset(summary, forward, reverse, cond, s.chains, attrs)
-    dt["annealing"] = _annealing_dataset(plan, forward, reverse, density.layout.labels)
+    dt["annealing"] = annealing_dataset(plan, forward, reverse, density.layout.labels)
     return dt

@@ -9,7 +9,8 @@ after one algorithm run another. For the sandwich, ``sample_bdmc(method="smc")``
 SMC and the sequential harmonic mean estimator (reverse SMC) of
 :mod:`pymc_bdmc.algorithms.smc`.
 
-Seeding, checks, compilation, the pilot and progress are shared with :mod:`pymc_bdmc.sampling`.
+Seeding, checks, compilation, the pilot, progress and interrupts are the shared stages of
+:mod:`pymc_bdmc.pipeline`.
 """
 
 from __future__ import annotations
@@ -29,41 +30,39 @@ from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.algorithms.smc import (
     DataPointPath,
-    SMCRun,
     TemperingPath,
     merge_smc_runs,
     smc_forward,
     smc_reverse,
 )
-from pymc_bdmc.estimators import EvidenceBounds, evidence_bounds
+from pymc_bdmc.estimators import evidence_bounds
 from pymc_bdmc.model.checks import BDMCInputError, check_model, check_positive_int
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
-from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
 from pymc_bdmc.parallel.smc_groups import population_blocks, smc_tasks
-from pymc_bdmc.results.datatree import build_smc_datatree
-from pymc_bdmc.sampling import (
-    _choose_workers,
-    _compile,
-    _generating_values,
-    _gibbs_kernel,
-    _KernelTiming,
-    _n_transitions,
-    _no_bound_if_interrupted,
-    _Parallel,
-    _parallel_settings,
-    _phase,
-    _prior_start,
-    _progress_enabled,
-    _reverse_interrupted,
-    _run_attrs,
-    _Settings,
-    _StepCounter,
-    _streams,
-    _tune,
-    _validate,
-    _vectorized_discrete,
+from pymc_bdmc.pipeline.diagnostics import log_smc_diagnostics
+from pymc_bdmc.pipeline.execution import (
+    KernelTiming,
+    choose_workers,
+    count_sweeps,
+    count_transitions,
+    predicted_seconds,
 )
+from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
+from pymc_bdmc.pipeline.pilot import tune
+from pymc_bdmc.pipeline.progress import StepCounter, progress_enabled
+from pymc_bdmc.pipeline.results import run_attrs
+from pymc_bdmc.pipeline.runs import forward_and_reverse, start_runner
+from pymc_bdmc.pipeline.seeding import streams as make_streams
+from pymc_bdmc.pipeline.settings import Parallel, Settings, parallel_settings, validate
+from pymc_bdmc.pipeline.start import (
+    compile_model,
+    generating_values,
+    gibbs_kernel,
+    prior_start,
+    vectorized_discrete,
+)
+from pymc_bdmc.results.datatree import build_smc_datatree
 from pymc_bdmc.schedules import ADAPTIVE, ScheduleName
 
 __all__ = ["sample_smc_evidence"]
@@ -78,6 +77,9 @@ SMC_N_STEPS = 100
 SMC_CHAINS = 4
 SMC_PARTICLES = 128
 SMC_TRANSITIONS_PER_STEP = 5
+
+#: How the SMC runs are named in progress rows and interrupt messages.
+SMC_RUNS = {"algorithm": "SMC", "reverse_label": "Reverse SMC (SHME)", "unit": "stage"}
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ def check_data_path(density: ModelDensity, smc: SMCSettings) -> None:
 
 def run_smc(
     *,
-    settings: _Settings,
+    settings: Settings,
     smc: SMCSettings,
     density: ModelDensity,
     simulator: ModelSimulator,
@@ -142,14 +144,14 @@ def run_smc(
     truth: JointDraw | None,
     progressbar: bool,
     attrs: dict,
-    parallel: _Parallel | None = None,
+    parallel: Parallel | None = None,
 ) -> xr.DataTree:
     """Pilot, forward SMC and (given ``truth``) reverse SMC; the result as a DataTree."""
     s = settings
-    x_pilot, parts_pilot = _prior_start(simulator, density, s.pilot_chains,
-                                        streams["pilot_init"])
-    x0, parts0 = _prior_start(simulator, density, s.chains * smc.particles,
-                              streams["forward_init"])
+    x_pilot, parts_pilot = prior_start(simulator, density, s.pilot_chains,
+                                       streams["pilot_init"])
+    x0, parts0 = prior_start(simulator, density, s.chains * smc.particles,
+                             streams["forward_init"])
     if smc.path == "data":
         n_obs = density.n_observations
         path = DataPointPath.in_blocks(n_obs, s.n_steps)
@@ -165,41 +167,40 @@ def run_smc(
         target_parts = density.parts
 
     start = time.perf_counter()
-    done, interrupted = _StepCounter(), None
-    progress = create_simple_progress(_progress_enabled(progressbar))
+    done = StepCounter()
+    progress = create_simple_progress(progress_enabled(progressbar))
     n_steps = path.n_steps if smc.path == "data" else s.n_steps
     # Discrete variables (tempering path only, checked earlier): Gibbs sweeps around HMC.
-    gibbs = _gibbs_kernel(density, x_pilot)
+    gibbs = gibbs_kernel(density, x_pilot)
     discrete = None if gibbs is None else gibbs.bound_to(density.terms)
     where = {"workers": "this process", "chain_groups": 1}
-    with progress, _no_bound_if_interrupted(done, n_steps, "SMC"):
-        plan, pilot = _tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
-                            schedule, discrete=discrete,
-                            pinned=None if gibbs is None else gibbs.pinned)
+    with progress, no_bound_if_interrupted(done, n_steps, "SMC"):
+        plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
+                           schedule, discrete=discrete,
+                           pinned=None if gibbs is None else gibbs.pinned)
         if smc.path == "data":
             transition = plan.observation_transition(density.weighted_parts,
                                                      path.observation_weights)
-            with _phase(progress, "Forward SMC", path.n_steps) as advance:
-                forward = smc_forward(streams["forward"], x0, parts0, path, transition,
-                                      chains=s.chains, ess_threshold=smc.ess_threshold,
-                                      on_step=done.counting("forward", advance))
-            reverse = None
-            if truth is not None:
-                try:
-                    with _phase(progress, "Reverse SMC (SHME)", path.n_steps) as advance:
-                        reverse = smc_reverse(streams["reverse"], truth.x, smc.particles, path,
-                                              transition, target_parts, chains=s.chains,
-                                              ess_threshold=smc.ess_threshold,
-                                              spread_transitions=s.reverse_spread,
-                                              on_step=done.counting("reverse", advance))
-                except KeyboardInterrupt:  # the finished forward run is still a valid bound
-                    interrupted = _reverse_interrupted("reverse SMC", "stage", done["reverse"],
-                                                       path.n_steps)
+
+            def forward_run(on_step, on_group):
+                return smc_forward(streams["forward"], x0, parts0, path, transition,
+                                   chains=s.chains, ess_threshold=smc.ess_threshold,
+                                   on_step=on_step)
+
+            def reverse_run(on_step, on_group):
+                return smc_reverse(streams["reverse"], truth.x, smc.particles, path,
+                                   transition, target_parts, chains=s.chains,
+                                   ess_threshold=smc.ess_threshold,
+                                   spread_transitions=s.reverse_spread, on_step=on_step)
+
+            forward, reverse, interrupted = forward_and_reverse(
+                progress, done, path.n_steps, forward_run,
+                None if truth is None else reverse_run, **SMC_RUNS)
         else:
             path = TemperingPath(plan.betas)
             forward, reverse, interrupted, where = _tempering_runs(
                 progress, done, s, smc, density, plan, gibbs, streams, x0, truth,
-                parallel or _Parallel())
+                parallel or Parallel())
     sampling_time = time.perf_counter() - start
     if smc.path == "data":  # the last stage reweights without a move: record f_T's densities
         forward = dataclasses.replace(forward, parts=target_parts(forward.x))
@@ -208,10 +209,10 @@ def run_smc(
         streams["summary"], forward.log_weight,
         None if reverse is None else reverse.log_weight, confidence=s.confidence,
     )
-    _log_diagnostics(bounds, forward, reverse, smc.path)
+    log_smc_diagnostics(bounds, forward, reverse, smc.path)
     attrs = {
         **attrs,
-        **_run_attrs(
+        **run_attrs(
             s, density, pilot, sampling_time, interrupted,
             algorithm="bdmc" if truth is not None else "smc",
             method="smc",
@@ -238,36 +239,30 @@ def run_smc(
         bounds=bounds,
         ess_threshold=smc.ess_threshold,
         observed=density.observed_data(),
-        generating_values=None if truth is None else _generating_values(density, truth),
+        generating_values=None if truth is None else generating_values(density, truth),
         attrs=attrs,
     )
 
 
-def _tempering_runs(progress, done: _StepCounter, s: _Settings, smc: SMCSettings,
+def _tempering_runs(progress, done: StepCounter, s: Settings, smc: SMCSettings,
                     density: ModelDensity, plan, gibbs, streams, x0: np.ndarray,
-                    truth: JointDraw | None, parallel: _Parallel):
+                    truth: JointDraw | None, parallel: Parallel):
     """Forward and reverse SMC on the tempering path, populations in groups here or on workers.
 
     Returns ``(forward, reverse, interrupted, where)``, ``where`` the attrs saying where the
     populations ran.
     """
     directions = 1 if truth is None else 2
-    n_transitions = _n_transitions(plan, directions, s.reverse_spread)
+    n_transitions = count_transitions(plan, directions, s.reverse_spread)
     auto = parallel.cores is None and parallel.executor is None
-    timing = _KernelTiming.measure(density, x0, plan, gibbs) if auto else None
-    n_sweeps = 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
-    workers = _choose_workers(
-        parallel.cores, parallel.executor,
-        0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep,
-        s.chains)
-    runner = AnnealingRunner(density, lambda: DensityRecipe.from_density(density), workers,
-                             parallel.chains_per_batch)
+    timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
+    n_sweeps = count_sweeps(gibbs, n_transitions, plan)
+    workers = choose_workers(parallel.cores, parallel.executor,
+                             predicted_seconds(timing, n_transitions, n_sweeps), s.chains)
     forward_blocks = population_blocks(streams["forward"], s.chains, smc.particles)
     reverse_blocks = population_blocks(streams["reverse"], s.chains, smc.particles)
-    groups = runner.groups(forward_blocks)
-    if not workers.local:
-        logger.info("Running %d groups of SMC populations per direction on %s.", len(groups),
-                    workers.description)
+    runner, groups = start_runner(density, workers, parallel.chains_per_batch, forward_blocks,
+                                  "SMC populations")
     observed = density.observed_data()  # workers may hold other data from earlier calls
     pending_forward = runner.submit_tasks(smc_tasks(
         "forward", forward_blocks, groups, x0, plan, smc.ess_threshold, observed=observed,
@@ -275,69 +270,17 @@ def _tempering_runs(progress, done: _StepCounter, s: _Settings, smc: SMCSettings
     pending_reverse = None if truth is None else runner.submit_tasks(smc_tasks(
         "reverse", reverse_blocks, groups, truth.x, plan, smc.ess_threshold, observed=observed,
         spread_transitions=s.reverse_spread, gibbs=gibbs))
-    interrupted = None
-    with _phase(progress, "Forward SMC", plan.n_steps * len(groups)) as advance:
-        forward = runner.collect(pending_forward, on_step=done.counting("forward", advance),
-                                 on_group=done.counting_groups("forward", advance),
-                                 merge=merge_smc_runs)
-    reverse = None
-    if truth is not None:
-        try:
-            with _phase(progress, "Reverse SMC (SHME)", plan.n_steps * len(groups)) as advance:
-                reverse = runner.collect(pending_reverse,
-                                         on_step=done.counting("reverse", advance),
-                                         on_group=done.counting_groups("reverse", advance),
-                                         merge=merge_smc_runs)
-        except KeyboardInterrupt:  # the finished forward run is still a valid lower bound
-            runner.cancel(pending_reverse)
-            interrupted = _reverse_interrupted("reverse SMC", "stage", done["reverse"],
-                                               plan.n_steps * len(groups))
+    forward, reverse, interrupted = forward_and_reverse(
+        progress, done, plan.n_steps * len(groups),
+        lambda on_step, on_group: runner.collect(pending_forward, on_step=on_step,
+                                                 on_group=on_group, merge=merge_smc_runs),
+        None if truth is None else (
+            lambda on_step, on_group: runner.collect(pending_reverse, on_step=on_step,
+                                                     on_group=on_group, merge=merge_smc_runs)),
+        cancel=lambda: runner.cancel(pending_reverse), **SMC_RUNS)
     return forward, reverse, interrupted, {
         "workers": workers.description, "chain_groups": len(groups),
         "model_evaluations": density.n_evaluations + runner.model_calls}
-
-
-def _log_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | None,
-                     path: PathName) -> None:
-    advice = ("Increase `particles`, or use path='tempering': single observations may be too "
-              "informative to enter one at a time." if path == "data"
-              else "Increase `n_steps` or `particles`.")
-    if forward.chains > 2 and bounds.ess_forward < 2:
-        logger.warning(
-            "One of the %d SMC populations dominates the lower bound (ESS of their estimates "
-            "%.1f): the estimates disagree by more than their spread suggests. %s",
-            forward.chains, bounds.ess_forward, advice,
-        )
-    for name, run in (("forward", forward), ("reverse", reverse)):
-        if run is None:
-            continue
-        dead = int(np.count_nonzero(~np.isfinite(run.log_weight)))
-        if dead:
-            logger.warning("%d of %d %s SMC populations lost every particle's weight.", dead,
-                           run.chains, name)
-        if run.n_divergent.sum():
-            logger.warning("%d divergent HMC trajectories in the %s SMC run.",
-                           int(run.n_divergent.sum()), name)
-        if run.n_failed_total:
-            stages = np.flatnonzero(run.n_failed)
-            logger.warning(
-                "%d %s SMC particles reached a non-finite state or density and were given "
-                "zero weight (the bound stays valid, only looser), first reaching target %d.",
-                run.n_failed_total, name, int(stages[0] if name == "forward" else stages[-1]),
-            )
-        # Fewer than two effective particles after a reweighting: that stage's estimate
-        # rests on one particle, and the bound is loose.
-        with np.errstate(invalid="ignore"):  # NaN where no stage reached that target
-            collapsed = np.flatnonzero(np.any(run.ess * run.particles < 2, axis=1))
-        if collapsed.size:
-            logger.warning(
-                "The %s SMC weights degenerated (ESS below 2 particles) at %d stage(s), first "
-                "reaching target %d. %s", name, collapsed.size,
-                int(collapsed[0] if name == "forward" else collapsed[-1]), advice,
-            )
-        resampled = int(run.resampled.sum())
-        logger.info("%s SMC: %d resampling events over %d stages and %d populations.",
-                    name.capitalize(), resampled, len(run.ess) - 1, run.chains)
 
 
 def resolve_defaults(method: str, n_steps, chains, transitions_per_step, schedule):
@@ -458,16 +401,17 @@ def sample_smc_evidence(
     True
     """
     model = modelcontext(model)
-    settings = _validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
-                         target_accept, step_size_jitter, pilot_chains, confidence)
+    settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
+                        target_accept, step_size_jitter, pilot_chains, confidence)
     smc = validate_smc(particles, path, ess_threshold, schedule)
-    gibbs = _vectorized_discrete(model, None)
+    gibbs = vectorized_discrete(model, None)
     check_model(model, potentials_in_likelihood=potentials_in_likelihood,
                 gradient_kernel=not gibbs)
     check_smc_model(model, smc, discrete=gibbs)
-    parallel = _parallel_settings(cores, executor, chains_per_batch, False, None, smc)
-    streams = _streams(random_seed)
-    density, simulator, compile_time = _compile(model, potentials_in_likelihood, compile_kwargs)
+    parallel = parallel_settings(cores, executor, chains_per_batch, False, None, smc)
+    streams = make_streams(random_seed)
+    density, simulator, compile_time = compile_model(model, potentials_in_likelihood,
+                                                     compile_kwargs)
     check_data_path(density, smc)
     return run_smc(settings=settings, smc=smc, density=density, simulator=simulator,
                    streams=streams, truth=None, progressbar=progressbar,

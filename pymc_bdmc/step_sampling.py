@@ -31,6 +31,9 @@ from pymc_bdmc.model.checks import (
 )
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
+from pymc_bdmc.pipeline.progress import phase, pilot_phase, progress_enabled
+from pymc_bdmc.pipeline.start import draw_prior, generating_values
 from pymc_bdmc.results.datatree import build_datatree
 from pymc_bdmc.algorithms.ais import merge_runs
 from pymc_bdmc.step_chains import ChainTask, StepRunner, StepRunnerRecipe, run_chains
@@ -86,13 +89,6 @@ def _log_assignment(sweep: StepSweep) -> None:
                 sweep_label(sweep, "reverse"))
 
 
-def _draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> np.ndarray:
-    try:
-        return simulator.draw_prior(n, rng)
-    except NotImplementedError as err:
-        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
-
-
 def sample_with_step_methods(
     *,
     model: pm.Model,
@@ -132,20 +128,20 @@ def sample_with_step_methods(
     if truth is not None:
         check_finite_start(runner.parts(truth.x[None, :]), "simulated parameters", layout,
                            truth.x[None, :])
-    x_pilot = _draw_prior(simulator, n_pilot, streams["pilot_init"])
+    x_pilot = draw_prior(simulator, n_pilot, streams["pilot_init"])
     parts_pilot = runner.parts(x_pilot)
     check_finite_start(parts_pilot, "prior draws", layout, x_pilot, model=model)
-    x0 = _draw_prior(simulator, s.chains, streams["forward_init"])
+    x0 = draw_prior(simulator, s.chains, streams["forward_init"])
     check_finite_start(runner.parts(x0), "prior draws", layout, x0, model=model)
 
     start = time.perf_counter()
-    progress = create_simple_progress(bool(progressbar) and not _in_ci())
+    progress = create_simple_progress(progress_enabled(progressbar))
     with progress:
-        task = progress.add_task("Pilot tuning", completed=0, total=100)
-        pilot, states = run_step_pilot(
-            streams["pilot"], runner.sweep, layout, x_pilot, parts_pilot.log_likelihood,
-            on_step=lambda beta: progress.update(task, completed=round(100 * np.sqrt(beta))),
-        )
+        with pilot_phase(progress) as report:
+            pilot, states = run_step_pilot(
+                streams["pilot"], runner.sweep, layout, x_pilot, parts_pilot.log_likelihood,
+                on_step=report,
+            )
         logger.info("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "
                     "kernels frozen.", pilot.n_steps + 1, pilot.n_resampled, pilot.log_z)
         plan = plan_from_step_pilot(pilot, states, "adaptive" if s.adaptive else s.betas,
@@ -155,9 +151,9 @@ def sample_with_step_methods(
         if truth is not None:
             tasks += [ChainTask("reverse", truth.x, rng, s.reverse_spread)
                       for rng in streams["reverse"].spawn(s.chains)]
-        task = progress.add_task("AIS chains", completed=0, total=len(tasks))
-        runs = run_chains(recipe, plan, tasks, cores=cores, runner=runner,
-                          on_chain=lambda _: progress.advance(task))
+        with phase(progress, "AIS chains", len(tasks)) as advance:
+            runs = run_chains(recipe, plan, tasks, cores=cores, runner=runner,
+                              on_chain=lambda _: advance())
     sampling_time = time.perf_counter() - start
 
     forward = merge_runs(runs[:s.chains])
@@ -165,12 +161,7 @@ def sample_with_step_methods(
     bounds = evidence_bounds(streams["summary"], forward.log_weight,
                              None if reverse is None else reverse.log_weight,
                              confidence=s.confidence)
-    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
-    if dead:
-        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
-    if bounds.ess_forward < 2:
-        logger.warning("The forward weights have an effective sample size of %.1f: the lower "
-                       "bound rests on one chain. Increase `n_steps`.", bounds.ess_forward)
+    log_step_diagnostics(bounds, forward)
     attrs = {
         "compile_time": compile_time,
         "algorithm": "bdmc" if truth is not None else "ais",
@@ -186,9 +177,7 @@ def sample_with_step_methods(
         "schedule": "adaptive" if s.adaptive else "fixed",
         "sampling_time": sampling_time,
     }
-    generating = None
-    if truth is not None:
-        generating = {k: v[0] for k, v in density.constrain(truth.x[None, :]).items()}
+    generating = None if truth is None else generating_values(density, truth)
     dt = build_datatree(rng=streams["summary"], density=density, plan=plan, forward=forward,
                         reverse=reverse, bounds=bounds, observed=density.observed_data(),
                         generating_values=generating, attrs=attrs)
@@ -198,9 +187,3 @@ def sample_with_step_methods(
         kernel_tuned_at_beta=("step", plan.anchor_betas[plan.anchor_index])
     )
     return dt
-
-
-def _in_ci() -> bool:
-    import os
-
-    return bool(os.environ.get("CI"))

@@ -12,7 +12,7 @@ from pymc_bdmc import testing
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.model.density import ModelDensity
-from pymc_bdmc.sampling import _KernelTiming, _use_fused_kernel
+from pymc_bdmc.pipeline.execution import KernelTiming, use_fused_kernel
 
 ROUND_OFF = 1e-9
 
@@ -107,9 +107,9 @@ class _StubDensity:
     (False, _StubDensity(), 100_000, False),
 ])
 def test_fused_kernel_is_chosen_when_it_pays(setting, density, n_transitions, expected):
-    timing = _KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 240 us fused
+    timing = KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 240 us fused
     plan = SimpleNamespace(n_leapfrog=3)
-    assert _use_fused_kernel(setting, density, timing, plan, n_transitions) is expected
+    assert use_fused_kernel(setting, density, timing, plan, n_transitions) is expected
 
 
 def test_fused_kernel_setting_is_checked_before_sampling():

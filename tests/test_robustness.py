@@ -9,7 +9,7 @@ import pytest
 
 import pymc_bdmc as pmb
 import pymc_bdmc.parallel.annealing as annealing
-import pymc_bdmc.sampling as sampling
+import pymc_bdmc.pipeline.pilot as pilot
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.kernels.tuning import AnnealingPlan
@@ -192,7 +192,7 @@ def test_interrupt_before_the_forward_run_ends_returns_nothing(normal_model, mon
         def tune_plan(*args, **kwargs):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(sampling, "tune_plan", tune_plan)
+        monkeypatch.setattr(pilot, "tune_plan", tune_plan)
     with normal_model, caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
         with pytest.raises(KeyboardInterrupt):
             pmb.sample_bdmc(**FAST)

@@ -240,8 +240,8 @@ def test_row_by_row_fallbacks_agree_with_the_batched_machinery(nig, monkeypatch)
     def unavailable(*args, **kwargs):
         raise NotImplementedError("no batching here")
 
-    monkeypatch.setattr(verification, "vectorize_graph", unavailable)
-    monkeypatch.setattr(verification, "Blockwise", unavailable)
+    monkeypatch.setattr(verification.per_chain, "vectorize_graph", unavailable)
+    monkeypatch.setattr(verification.per_chain, "Blockwise", unavailable)
     fresh = Verifier(density=verifier.density)
     loop_simulate, loop_density = fresh._geweke_machinery()
     assert loop_simulate.mode == "loop" and loop_density.mode == "loop"

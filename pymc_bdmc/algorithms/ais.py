@@ -81,7 +81,7 @@ class AISRun:
         return 0 if self.failed_step is None else int(np.count_nonzero(self.failed_step >= 0))
 
 
-def _weight_increment(delta_beta: float, log_likelihood: np.ndarray) -> np.ndarray:
+def weight_increment(delta_beta: float, log_likelihood: np.ndarray) -> np.ndarray:
     # A zero step adds nothing, even where the log-likelihood is -inf.
     return np.zeros_like(log_likelihood) if delta_beta == 0 else delta_beta * log_likelihood
 
@@ -139,7 +139,7 @@ def ais_forward(
     monitor = _FailureMonitor(len(x0), n_steps)
     for t in range(1, n_steps + 1):
         with np.errstate(invalid="ignore"):  # NaN increments belong to failed chains
-            log_w = log_w + _weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
+            log_w = log_w + weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
         log_w = monitor.update(t, x, parts, log_w)
         mean_log_w[t] = np.mean(log_w)
         if t < n_steps:
@@ -186,7 +186,7 @@ def ais_reverse(
     monitor = _FailureMonitor(n_chains, n_steps)
     for t in range(n_steps, 0, -1):
         with np.errstate(invalid="ignore"):  # NaN increments belong to failed chains
-            log_v = log_v - _weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
+            log_v = log_v - weight_increment(betas[t] - betas[t - 1], parts.log_likelihood)
         log_v = monitor.update(t, x, parts, log_v)
         mean_log_v[t - 1] = np.mean(log_v)
         if t > 1:

@@ -90,7 +90,7 @@ from typing import Protocol
 import numpy as np
 from scipy.special import logsumexp
 
-from pymc_bdmc.algorithms.ais import _weight_increment
+from pymc_bdmc.algorithms.ais import weight_increment
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
@@ -142,7 +142,7 @@ class TemperingPath:
 
     def log_increment(self, parts: DensityParts, t: int) -> np.ndarray:
         """``(beta_t - beta_{t-1}) log p(y | x)`` (0 for a zero step, even where it is -inf)."""
-        return _weight_increment(float(self.betas[t] - self.betas[t - 1]), parts.log_likelihood)
+        return weight_increment(float(self.betas[t] - self.betas[t - 1]), parts.log_likelihood)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 
 from pymc_bdmc.kernels.gibbs import GibbsColor
-from pymc_bdmc.model.density import checks_to_switches
+from pymc_bdmc.model.batching import checks_to_switches, register_fused_kernel
 
 __all__ = ["FusedColorUpdate"]
 
@@ -110,3 +110,6 @@ def _color_update_graph(x, terms, n_values: int):
     inputs = [states, beta, coords, lower, n_support, padded[0], valid[0], padded[1], valid[1],
               uniforms]
     return inputs, [pt.set_subtensor(by_coordinate[coords], new).T]
+
+
+register_fused_kernel("gibbs", FusedColorUpdate)  # ModelDensity.fused_gibbs builds this

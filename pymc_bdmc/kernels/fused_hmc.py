@@ -10,7 +10,7 @@ momentum, accept/reject uniforms) are drawn in NumPy from the chains' own stream
 the order :func:`~pymc_bdmc.kernels.hmc.hmc_step` draws them, and passed in. The two agree to
 floating-point round-off (``tests/test_fused_hmc.py``), so seeds, chain splitting and the
 validity of both bounds are unchanged. Compiling costs about one more compilation of the model's
-densities, which only long runs repay; :mod:`pymc_bdmc.sampling` decides when.
+densities, which only long runs repay; :mod:`pymc_bdmc.pipeline.execution` decides when.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from pymc_bdmc.kernels.hmc import (
     HMCParams,
     draw_transition_noise,
 )
-from pymc_bdmc.model.density import DensityParts, checks_to_switches
+from pymc_bdmc.model.batching import checks_to_switches, register_fused_kernel
+from pymc_bdmc.model.layout import DensityParts
 
 __all__ = ["FusedHMC"]
 
@@ -134,3 +135,6 @@ def _transition_graph(x, outputs):
            pt.switch(row, grad_lik, grad_lik0), accepted,
            pt.exp(pt.minimum(log_ratio, 0.0)), ~(log_ratio > -DIVERGENCE_THRESHOLD)]
     return inputs, new
+
+
+register_fused_kernel("hmc", FusedHMC)  # ModelDensity.fused_hmc builds this

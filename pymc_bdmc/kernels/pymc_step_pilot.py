@@ -40,10 +40,10 @@ from pymc_bdmc.kernels.pymc_steps import (
 from pymc_bdmc.kernels.tuning import (
     MIN_VARIANCE,
     PilotResult,
-    _next_beta,
-    _normalized,
-    _weighted_moments,
+    next_pilot_beta,
+    normalized_weights,
     thermodynamic_schedule,
+    weighted_moments,
 )
 from pymc_bdmc.model.density import FlatLayout
 from pymc_bdmc.resampling import systematic_resample
@@ -63,7 +63,7 @@ MAX_ANCHORS = 60
 def _begin_anchor(sweep: StepSweep, layout: FlatLayout, x: np.ndarray, weights: np.ndarray,
                   n_tune_steps: int) -> None:
     """Restart each tunable step's adaptation for a new temperature (see module docstring)."""
-    variance = np.maximum(_weighted_moments(x, weights)[1], MIN_VARIANCE)
+    variance = np.maximum(weighted_moments(x, weights)[1], MIN_VARIANCE)
     for leaf in sweep.leaves:
         if not getattr(leaf, "tune", False):
             continue
@@ -152,7 +152,7 @@ def run_step_pilot(
                 accepts.append(accept)
         x = np.stack([layout.ravel(p) for p in points])
         lik = np.array([clone.log_prior_and_likelihood(p)[1] for p in points])
-        sd = float(np.sqrt(_weighted_moments(lik, weights)[1]))
+        sd = float(np.sqrt(weighted_moments(lik, weights)[1]))
         states.append(sweep.snapshot())
         eps, inv_mass = hmc_parameters(sweep, layout)
         record["beta"].append(beta)
@@ -168,12 +168,12 @@ def run_step_pilot(
         if len(record["beta"]) >= max_anchors - 1:
             new_beta = 1.0
         else:
-            new_beta = _next_beta(beta, sd, step_length, min_growth)
+            new_beta = next_pilot_beta(beta, sd, step_length, min_growth)
         with np.errstate(invalid="ignore"):
             increment = np.where(new_beta == beta, 0.0, (new_beta - beta) * lik)
         log_w = log_w + increment
         beta = new_beta
-        weights = _normalized(log_w)
+        weights = normalized_weights(log_w)
         if 1.0 / np.sum(weights**2) < 0.5 * n:
             log_z += float(log_mean_exp(log_w))
             idx = systematic_resample(rng, weights, n)

@@ -268,18 +268,18 @@ class PilotResult:
         return len(self.betas) - 1
 
 
-def _normalized(log_w: np.ndarray) -> np.ndarray:
+def normalized_weights(log_w: np.ndarray) -> np.ndarray:
     w = np.exp(log_w - np.max(log_w))
     return w / w.sum()
 
 
-def _weighted_moments(values: np.ndarray, weights: np.ndarray):
+def weighted_moments(values: np.ndarray, weights: np.ndarray):
     mean = weights @ values
     return mean, weights @ (values - mean) ** 2
 
 
-def _next_beta(beta: float, sd: float, step_length: float,
-               min_growth: float = MIN_PILOT_GROWTH) -> float:
+def next_pilot_beta(beta: float, sd: float, step_length: float,
+                    min_growth: float = MIN_PILOT_GROWTH) -> float:
     """Next pilot temperature: the incremental log weight's sd is ``step_length`` nats."""
     if not np.isfinite(sd) or sd <= 0:
         return 1.0
@@ -328,21 +328,21 @@ def run_pilot(
     pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
 
     def spread(values):
-        variance = np.maximum(_weighted_moments(values, weights)[1], MIN_VARIANCE)
+        variance = np.maximum(weighted_moments(values, weights)[1], MIN_VARIANCE)
         variance[pinned] = 0.0
         return variance
 
     variance = spread(x)
-    sd = float(np.sqrt(_weighted_moments(parts.log_likelihood, weights)[1]))
+    sd = float(np.sqrt(weighted_moments(parts.log_likelihood, weights)[1]))
     record = {"beta": [0.0], "sd": [sd], "eps": [np.exp(log_eps)],
               "var": [variance], "acc": [np.nan], "factor": [None],
               "jump": [np.full(len(candidates), np.nan)]}
     while beta < 1.0 and len(record["beta"]) <= MAX_PILOT_STEPS:
-        new_beta = 1.0 if len(record["beta"]) == MAX_PILOT_STEPS else _next_beta(beta, sd,
-                                                                                 step_length)
+        new_beta = 1.0 if len(record["beta"]) == MAX_PILOT_STEPS else next_pilot_beta(beta, sd,
+                                                                                      step_length)
         log_w = log_w + (new_beta - beta) * parts.log_likelihood
         beta = new_beta
-        weights = _normalized(log_w)
+        weights = normalized_weights(log_w)
         if 1.0 / np.sum(weights**2) < 0.5 * n_chains:
             log_z += float(log_mean_exp(log_w))
             idx = systematic_resample(rng, weights, n_chains)
@@ -370,7 +370,7 @@ def run_pilot(
             rates.append(rate)
             # Robbins-Monro step on log(eps) toward the target acceptance (pilot only).
             log_eps[which] += 2.0 * (rate - target_accept)
-        sd = float(np.sqrt(_weighted_moments(parts.log_likelihood, weights)[1]))
+        sd = float(np.sqrt(weighted_moments(parts.log_likelihood, weights)[1]))
         record["beta"].append(beta)
         record["sd"].append(sd)
         record["eps"].append(np.exp(log_eps))

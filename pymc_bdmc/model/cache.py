@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pymc as pm
 
-from pymc_bdmc.model.density import ModelDensity, _observed_data_value
+from pymc_bdmc.model.density import ModelDensity, observed_data_value
 from pymc_bdmc.model.simulate import ModelSimulator
 
 __all__ = ["CACHE_SIZE", "CompiledModel", "clear_cache", "compiled_model"]
@@ -56,7 +56,7 @@ class CompiledModel:
 def _observed_values(model: pm.Model) -> dict:
     values = {}
     for rv in model.observed_RVs:
-        data = _observed_data_value(model.rvs_to_values[rv])
+        data = observed_data_value(model.rvs_to_values[rv])
         if data is not None:
             values[rv.name] = data
     return values

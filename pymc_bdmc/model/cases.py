@@ -40,7 +40,12 @@ from pytensor.compile.sharedvalue import SharedVariable
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.checks import check_model
-from pymc_bdmc.model.density import ONE_SHOT_MODE, DensityParts, ModelDensity, _observed_data_value
+from pymc_bdmc.model.density import (
+    ONE_SHOT_MODE,
+    DensityParts,
+    ModelDensity,
+    observed_data_value,
+)
 
 __all__ = ["CaseDensity", "CaseLayout", "ConditionedModel", "condition_on_parameters"]
 
@@ -159,7 +164,7 @@ def _check_support(model: pm.Model, values: dict[str, np.ndarray]) -> None:
 
 
 def _observed_values(model: pm.Model) -> dict[str, np.ndarray | None]:
-    return {rv.name: _observed_data_value(model.rvs_to_values[rv]) for rv in model.observed_RVs}
+    return {rv.name: observed_data_value(model.rvs_to_values[rv]) for rv in model.observed_RVs}
 
 
 def _check_data(model: pm.Model, data) -> dict[str, np.ndarray]:

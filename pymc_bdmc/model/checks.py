@@ -17,8 +17,8 @@ from pymc_bdmc.model.density import (
     ONE_SHOT_MODE,
     DensityParts,
     FlatLayout,
-    _observed_data_value,
 )
+from pymc_bdmc.model.density import observed_data_value as _observed_data_value
 
 __all__ = [
     "DIAGNOSED_POINTS",

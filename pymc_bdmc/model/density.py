@@ -18,10 +18,8 @@ Design notes
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
@@ -29,425 +27,38 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
-from pymc.logprob.utils import CheckParameterValue
 from pymc.util import get_default_varnames
-from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
-from pytensor.graph.traversal import applys_between, graph_inputs
-from pytensor.graph.replace import graph_replace, vectorize_graph
-from pytensor.tensor.blockwise import Blockwise
+from pytensor.graph.replace import graph_replace
 
 from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model layer's interface)
+    COMPILE_LOCK,
+    FUSED_KERNELS,
+    ONE_SHOT_MODE,
+    BatchedParts,
+    build_fused_hmc,
+    cached_fused_gibbs,
+    checks_to_switches,
+    compile_batched,
+    finite_parts,
+    register_fused_kernel,
+)
+from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
 
 logger = logging.getLogger(__name__)
 
-#: Backend for functions called only a handful of times (validation references, constraining
-#: results): Python-mode compilation takes a fraction of a second, where a cold Numba
-#: compilation of the same graph can take tens of seconds.
-ONE_SHOT_MODE = "FAST_COMPILE"
 
-#: Held while this package compiles a PyTensor function. PyTensor compilation is not thread-safe
-#: (pymc-devs/pymc#7819), and threaded executors (a ``ThreadPoolExecutor``, Dask's threaded
-#: workers) compile their chains' densities in several threads of one process. Processes need no
-#: lock: each has its own compiler, and PyTensor's on-disk caches lock across processes.
-COMPILE_LOCK = threading.RLock()
-
-
-@dataclass(frozen=True, slots=True)
-class FlatLayout:
-    """Where each unconstrained value variable lives in the flat vector.
-
-    Mapping is always by name: a cloned model may order its value variables differently.
-
-    Discrete (integer) variables live in the same float64 vector, holding exact integers
-    (float64 represents every integer up to 2**53 exactly). Compiled graphs cast them back to
-    integers, and :meth:`to_point` rounds them to their integer dtype, so a discrete value is
-    never seen as a fraction. Gradient kernels must not move these coordinates (their gradient
-    entries are zero); PyMC's discrete step methods do.
-    """
-
-    names: tuple[str, ...]
-    shapes: tuple[tuple[int, ...], ...]
-    slices: tuple[slice, ...]
-    dtypes: tuple[str, ...] = ()
-
-    @classmethod
-    def from_point(cls, names, point: Mapping[str, np.ndarray]) -> FlatLayout:
-        """Build the layout of ``names`` (in this order) from a point giving shapes and dtypes."""
-        shapes, slices, start = [], [], 0
-        for name in names:
-            shape = tuple(np.shape(point[name]))
-            size = int(np.prod(shape, dtype=int))
-            shapes.append(shape)
-            slices.append(slice(start, start + size))
-            start += size
-        dtypes = tuple(str(np.asarray(point[name]).dtype) for name in names)
-        return cls(tuple(names), tuple(shapes), tuple(slices), dtypes)
-
-    def is_discrete(self, name: str) -> bool:
-        """Whether value variable ``name`` has an integer (or boolean) dtype."""
-        if not self.dtypes:
-            return False
-        dtype = np.dtype(self.dtypes[self.names.index(name)])
-        return bool(np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.bool_))
-
-    def to_point(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Map one flat vector to a point with each variable's own dtype (integers rounded)."""
-        point = {}
-        for i, (name, shape, slc) in enumerate(zip(self.names, self.shapes, self.slices,
-                                                   strict=True)):
-            value = np.asarray(x[slc]).reshape(shape)
-            if self.is_discrete(name):
-                value = np.rint(value)
-            point[name] = value.astype(self.dtypes[i] if self.dtypes else float)
-        return point
-
-    @property
-    def size(self) -> int:
-        """Length of the flat vector."""
-        return self.slices[-1].stop if self.slices else 0
-
-    def ravel(self, point: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Map a point (name -> array, one chain) to a flat float64 vector."""
-        out = np.empty(self.size)
-        for name, shape, slc in zip(self.names, self.shapes, self.slices, strict=True):
-            value = np.asarray(point[name], dtype=float)
-            if value.shape != shape:
-                raise ValueError(f"Value of {name!r} has shape {value.shape}, expected {shape}.")
-            out[slc] = value.ravel()
-        return out
-
-    def unravel(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Map flat vectors ``(..., size)`` back to named arrays ``(..., *shape)``."""
-        x = np.asarray(x)
-        lead = x.shape[:-1]
-        return {
-            name: x[..., slc].reshape(lead + shape)
-            for name, shape, slc in zip(self.names, self.shapes, self.slices, strict=True)
-        }
-
-    def coordinate_labels(self) -> list[str]:
-        """One readable label per flat coordinate, e.g. ``w[0, 1]``."""
-        labels = []
-        for name, shape in zip(self.names, self.shapes, strict=True):
-            if not shape:
-                labels.append(name)
-            else:
-                labels.extend(f"{name}[{', '.join(map(str, idx))}]" for idx in np.ndindex(*shape))
-        return labels
-
-
-@dataclass(frozen=True, slots=True)
-class DensityParts:
-    """Log prior, log-likelihood and their gradients for a batch of chains.
-
-    Attributes
-    ----------
-    log_prior, log_likelihood : ndarray, shape (chains,)
-    grad_log_prior, grad_log_likelihood : ndarray, shape (chains, n_dim)
-    """
-
-    log_prior: np.ndarray
-    log_likelihood: np.ndarray
-    grad_log_prior: np.ndarray
-    grad_log_likelihood: np.ndarray
-
-    def tempered_logp(self, beta: float | np.ndarray) -> np.ndarray:
-        """``log p(x) + beta * log p(y | x)``, taking ``0 * -inf`` as 0 (the prior at beta=0)."""
-        if isinstance(beta, float | int):  # the hot path: one temperature for all chains
-            return self.log_prior if beta == 0 else self.log_prior + beta * self.log_likelihood
-        beta = np.asarray(beta, dtype=float)
-        with np.errstate(invalid="ignore"):  # 0 * -inf is resolved just below
-            tempered = self.log_prior + beta * self.log_likelihood
-        return np.where(beta == 0, self.log_prior, tempered)
-
-    def tempered_grad(self, beta: float | np.ndarray) -> np.ndarray:
-        """Gradient of :meth:`tempered_logp` with respect to the flat vector."""
-        if isinstance(beta, float | int):
-            return self.grad_log_prior + beta * self.grad_log_likelihood
-        beta = np.asarray(beta, dtype=float)
-        if beta.ndim == 1:
-            beta = beta[:, None]
-        return self.grad_log_prior + beta * self.grad_log_likelihood
-
-    def take(self, mask: np.ndarray, other: DensityParts) -> DensityParts:
-        """Rows of ``other`` where ``mask`` is true, rows of ``self`` elsewhere."""
-        col = mask[:, None]
-        return DensityParts(
-            np.where(mask, other.log_prior, self.log_prior),
-            np.where(mask, other.log_likelihood, self.log_likelihood),
-            np.where(col, other.grad_log_prior, self.grad_log_prior),
-            np.where(col, other.grad_log_likelihood, self.grad_log_likelihood),
-        )
-
-    def select(self, index: np.ndarray) -> DensityParts:
-        """Rows ``index`` of every part (used when resampling particles)."""
-        return DensityParts(
-            self.log_prior[index],
-            self.log_likelihood[index],
-            self.grad_log_prior[index],
-            self.grad_log_likelihood[index],
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ObservationParts(DensityParts):
-    """Densities of ``p(x) prod_i p(y_i | x)^(m_i)`` for observation weights ``m``.
-
-    A :class:`DensityParts` whose ``log_likelihood`` and ``grad_log_likelihood`` are those of the
-    weighted log-likelihood ``sum_i m_i log p(y_i | x)`` (so ``tempered_logp(1.0)`` is the
-    weighted target), plus every observation's own log-likelihood, whatever its weight.
-
-    Attributes
-    ----------
-    log_likelihood_per_observation : ndarray, shape (chains, n_observations)
-        ``log p(y_i | x)`` for each observation ``i`` along the shared leading data dimension
-        (summed over every observed variable and over its trailing dimensions).
-    """
-
-    log_likelihood_per_observation: np.ndarray
-
-    def take(self, mask: np.ndarray, other: ObservationParts) -> ObservationParts:
-        """Rows of ``other`` where ``mask`` is true, rows of ``self`` elsewhere."""
-        base = DensityParts.take(self, mask, other)
-        return ObservationParts(
-            base.log_prior, base.log_likelihood, base.grad_log_prior, base.grad_log_likelihood,
-            np.where(mask[:, None], other.log_likelihood_per_observation,
-                     self.log_likelihood_per_observation),
-        )
-
-    def select(self, index: np.ndarray) -> ObservationParts:
-        """Rows ``index`` of every part (used when resampling particles)."""
-        return ObservationParts(
-            self.log_prior[index], self.log_likelihood[index], self.grad_log_prior[index],
-            self.grad_log_likelihood[index], self.log_likelihood_per_observation[index],
-        )
-
-
-def checks_to_switches(outputs: list) -> list:
-    """Replace PyMC's parameter checks by per-chain ``switch(conditions, logp, -inf)``.
-
-    PyMC guards log-densities with ``CheckParameterValue`` nodes, turned into ``-inf`` switches
-    at compile time. In a vectorized graph that rewrite reduces the conditions over the whole
-    batch, so one chain with an invalid parameter (e.g. a scale that underflowed to 0 in a
-    divergent proposal) sets *every* chain's density to ``-inf``. Chains would then reject
-    each other's moves, which couples them and breaks the validity of every weight. Done on
-    the per-chain graph before vectorizing, each chain keeps its own condition.
-    """
-    replacements = {}
-    for node in applys_between(graph_inputs(outputs), outputs):
-        if isinstance(node.op, CheckParameterValue) and node.op.can_be_replaced_by_ninf:
-            value, *conditions = node.inputs
-            condition = pt.all(pt.stack([pt.all(c) for c in conditions]))
-            switched = pt.switch(condition, value, -np.inf)
-            replacements[node.outputs[0]] = pt.cast(switched, node.outputs[0].dtype)
-    if not replacements:
-        return list(outputs)
-    return list(graph_replace(list(outputs), replacements, strict=False))
-
-
-def _observed_data_value(value) -> np.ndarray | None:
+def observed_data_value(value) -> np.ndarray | None:
     """The numeric value behind an observed variable, or None for a symbolic expression."""
     if isinstance(value, Constant):
         return np.asarray(value.data)
     if isinstance(value, SharedVariable):
         return np.asarray(value.get_value())
     return None
-
-
-def _poison_rows(point: np.ndarray, movable: np.ndarray | None = None) -> np.ndarray:
-    """Rows with NaN and extreme coordinates, where model checks fail or values overflow.
-
-    Only ``movable`` coordinates (default: all) are poisoned: a discrete coordinate outside
-    its support can index out of bounds in compiled code, which is no test of independence.
-    """
-    rows = []
-    movable = np.arange(point.size) if movable is None else np.asarray(movable)
-    if movable.size == 0:
-        return point[None, :].copy()
-    coordinates = movable[np.unique(np.linspace(0, movable.size - 1,
-                                                min(movable.size, 16)).astype(int))]
-    for value in (np.nan, -1e4, 1e4, -800.0, 800.0):
-        for i in coordinates:
-            row = point.copy()
-            row[i] = value
-            rows.append(row)
-    return np.stack(rows)
-
-
-def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True,
-                    extra_inputs=(), extra_values=(), movable=None, **kwargs):
-    """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
-
-    ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain graph
-    at ``points`` before use, and for independence of the chains (valid rows must not change
-    next to NaN and extreme rows); where it fails or disagrees (it mis-broadcasts some PyMC
-    graphs), a ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function
-    instead. ``compile_fn(inputs, outputs, **kwargs)`` compiles; ``hot=False`` compiles with
-    :data:`ONE_SHOT_MODE` (for functions called rarely). ``extra_inputs`` are further inputs
-    shared by all chains (not batched), passed after the batch of ``x``; ``extra_values`` are
-    values of them used to validate the batched graph; ``movable`` are the coordinates the
-    independence check may set to NaN or extremes (default all; not discrete ones). Returns
-    ``(function, batching)``.
-    """
-    if not hot:
-        kwargs = {**kwargs, "mode": ONE_SHOT_MODE}
-    extra_inputs, extra_values = list(extra_inputs), list(extra_values)
-    batch_x = pt.matrix("x_batch", dtype=x.dtype)
-    try:
-        fn = compile_fn([batch_x, *extra_inputs],
-                        vectorize_graph(checks_to_switches(outputs), replace={x: batch_x}),
-                        **kwargs)
-        batched = fn(points, *extra_values)
-        single = compile_fn([x, *extra_inputs], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
-        for i, point in enumerate(points):
-            for b, s in zip(batched, single(point, *extra_values), strict=True):
-                if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
-                    raise ValueError("vectorized graph disagrees with the per-chain graph")
-        # Chains must not see each other: valid rows stay put next to invalid ones. Round-off
-        # is allowed (BLAS may sum a product over more rows in another order); coupling by
-        # extreme or NaN rows is not.
-        with np.errstate(all="ignore"):
-            poisoned = fn(np.concatenate([points, _poison_rows(points[0], movable)]),
-                          *extra_values)
-        for b, ref in zip(poisoned, batched, strict=True):
-            if not np.allclose(b[: len(points)], ref, rtol=1e-9, atol=1e-12, equal_nan=True):
-                raise ValueError("a chain's value depends on the other chains in the batch")
-        return fn, "vectorized"
-    except Exception as err:  # noqa: BLE001 - any failure means: use the safe fallback
-        logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
-    # OpFromGraph needs shared variables (our data) as explicit, un-batched inputs.
-    shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
-    core = OpFromGraph([x, *extra_inputs, *shared], list(outputs), inline=False)
-
-    def dims(prefix, variables):
-        return "".join(
-            ",(" + ",".join(f"{prefix}{i}_{d}" for d in range(v.ndim)) + ")"
-            for i, v in enumerate(variables)
-        )
-
-    signature = (f"(n){dims('e', extra_inputs)}{dims('s', shared)}->"
-                 f"{dims('o', outputs)[1:]}")
-    result = Blockwise(core, signature=signature)(batch_x, *extra_inputs, *shared)
-    return compile_fn([batch_x, *extra_inputs],
-                      result if isinstance(result, list) else [result], **kwargs), "blockwise"
-
-
-def _build_fused_hmc(x, outputs, compile_fn, owner):
-    from pymc_bdmc.kernels.fused_hmc import FusedHMC  # kernels build on this module
-
-    def count(n_calls: int) -> None:
-        owner.n_evaluations += n_calls
-
-    return FusedHMC(x, outputs, compile_fn, count=count)
-
-
-def _cached_fused_gibbs(cache: dict, batching: str, terms_graph, n_values: int, compile_fn,
-                        owner):
-    """A :class:`FusedColorUpdate` per widest support, or None without a vectorized graph."""
-    if batching != "vectorized":
-        return None
-    if n_values not in cache:
-        from pymc_bdmc.kernels.fused_gibbs import FusedColorUpdate  # kernels build on this
-
-        def count() -> None:
-            owner.n_term_evaluations += 1
-
-        cache[n_values] = FusedColorUpdate(*terms_graph, n_values, compile_fn, count=count)
-    return cache[n_values]
-
-
-def _finite_parts(prior, lik, grad_prior, grad_lik) -> DensityParts:
-    # NaN log densities are treated as impossible states: they can never be accepted.
-    # (One cheap test first: a NaN anywhere makes the sum NaN; -inf + inf does too.)
-    if np.isnan(prior.sum() + lik.sum()):
-        prior = np.where(np.isnan(prior), -np.inf, prior)
-        lik = np.where(np.isnan(lik), -np.inf, lik)
-    return DensityParts(prior, lik, grad_prior, grad_lik)
-
-
-class BatchedParts:
-    """The hot path of a :class:`ModelDensity` on its own: batched densities and gradients.
-
-    It pickles as its symbolic graph (not as the PyMC model, whose custom distributions may
-    not survive pickling) and compiles on first use, so worker processes rebuild exactly the
-    function this process runs. Data are set with :meth:`set_observed` without checks: the
-    owning :class:`ModelDensity` has checked them.
-    """
-
-    def __init__(self, x, outputs, data: Mapping[str, SharedVariable], points: np.ndarray,
-                 compile_kwargs: Mapping | None = None, terms_graph: tuple | None = None,
-                 movable: np.ndarray | None = None):
-        self._graph = (x, list(outputs), dict(data), np.asarray(points),
-                       dict(compile_kwargs or {}), terms_graph, movable)
-        self._fn = None
-        self._fused = None
-        self._terms_fn = None
-        self._terms_batching = None
-        self._fused_gibbs = {}
-        self.batching = None
-        self.n_evaluations = 0
-        self.n_term_evaluations = 0
-
-    def __getstate__(self):
-        return {"graph": self._graph}
-
-    def __setstate__(self, state):
-        self.__init__(*state["graph"])
-
-    def _compile(self, inputs, outputs, **kwargs):
-        with COMPILE_LOCK:
-            fn = compile_pytensor(inputs, outputs, **{**self._graph[4], **kwargs})
-        fn.trust_input = True
-        return fn
-
-    def compile(self) -> BatchedParts:
-        """Compile (once); returns self."""
-        if self._fn is None:
-            x, outputs, _, points, _, _, movable = self._graph
-            self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
-                                                      movable=movable)
-        return self
-
-    def terms(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Elementwise log-density terms of a batch (see :meth:`ModelDensity.terms`)."""
-        self.n_term_evaluations += 1
-        return tuple(self._compile_terms()(np.ascontiguousarray(x, dtype=float)))
-
-    def _compile_terms(self):
-        if self._terms_fn is None:
-            if self._graph[5] is None:
-                raise ValueError("These densities were built without elementwise terms.")
-            self._terms_fn, self._terms_batching = compile_batched(
-                self._compile, *self._graph[5], self._graph[3], movable=self._graph[6])
-        return self._terms_fn
-
-    def fused_gibbs(self, n_values: int):
-        """Return the compiled Gibbs color update (see :meth:`ModelDensity.fused_gibbs`)."""
-        self._compile_terms()
-        return _cached_fused_gibbs(self._fused_gibbs, self._terms_batching, self._graph[5],
-                                   n_values, self._compile, self)
-
-    def fused_hmc(self):
-        """The compiled HMC transition on these densities (see :meth:`ModelDensity.fused_hmc`)."""
-        if self._fused is None and self.compile().batching == "vectorized":
-            self._fused = _build_fused_hmc(self._graph[0], self._graph[1], self._compile, self)
-        return self._fused
-
-    def set_observed(self, data: Mapping[str, np.ndarray]) -> None:
-        """Condition on new (already checked) observed values."""
-        shared = self._graph[2]
-        for name, value in data.items():
-            shared[name].set_value(np.array(value, dtype=shared[name].dtype, copy=True))
-
-    def parts(self, x: np.ndarray) -> DensityParts:
-        """Densities and gradients of a batch ``x`` of shape (chains, n_dim)."""
-        self.n_evaluations += 1
-        return _finite_parts(*self.compile()._fn(np.ascontiguousarray(x, dtype=float)))
-
 
 
 class ModelDensity:
@@ -491,7 +102,7 @@ class ModelDensity:
         self._data_replace: dict = {}
         for rv in model.observed_RVs:
             value = model.rvs_to_values[rv]
-            data = _observed_data_value(value)
+            data = observed_data_value(value)
             self.observed_names.append(rv.name)
             if data is None:
                 continue
@@ -590,7 +201,7 @@ class ModelDensity:
                 self._parts_fn, self.batching = self._compile_batched(*self._lazy_parts)
             (prior, lik), grad_prior = self._parts_fn(x), np.zeros(x.shape)
             grad_lik = grad_prior
-        return _finite_parts(prior, lik, grad_prior, grad_lik)
+        return finite_parts(prior, lik, grad_prior, grad_lik)
 
     def fused_hmc(self):
         """The HMC transition compiled into one function, or None where it cannot be.
@@ -601,7 +212,7 @@ class ModelDensity:
         (the per-chain loop fallback is not fused).
         """
         if self._fused is None and self.can_fuse_hmc:
-            self._fused = _build_fused_hmc(*self._hot_graph, self._compile, self)
+            self._fused = build_fused_hmc(*self._hot_graph, self._compile, self)
         return self._fused
 
     @property
@@ -672,8 +283,8 @@ class ModelDensity:
         Python. None unless the elementwise terms have a validated vectorized graph.
         """
         self._compile_terms()
-        return _cached_fused_gibbs(self._fused_gibbs, self._terms_batching, self._terms_graph,
-                                   n_values, self._compile, self)
+        return cached_fused_gibbs(self._fused_gibbs, self._terms_batching, self._terms_graph,
+                                  n_values, self._compile, self)
 
     def logp_dlogp(self, x: np.ndarray, beta: float | np.ndarray):
         """Tempered log-density ``prior + beta * loglik`` and its gradient, batched."""

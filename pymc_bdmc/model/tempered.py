@@ -32,7 +32,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import ancestors
 
-from pymc_bdmc.model.density import FlatLayout, _observed_data_value
+from pymc_bdmc.model.density import FlatLayout, observed_data_value
 
 __all__ = ["TemperedClone", "TemperedModel"]
 
@@ -127,7 +127,7 @@ class TemperedClone:
         used_elsewhere = set(ancestors(model_graph))
         for rv in clone.observed_RVs:
             value = clone.rvs_to_values[rv]
-            data = _observed_data_value(value)
+            data = observed_data_value(value)
             if data is None:
                 continue
             shared = pytensor.shared(np.array(data, copy=True), name=f"{rv.name}_bdmc_data",

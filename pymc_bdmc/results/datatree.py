@@ -51,18 +51,18 @@ import xarray as xr
 from arviz_base import from_dict, make_attrs
 from pymc.backends.arviz import coords_and_dims_for_inferencedata
 
-import pymc_bdmc
 from pymc_bdmc.algorithms.ais import AISRun
 from pymc_bdmc.algorithms.smc import DataPointPath, SMCRun, TemperingPath
 from pymc_bdmc.estimators import EvidenceBounds
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.resampling import systematic_resample
+from pymc_bdmc.version import __version__
 
 __all__ = ["build_datatree", "build_smc_datatree"]
 
 
-def _named_dataset(values: dict[str, np.ndarray], dims: dict, coords: dict) -> xr.Dataset:
+def named_dataset(values: dict[str, np.ndarray], dims: dict, coords: dict) -> xr.Dataset:
     """A Dataset of un-batched named arrays, using model dims where they fit the shape."""
     data_vars = {}
     for name, value in values.items():
@@ -84,8 +84,8 @@ def _failed_step(run: AISRun) -> np.ndarray:
     return np.full(len(run.log_weight), -1) if run.failed_step is None else run.failed_step
 
 
-def _annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | None,
-                       labels: list[str]) -> xr.Dataset:
+def annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | None,
+                      labels: list[str]) -> xr.Dataset:
     step = np.arange(plan.n_steps + 1)
     data = {
         "beta": ("step", plan.betas),
@@ -184,7 +184,7 @@ def _sample_tree(rng: np.random.Generator, density: ModelDensity, log_w: np.ndar
         "log_likelihood": parts.log_likelihood[None, :],
     }
     run_attrs = make_attrs(
-        {**attrs, "inference_library_version": pymc_bdmc.__version__}, inference_library=pm
+        {**attrs, "inference_library_version": __version__}, inference_library=pm
     )
     run_attrs["inference_library"] = "pymc_bdmc"
     dt = from_dict(
@@ -214,10 +214,10 @@ def build_datatree(
     dt, coords, dims = _sample_tree(rng, density, forward.log_weight, forward.x, forward.parts,
                                     observed, attrs, "source_chain")
     if generating_values is not None:
-        dt["generating_values"] = _named_dataset(generating_values, dims, coords)
+        dt["generating_values"] = named_dataset(generating_values, dims, coords)
     dt["evidence"] = _evidence_dataset(bounds, forward, reverse, attrs)
-    dt["annealing"] = _annealing_dataset(plan, forward, reverse,
-                                         density.layout.coordinate_labels())
+    dt["annealing"] = annealing_dataset(plan, forward, reverse,
+                                        density.layout.coordinate_labels())
     return dt
 
 
@@ -276,7 +276,7 @@ def build_smc_datatree(
                                     forward.x, forward.parts, observed, attrs,
                                     "source_particle")
     if generating_values is not None:
-        dt["generating_values"] = _named_dataset(generating_values, dims, coords)
+        dt["generating_values"] = named_dataset(generating_values, dims, coords)
     evidence = _evidence_dataset(bounds, forward, reverse, attrs, chain_dim="smc_chain")
     # The KL certificate (paper §4.5) is derived for unweighted final states of single annealing
     # chains; resampled, interacting particles are not covered by it.

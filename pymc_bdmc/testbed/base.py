@@ -21,7 +21,7 @@ from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, tune_plan
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
-from pymc_bdmc.testbed.models import Problem
+from pymc_bdmc.testbed.problem import Problem
 from pymc_bdmc.testing import AnalyticModel
 
 __all__ = [
@@ -121,7 +121,7 @@ def as_problem(obj) -> Problem:
 _CACHE: dict[int, tuple[pm.Model, ModelDensity, ModelSimulator, float]] = {}
 
 
-def _compiled(problem: Problem) -> tuple[ModelDensity, ModelSimulator, float]:
+def compiled_problem(problem: Problem) -> tuple[ModelDensity, ModelSimulator, float]:
     key = id(problem.model)
     if key not in _CACHE:
         start = time.perf_counter()
@@ -135,27 +135,27 @@ def _compiled(problem: Problem) -> tuple[ModelDensity, ModelSimulator, float]:
 _ESTIMATOR_STREAM = 0xE57
 
 
-def _rng(seed: int) -> np.random.Generator:
+def estimator_rng(seed: int) -> np.random.Generator:
     # Estimator streams are keyed apart from the data simulation: a problem simulated with
     # seed s must not share its draws with an estimator run with seed s.
     return np.random.default_rng([int(seed), _ESTIMATOR_STREAM])
 
 
-def _check_budget(budget) -> int:
+def check_budget(budget) -> int:
     budget = int(budget)
     if budget < 1:
         raise ValueError(f"`budget` must be a positive integer, got {budget}.")
     return budget
 
 
-def _log_likelihood_batched(density: ModelDensity, x: np.ndarray, batch: int = 512) -> np.ndarray:
+def log_likelihood_batched(density: ModelDensity, x: np.ndarray, batch: int = 512) -> np.ndarray:
     return np.concatenate([density.parts(x[i:i + batch]).log_likelihood
                            for i in range(0, len(x), batch)])
 
 
-def _plan(density: ModelDensity, simulator: ModelSimulator, rng: np.random.Generator,
-          n_steps: int, pilot_chains: int = 32, schedule: str = "sigmoid",
-          transitions_per_step: int = 2) -> tuple[AnnealingPlan, PilotResult]:
+def pilot_plan(density: ModelDensity, simulator: ModelSimulator, rng: np.random.Generator,
+               n_steps: int, pilot_chains: int = 32, schedule: str = "sigmoid",
+               transitions_per_step: int = 2) -> tuple[AnnealingPlan, PilotResult]:
     """Tune and freeze a plan of ``n_steps`` HMC steps (3 leapfrog steps, jitter 0.5).
 
     The kernels are the paper's: diagonal mass matrices, a fixed trajectory length.

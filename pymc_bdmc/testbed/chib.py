@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_bdmc.testbed.base import EstimateResult, _check_budget, _rng, as_problem
+from pymc_bdmc.testbed.base import EstimateResult, as_problem, check_budget, estimator_rng
 
 __all__ = ["CMSRun", "DiscreteGibbs", "chib_murray_salakhutdinov", "cms_run"]
 
@@ -159,7 +159,7 @@ def cms_run(rng: np.random.Generator, gibbs: DiscreteGibbs, h_star: np.ndarray, 
     -------
     CMSRun
     """
-    n_sweeps = _check_budget(n_sweeps)
+    n_sweeps = check_budget(n_sweeps)
     h_star = np.asarray(h_star, dtype=gibbs.dtype)
     if h_star.shape != (gibbs.n_sites,):
         raise ValueError(f"`h_star` must have shape ({gibbs.n_sites},), got {h_star.shape}.")
@@ -224,7 +224,7 @@ def chib_murray_salakhutdinov(problem, budget: int, seed: int, chains: int = 4,
         ``info`` holds the per-chain estimates, ``log p(h*, y)`` and the estimate of
         ``log p(h* | y)``.
     """
-    problem, budget = as_problem(problem), _check_budget(budget)
+    problem, budget = as_problem(problem), check_budget(budget)
     model = problem.gibbs_model
     if model is None:
         raise ValueError(
@@ -233,7 +233,7 @@ def chib_murray_salakhutdinov(problem, budget: int, seed: int, chains: int = 4,
             "transition probabilities (available for clustering, binary_attributes and "
             "low_rank).")
     start = time.perf_counter()
-    pre_rng, run_rng = _rng(seed).spawn(2)
+    pre_rng, run_rng = estimator_rng(seed).spawn(2)
     gibbs = model.gibbs()
     h_star, _ = _special_state(pre_rng, gibbs, model.sample_prior(prerun_chains, pre_rng),
                                prerun_sweeps)

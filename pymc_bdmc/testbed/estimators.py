@@ -46,12 +46,12 @@ from pymc_bdmc.testbed.base import (  # noqa: F401  (re-exported: the estimator 
     Bias,
     EstimateResult,
     EstimatorSpec,
-    _check_budget,
-    _compiled,
-    _log_likelihood_batched,
-    _plan,
-    _rng,
     as_problem,
+    check_budget,
+    compiled_problem,
+    estimator_rng,
+    log_likelihood_batched,
+    pilot_plan,
 )
 from pymc_bdmc.testbed.chib import chib_murray_salakhutdinov
 from pymc_bdmc.testbed.models import Problem
@@ -103,11 +103,11 @@ def likelihood_weighting(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    problem, budget = as_problem(problem), _check_budget(budget)
-    density, simulator, compile_seconds = _compiled(problem)
+    problem, budget = as_problem(problem), check_budget(budget)
+    density, simulator, compile_seconds = compiled_problem(problem)
     start = time.perf_counter()
-    x = simulator.draw_prior(budget, _rng(seed))
-    log_lik = _log_likelihood_batched(density, x)
+    x = simulator.draw_prior(budget, estimator_rng(seed))
+    log_lik = log_likelihood_batched(density, x)
     estimate = float(log_mean_exp(log_lik))
     ess = float(np.exp(2 * logsumexp(log_lik) - logsumexp(2 * log_lik)))
     return EstimateResult(estimate, time.perf_counter() - start,
@@ -120,17 +120,17 @@ def likelihood_weighting(problem, budget: int, seed: int) -> EstimateResult:
 REVERSE_SPREAD = 10
 
 
-def _annealing(problem: Problem, n_steps: int, seed: int, direction: str, *,
-               schedule: str = "sigmoid", chains: int = AIS_CHAINS, pilot_chains: int = 32,
-               plan=None) -> EstimateResult:
+def annealing_run(problem: Problem, n_steps: int, seed: int, direction: str, *,
+                  schedule: str = "sigmoid", chains: int = AIS_CHAINS, pilot_chains: int = 32,
+                  plan=None) -> EstimateResult:
     """Forward or reverse AIS on the cached density; a frozen ``plan`` skips the pilot."""
-    density, simulator, compile_seconds = _compiled(problem)
+    density, simulator, compile_seconds = compiled_problem(problem)
     x_star = problem.generating_vector(density.layout) if direction == "reverse" else None
     start = time.perf_counter()
-    pilot_rng, run_rng = _rng(seed).spawn(2)
+    pilot_rng, run_rng = estimator_rng(seed).spawn(2)
     if plan is None:
-        plan, _ = _plan(density, simulator, pilot_rng, n_steps, pilot_chains=pilot_chains,
-                        schedule=schedule)
+        plan, _ = pilot_plan(density, simulator, pilot_rng, n_steps, pilot_chains=pilot_chains,
+                             schedule=schedule)
     transition = plan.transition(density.parts)
     if direction == "forward":
         x0 = simulator.draw_prior(chains, run_rng)
@@ -165,7 +165,7 @@ def ais(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    return _annealing(as_problem(problem), _check_budget(budget), seed, "forward")
+    return annealing_run(as_problem(problem), check_budget(budget), seed, "forward")
 
 
 def reverse_ais(problem, budget: int, seed: int) -> EstimateResult:
@@ -186,7 +186,7 @@ def reverse_ais(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    return _annealing(as_problem(problem), _check_budget(budget), seed, "reverse")
+    return annealing_run(as_problem(problem), check_budget(budget), seed, "reverse")
 
 
 # -- this package's SMC and its reverse (SHME) --------------------------------------------------
@@ -197,12 +197,12 @@ SMC_CHAINS, SMC_PARTICLES, SMC_TRANSITIONS = 4, 32, 5
 
 
 def _smc_run(problem: Problem, n_steps: int, seed: int, direction: str) -> EstimateResult:
-    density, simulator, compile_seconds = _compiled(problem)
+    density, simulator, compile_seconds = compiled_problem(problem)
     x_star = problem.generating_vector(density.layout) if direction == "reverse" else None
     start = time.perf_counter()
-    pilot_rng, run_rng = _rng(seed).spawn(2)
-    plan, _ = _plan(density, simulator, pilot_rng, n_steps, pilot_chains=64,
-                    schedule="adaptive", transitions_per_step=SMC_TRANSITIONS)
+    pilot_rng, run_rng = estimator_rng(seed).spawn(2)
+    plan, _ = pilot_plan(density, simulator, pilot_rng, n_steps, pilot_chains=64,
+                         schedule="adaptive", transitions_per_step=SMC_TRANSITIONS)
     path, transition = TemperingPath(plan.betas), plan.transition(density.parts)
     if direction == "forward":
         x0 = simulator.draw_prior(SMC_CHAINS * SMC_PARTICLES, run_rng)
@@ -240,7 +240,7 @@ def forward_smc(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    return _smc_run(as_problem(problem), _check_budget(budget), seed, "forward")
+    return _smc_run(as_problem(problem), check_budget(budget), seed, "forward")
 
 
 def sequential_harmonic_mean(problem, budget: int, seed: int) -> EstimateResult:
@@ -263,17 +263,17 @@ def sequential_harmonic_mean(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    return _smc_run(as_problem(problem), _check_budget(budget), seed, "reverse")
+    return _smc_run(as_problem(problem), check_budget(budget), seed, "reverse")
 
 
 # -- harmonic mean ------------------------------------------------------------------------------
 
 def _harmonic(problem: Problem, budget: int, seed: int, exact: bool) -> EstimateResult:
-    density, simulator, compile_seconds = _compiled(problem)
+    density, simulator, compile_seconds = compiled_problem(problem)
     start = time.perf_counter()
-    pilot_rng, run_rng = _rng(seed).spawn(2)
+    pilot_rng, run_rng = estimator_rng(seed).spawn(2)
     # The pilot's last kernel is an HMC kernel tuned for the posterior (beta = 1).
-    plan, _ = _plan(density, simulator, pilot_rng, 50)
+    plan, _ = pilot_plan(density, simulator, pilot_rng, 50)
     transition = plan.transition(density.parts)
     n_chains = 4
     n_draws = max(1, budget // n_chains)
@@ -315,7 +315,7 @@ def harmonic_mean(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    return _harmonic(as_problem(problem), _check_budget(budget), seed, exact=False)
+    return _harmonic(as_problem(problem), check_budget(budget), seed, exact=False)
 
 
 def harmonic_mean_exact(problem, budget: int, seed: int) -> EstimateResult:
@@ -337,7 +337,7 @@ def harmonic_mean_exact(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    return _harmonic(as_problem(problem), _check_budget(budget), seed, exact=True)
+    return _harmonic(as_problem(problem), check_budget(budget), seed, exact=True)
 
 
 # -- optimization-based --------------------------------------------------------------------------
@@ -388,10 +388,10 @@ def laplace(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    problem, budget = as_problem(problem), _check_budget(budget)
-    density, simulator, compile_seconds = _compiled(problem)
+    problem, budget = as_problem(problem), check_budget(budget)
+    density, simulator, compile_seconds = compiled_problem(problem)
     start = time.perf_counter()
-    best = _map(density, simulator, _rng(seed), budget)
+    best = _map(density, simulator, estimator_rng(seed), budget)
     neg_hess = -_hessian(density, best.x)
     sign, logdet = np.linalg.slogdet(neg_hess)
     d = len(best.x)
@@ -419,10 +419,10 @@ def bic(problem, budget: int, seed: int) -> EstimateResult:
     -------
     EstimateResult
     """
-    problem, budget = as_problem(problem), _check_budget(budget)
-    density, simulator, compile_seconds = _compiled(problem)
+    problem, budget = as_problem(problem), check_budget(budget)
+    density, simulator, compile_seconds = compiled_problem(problem)
     start = time.perf_counter()
-    best = _map(density, simulator, _rng(seed), budget)
+    best = _map(density, simulator, estimator_rng(seed), budget)
     log_lik = float(density.parts(best.x[None]).log_likelihood[0])
     estimate = log_lik - 0.5 * len(best.x) * np.log(problem.n_data)
     return EstimateResult(float(estimate), time.perf_counter() - start, {
@@ -464,14 +464,14 @@ def variational_bayes(problem, budget: int, seed: int, elbo_draws: int = 2000,
     -------
     EstimateResult
     """
-    problem, budget = as_problem(problem), _check_budget(budget)
+    problem, budget = as_problem(problem), check_budget(budget)
     k = int(problem.n_exchangeable_components)
     if k < 1:
         raise ValueError(f"`n_exchangeable_components` must be at least 1, got {k}.")
     correction = float(gammaln(k + 1)) if symmetry_correction else 0.0
-    density, _, compile_seconds = _compiled(problem)
+    density, _, compile_seconds = compiled_problem(problem)
     start = time.perf_counter()
-    rng_fit, rng_elbo = _rng(seed).spawn(2)
+    rng_fit, rng_elbo = estimator_rng(seed).spawn(2)
     with problem.model:
         approx = pm.fit(n=budget, method="advi", random_seed=int(rng_fit.integers(2**31)),
                         obj_optimizer=pm.adam(learning_rate=learning_rate), progressbar=False,
@@ -540,7 +540,7 @@ def smc(problem, budget: int, seed: int, chains: int = 2) -> EstimateResult:
     EstimateResult
         Compilation is included in ``seconds`` (PyMC compiles inside the call).
     """
-    problem, budget = as_problem(problem), _check_budget(budget)
+    problem, budget = as_problem(problem), check_budget(budget)
     start = time.perf_counter()
     with problem.model:
         idata = pm.sample_smc(draws=budget, chains=chains, cores=1, random_seed=seed,

@@ -40,11 +40,11 @@ from scipy.special import logsumexp
 
 from pymc_bdmc.testbed.base import (
     EstimateResult,
-    _check_budget,
-    _compiled,
-    _log_likelihood_batched,
-    _rng,
     as_problem,
+    check_budget,
+    compiled_problem,
+    estimator_rng,
+    log_likelihood_batched,
 )
 
 __all__ = ["NestedRun", "nested_sampling", "nested_sampling_estimator"]
@@ -251,15 +251,15 @@ def nested_sampling_estimator(problem, budget: int, seed: int, mcmc_steps: int =
         ``info["log_evidence_sd"]`` is Skilling's ``sqrt(H / N)``, ``info["information"]`` is
         ``H``.
     """
-    problem, n_live = as_problem(problem), _check_budget(budget)
+    problem, n_live = as_problem(problem), check_budget(budget)
     if n_live < 2:
         raise ValueError(f"Nested sampling needs at least 2 live points, got budget={budget}.")
     batch = max(1, n_live // 10) if batch is None else int(batch)
-    density, simulator, compile_seconds = _compiled(problem)
+    density, simulator, compile_seconds = compiled_problem(problem)
     start = time.perf_counter()
-    rng = _rng(seed)
+    rng = estimator_rng(seed)
     live_x = simulator.draw_prior(n_live, rng)
-    live_log_l = _log_likelihood_batched(density, live_x)
+    live_log_l = log_likelihood_batched(density, live_x)
     walk = _ConstrainedWalk(density, mcmc_steps)
     refresh = max(1, n_live // (4 * batch))  # iterations between covariance updates
     calls = [0]

@@ -37,11 +37,11 @@ from scipy import linalg, optimize
 
 from pymc_bdmc.testbed.base import (
     EstimateResult,
-    _check_budget,
-    _compiled,
-    _plan,
-    _rng,
     as_problem,
+    check_budget,
+    compiled_problem,
+    estimator_rng,
+    pilot_plan,
 )
 
 __all__ = ["BMCEstimate", "bayesian_monte_carlo", "bmc_integral", "fit_lengthscales",
@@ -240,7 +240,7 @@ def _design_points(density, simulator, rng, n_points: int, chains: int):
     """
     plan_rng, run_rng = rng.spawn(2)
     n_steps = max(1, -(-n_points // chains) - 1)
-    plan, _ = _plan(density, simulator, plan_rng, n_steps, schedule="adaptive")
+    plan, _ = pilot_plan(density, simulator, plan_rng, n_steps, schedule="adaptive")
     transition = plan.transition(density.parts)
     x = simulator.draw_prior(chains, run_rng)
     parts = density.parts(x)
@@ -287,15 +287,15 @@ def bayesian_monte_carlo(problem, budget: int, seed: int, chains: int = 8,
         ``info``: ``prior`` ("gaussian" or "reweighted"), ``lengthscales``, ``relative_sd``
         (the GP's posterior sd of ``Z`` over its mean), ``n_points``.
     """
-    problem, budget = as_problem(problem), _check_budget(budget)
+    problem, budget = as_problem(problem), check_budget(budget)
     if non_gaussian_prior not in ("reweight", "raise"):
         raise ValueError("`non_gaussian_prior` must be 'reweight' or 'raise', got "
                          f"{non_gaussian_prior!r}.")
     if budget < 2:
         raise ValueError(f"Bayesian Monte Carlo needs at least 2 design points, got {budget}.")
-    density, simulator, compile_seconds = _compiled(problem)
+    density, simulator, compile_seconds = compiled_problem(problem)
     start = time.perf_counter()
-    check_rng, ref_rng, design_rng = _rng(seed).spawn(3)
+    check_rng, ref_rng, design_rng = estimator_rng(seed).spawn(3)
     gaussian = gaussian_prior(density, simulator, check_rng)
     if gaussian is None and non_gaussian_prior == "raise":
         raise ValueError(

@@ -11,11 +11,11 @@ import xarray as xr
 from pymc_bdmc.testbed.estimators import (
     ESTIMATORS,
     EstimatorSpec,
-    _annealing,
-    _compiled,
-    _plan,
-    _rng,
+    annealing_run,
     as_problem,
+    compiled_problem,
+    estimator_rng,
+    pilot_plan,
 )
 from pymc_bdmc.testbed.models import Problem
 
@@ -58,13 +58,13 @@ def ground_truth(problem: Problem, n_steps: int = 2000, seed: int = 12345, chain
                 "method": "closed form"}
     if problem.generating_point is None:
         raise ValueError("Ground truth needs closed-form evidence or the generating parameters.")
-    density, simulator, _ = _compiled(problem)
-    plan, _ = _plan(density, simulator, _rng(seed), n_steps, pilot_chains=64,
-                    schedule=schedule)
-    lower = _annealing(problem, n_steps, seed + 1, "forward", chains=chains,
-                       plan=plan).log_evidence
-    upper = _annealing(problem, n_steps, seed + 2, "reverse", chains=chains,
-                       plan=plan).log_evidence
+    density, simulator, _ = compiled_problem(problem)
+    plan, _ = pilot_plan(density, simulator, estimator_rng(seed), n_steps, pilot_chains=64,
+                         schedule=schedule)
+    lower = annealing_run(problem, n_steps, seed + 1, "forward", chains=chains,
+                          plan=plan).log_evidence
+    upper = annealing_run(problem, n_steps, seed + 2, "reverse", chains=chains,
+                          plan=plan).log_evidence
     logger.info("BDMC ground truth of %s: [%.2f, %.2f] (gap %.2f) with %d steps (%s).",
                 problem.name, lower, upper, upper - lower, n_steps, schedule)
     if upper < lower - 1.0:

@@ -1,0 +1,292 @@
+"""Compiling a per-chain graph over a batch of chains, and the picklable hot path.
+
+:func:`compile_batched` vectorizes a graph of one flat vector ``x`` over rows of a matrix, checks
+the batched function against the per-chain one (values, and independence of the chains), and
+falls back to ``Blockwise(OpFromGraph)`` where vectorizing fails. :class:`BatchedParts` is the
+hot path of a :class:`~pymc_bdmc.model.density.ModelDensity` alone, for worker processes. The
+compiled kernels (fused HMC transition, Gibbs color update) are built on these graphs through
+builders the kernel modules register (:func:`register_fused_kernel`): the model layer does not
+import the kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pytensor.tensor as pt
+from pymc.logprob.utils import CheckParameterValue
+from pymc.pytensorf import compile as compile_pytensor
+from pytensor.compile.builders import OpFromGraph
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.replace import graph_replace, vectorize_graph
+from pytensor.graph.traversal import applys_between, graph_inputs
+from pytensor.tensor.blockwise import Blockwise
+
+from pymc_bdmc.model.layout import DensityParts
+
+__all__ = [
+    "COMPILE_LOCK",
+    "FUSED_KERNELS",
+    "ONE_SHOT_MODE",
+    "BatchedParts",
+    "checks_to_switches",
+    "compile_batched",
+    "register_fused_kernel",
+]
+
+logger = logging.getLogger("pymc_bdmc.model.density")
+
+#: Backend for functions called only a handful of times (validation references, constraining
+#: results): Python-mode compilation takes a fraction of a second, where a cold Numba
+#: compilation of the same graph can take tens of seconds.
+ONE_SHOT_MODE = "FAST_COMPILE"
+
+#: Held while this package compiles a PyTensor function. PyTensor compilation is not thread-safe
+#: (pymc-devs/pymc#7819), and threaded executors (a ``ThreadPoolExecutor``, Dask's threaded
+#: workers) compile their chains' densities in several threads of one process. Processes need no
+#: lock: each has its own compiler, and PyTensor's on-disk caches lock across processes.
+COMPILE_LOCK = threading.RLock()
+
+
+def checks_to_switches(outputs: list) -> list:
+    """Replace PyMC's parameter checks by per-chain ``switch(conditions, logp, -inf)``.
+
+    PyMC guards log-densities with ``CheckParameterValue`` nodes, turned into ``-inf`` switches
+    at compile time. In a vectorized graph that rewrite reduces the conditions over the whole
+    batch, so one chain with an invalid parameter (e.g. a scale that underflowed to 0 in a
+    divergent proposal) sets *every* chain's density to ``-inf``. Chains would then reject
+    each other's moves, which couples them and breaks the validity of every weight. Done on
+    the per-chain graph before vectorizing, each chain keeps its own condition.
+    """
+    replacements = {}
+    for node in applys_between(graph_inputs(outputs), outputs):
+        if isinstance(node.op, CheckParameterValue) and node.op.can_be_replaced_by_ninf:
+            value, *conditions = node.inputs
+            condition = pt.all(pt.stack([pt.all(c) for c in conditions]))
+            switched = pt.switch(condition, value, -np.inf)
+            replacements[node.outputs[0]] = pt.cast(switched, node.outputs[0].dtype)
+    if not replacements:
+        return list(outputs)
+    return list(graph_replace(list(outputs), replacements, strict=False))
+
+
+def poison_rows(point: np.ndarray, movable: np.ndarray | None = None) -> np.ndarray:
+    """Rows with NaN and extreme coordinates, where model checks fail or values overflow.
+
+    Only ``movable`` coordinates (default: all) are poisoned: a discrete coordinate outside
+    its support can index out of bounds in compiled code, which is no test of independence.
+    """
+    rows = []
+    movable = np.arange(point.size) if movable is None else np.asarray(movable)
+    if movable.size == 0:
+        return point[None, :].copy()
+    coordinates = movable[np.unique(np.linspace(0, movable.size - 1,
+                                                min(movable.size, 16)).astype(int))]
+    for value in (np.nan, -1e4, 1e4, -800.0, 800.0):
+        for i in coordinates:
+            row = point.copy()
+            row[i] = value
+            rows.append(row)
+    return np.stack(rows)
+
+
+def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True,
+                    extra_inputs=(), extra_values=(), movable=None, **kwargs):
+    """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
+
+    ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain graph
+    at ``points`` before use, and for independence of the chains (valid rows must not change
+    next to NaN and extreme rows); where it fails or disagrees (it mis-broadcasts some PyMC
+    graphs), a ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function
+    instead. ``compile_fn(inputs, outputs, **kwargs)`` compiles; ``hot=False`` compiles with
+    :data:`ONE_SHOT_MODE` (for functions called rarely). ``extra_inputs`` are further inputs
+    shared by all chains (not batched), passed after the batch of ``x``; ``extra_values`` are
+    values of them used to validate the batched graph; ``movable`` are the coordinates the
+    independence check may set to NaN or extremes (default all; not discrete ones). Returns
+    ``(function, batching)``.
+    """
+    if not hot:
+        kwargs = {**kwargs, "mode": ONE_SHOT_MODE}
+    extra_inputs, extra_values = list(extra_inputs), list(extra_values)
+    batch_x = pt.matrix("x_batch", dtype=x.dtype)
+    try:
+        fn = compile_fn([batch_x, *extra_inputs],
+                        vectorize_graph(checks_to_switches(outputs), replace={x: batch_x}),
+                        **kwargs)
+        batched = fn(points, *extra_values)
+        single = compile_fn([x, *extra_inputs], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
+        for i, point in enumerate(points):
+            for b, s in zip(batched, single(point, *extra_values), strict=True):
+                if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
+                    raise ValueError("vectorized graph disagrees with the per-chain graph")
+        # Chains must not see each other: valid rows stay put next to invalid ones. Round-off
+        # is allowed (BLAS may sum a product over more rows in another order); coupling by
+        # extreme or NaN rows is not.
+        with np.errstate(all="ignore"):
+            poisoned = fn(np.concatenate([points, poison_rows(points[0], movable)]),
+                          *extra_values)
+        for b, ref in zip(poisoned, batched, strict=True):
+            if not np.allclose(b[: len(points)], ref, rtol=1e-9, atol=1e-12, equal_nan=True):
+                raise ValueError("a chain's value depends on the other chains in the batch")
+        return fn, "vectorized"
+    except Exception as err:  # noqa: BLE001 - any failure means: use the safe fallback
+        logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
+    # OpFromGraph needs shared variables (our data) as explicit, un-batched inputs.
+    shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
+    core = OpFromGraph([x, *extra_inputs, *shared], list(outputs), inline=False)
+
+    def dims(prefix, variables):
+        return "".join(
+            ",(" + ",".join(f"{prefix}{i}_{d}" for d in range(v.ndim)) + ")"
+            for i, v in enumerate(variables)
+        )
+
+    signature = (f"(n){dims('e', extra_inputs)}{dims('s', shared)}->"
+                 f"{dims('o', outputs)[1:]}")
+    result = Blockwise(core, signature=signature)(batch_x, *extra_inputs, *shared)
+    return compile_fn([batch_x, *extra_inputs],
+                      result if isinstance(result, list) else [result], **kwargs), "blockwise"
+
+
+#: Builders of the compiled kernels on a density's graphs, by name (``"hmc"``, ``"gibbs"``).
+#: The kernel modules register them (:mod:`pymc_bdmc.kernels.fused_hmc`,
+#: :mod:`pymc_bdmc.kernels.fused_gibbs`, both imported with :mod:`pymc_bdmc.kernels`): kernels
+#: build on this module, never the other way round.
+FUSED_KERNELS: dict[str, Callable] = {}
+
+
+def register_fused_kernel(name: str, build: Callable) -> None:
+    """Register ``build`` as the builder of the compiled kernel ``name`` (``"hmc"``, ``"gibbs"``).
+
+    Parameters
+    ----------
+    name : str
+        ``"hmc"``: ``build(x, outputs, compile_fn, count=...)`` returns a compiled HMC
+        transition; ``"gibbs"``: ``build(x, terms, n_values, compile_fn, count=...)`` returns a
+        compiled Gibbs color update.
+    build : callable
+        The builder, typically the kernel's class.
+    """
+    FUSED_KERNELS[name] = build
+
+
+def fused_kernel(name: str) -> Callable:
+    """The builder registered for the compiled kernel ``name`` (:func:`register_fused_kernel`)."""
+    if name not in FUSED_KERNELS:  # importing pymc_bdmc imports pymc_bdmc.kernels
+        raise RuntimeError(f"No compiled {name!r} kernel registered: import pymc_bdmc.kernels.")
+    return FUSED_KERNELS[name]
+
+
+def build_fused_hmc(x, outputs, compile_fn, owner):
+    """The compiled HMC transition on the graph ``outputs(x)``, counting calls on ``owner``."""
+    def count(n_calls: int) -> None:
+        owner.n_evaluations += n_calls
+
+    return fused_kernel("hmc")(x, outputs, compile_fn, count=count)
+
+
+def cached_fused_gibbs(cache: dict, batching: str, terms_graph, n_values: int, compile_fn,
+                       owner):
+    """A compiled color update per widest support, or None without a vectorized graph."""
+    if batching != "vectorized":
+        return None
+    if n_values not in cache:
+        def count() -> None:
+            owner.n_term_evaluations += 1
+
+        cache[n_values] = fused_kernel("gibbs")(*terms_graph, n_values, compile_fn,
+                                                 count=count)
+    return cache[n_values]
+
+
+def finite_parts(prior, lik, grad_prior, grad_lik) -> DensityParts:
+    """The parts of a batch, NaN log densities replaced by ``-inf``."""
+    # NaN log densities are treated as impossible states: they can never be accepted.
+    # (One cheap test first: a NaN anywhere makes the sum NaN; -inf + inf does too.)
+    if np.isnan(prior.sum() + lik.sum()):
+        prior = np.where(np.isnan(prior), -np.inf, prior)
+        lik = np.where(np.isnan(lik), -np.inf, lik)
+    return DensityParts(prior, lik, grad_prior, grad_lik)
+
+
+class BatchedParts:
+    """The hot path of a :class:`ModelDensity` on its own: batched densities and gradients.
+
+    It pickles as its symbolic graph (not as the PyMC model, whose custom distributions may
+    not survive pickling) and compiles on first use, so worker processes rebuild exactly the
+    function this process runs. Data are set with :meth:`set_observed` without checks: the
+    owning :class:`ModelDensity` has checked them.
+    """
+
+    def __init__(self, x, outputs, data: Mapping[str, SharedVariable], points: np.ndarray,
+                 compile_kwargs: Mapping | None = None, terms_graph: tuple | None = None,
+                 movable: np.ndarray | None = None):
+        self._graph = (x, list(outputs), dict(data), np.asarray(points),
+                       dict(compile_kwargs or {}), terms_graph, movable)
+        self._fn = None
+        self._fused = None
+        self._terms_fn = None
+        self._terms_batching = None
+        self._fused_gibbs = {}
+        self.batching = None
+        self.n_evaluations = 0
+        self.n_term_evaluations = 0
+
+    def __getstate__(self):
+        return {"graph": self._graph}
+
+    def __setstate__(self, state):
+        self.__init__(*state["graph"])
+
+    def _compile(self, inputs, outputs, **kwargs):
+        with COMPILE_LOCK:
+            fn = compile_pytensor(inputs, outputs, **{**self._graph[4], **kwargs})
+        fn.trust_input = True
+        return fn
+
+    def compile(self) -> BatchedParts:
+        """Compile (once); returns self."""
+        if self._fn is None:
+            x, outputs, _, points, _, _, movable = self._graph
+            self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
+                                                      movable=movable)
+        return self
+
+    def terms(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Elementwise log-density terms of a batch (see :meth:`ModelDensity.terms`)."""
+        self.n_term_evaluations += 1
+        return tuple(self._compile_terms()(np.ascontiguousarray(x, dtype=float)))
+
+    def _compile_terms(self):
+        if self._terms_fn is None:
+            if self._graph[5] is None:
+                raise ValueError("These densities were built without elementwise terms.")
+            self._terms_fn, self._terms_batching = compile_batched(
+                self._compile, *self._graph[5], self._graph[3], movable=self._graph[6])
+        return self._terms_fn
+
+    def fused_gibbs(self, n_values: int):
+        """Return the compiled Gibbs color update (see :meth:`ModelDensity.fused_gibbs`)."""
+        self._compile_terms()
+        return cached_fused_gibbs(self._fused_gibbs, self._terms_batching, self._graph[5],
+                                  n_values, self._compile, self)
+
+    def fused_hmc(self):
+        """The compiled HMC transition on these densities (see :meth:`ModelDensity.fused_hmc`)."""
+        if self._fused is None and self.compile().batching == "vectorized":
+            self._fused = build_fused_hmc(self._graph[0], self._graph[1], self._compile, self)
+        return self._fused
+
+    def set_observed(self, data: Mapping[str, np.ndarray]) -> None:
+        """Condition on new (already checked) observed values."""
+        shared = self._graph[2]
+        for name, value in data.items():
+            shared[name].set_value(np.array(value, dtype=shared[name].dtype, copy=True))
+
+    def parts(self, x: np.ndarray) -> DensityParts:
+        """Densities and gradients of a batch ``x`` of shape (chains, n_dim)."""
+        self.n_evaluations += 1
+        return finite_parts(*self.compile()._fn(np.ascontiguousarray(x, dtype=float)))

@@ -1,0 +1,189 @@
+"""The AIS / BDMC run on the vectorized kernels (HMC, and Gibbs sweeps of discrete variables).
+
+Used by :func:`pymc_bdmc.sample_ais` and :func:`pymc_bdmc.sample_bdmc`; assembled from the
+shared stages of :mod:`pymc_bdmc.pipeline`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pymc as pm
+import xarray as xr
+from pymc.progress_bar import create_simple_progress
+
+from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.parallel.streams import ChainBlocks
+from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
+from pymc_bdmc.pipeline.execution import (
+    KernelTiming,
+    choose_workers,
+    count_sweeps,
+    count_transitions,
+    predicted_seconds,
+    use_fused_kernel,
+)
+from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
+from pymc_bdmc.pipeline.pilot import tune
+from pymc_bdmc.pipeline.progress import StepCounter, progress_enabled
+from pymc_bdmc.pipeline.results import run_attrs
+from pymc_bdmc.pipeline.runs import forward_and_reverse, start_runner
+from pymc_bdmc.pipeline.settings import Parallel, Settings
+from pymc_bdmc.pipeline.start import (
+    check_plan_pins,
+    generating_values,
+    gibbs_kernel,
+    prior_start,
+    prior_start_blocks,
+)
+from pymc_bdmc.results.datatree import build_datatree
+from pymc_bdmc.schedules import ADAPTIVE
+
+__all__ = ["run_ais"]
+
+logger = logging.getLogger("pymc_bdmc")
+
+
+def run_ais(
+    *,
+    model: pm.Model,
+    settings: Settings,
+    density: ModelDensity,
+    simulator: ModelSimulator,
+    streams: dict[str, np.random.Generator],
+    truth: JointDraw | None,
+    progressbar: bool,
+    attrs: dict,
+    plan: AnnealingPlan | None = None,
+    parallel: Parallel | None = None,
+) -> xr.DataTree:
+    """Forward AIS (and reverse AIS from ``truth``) on the vectorized kernels, as a DataTree.
+
+    The stages: exact prior draws (pilot and chains, per block of chains), the pilot and its
+    frozen plan (unless ``plan`` is given), the choice of kernels and workers from timing,
+    forward and reverse runs on an :class:`~pymc_bdmc.parallel.annealing.AnnealingRunner`,
+    the bounds, diagnostics and the result.
+
+    Parameters
+    ----------
+    model : pm.Model
+    settings : Settings
+    density : ModelDensity
+        Compiled, and conditioned on the data (``y*`` for BDMC).
+    simulator : ModelSimulator
+    streams : dict
+        From :func:`pymc_bdmc.pipeline.seeding.streams`.
+    truth : JointDraw or None
+        ``(theta*, y*)`` for BDMC; None for AIS on real data.
+    progressbar : bool
+    attrs : dict
+        Extra attributes of the result (e.g. ``compile_time``).
+    plan : AnnealingPlan, optional
+        A frozen plan replacing the pilot.
+    parallel : Parallel, optional
+
+    Returns
+    -------
+    xarray.DataTree
+    """
+    s = settings
+    parallel = parallel or Parallel()
+    parts_fn = density.parts
+    x_pilot, parts_pilot = prior_start(simulator, density, s.pilot_chains,
+                                        streams["pilot_init"])
+    # Every block of chains has its own streams, so results do not depend on how chains are
+    # grouped into batches or split across processes (parallel/streams.py).
+    x0, _ = prior_start_blocks(simulator, density,
+                                ChainBlocks.spawn(streams["forward_init"], s.chains))
+    forward_blocks = ChainBlocks.spawn(streams["forward"], s.chains)
+    reverse_blocks = ChainBlocks.spawn(streams["reverse"], s.chains)
+
+    start = time.perf_counter()
+    done = StepCounter()
+    # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
+    progress = create_simple_progress(progress_enabled(progressbar))
+    n_steps = s.n_steps if plan is None else plan.n_steps
+    gibbs = gibbs_kernel(density, x_pilot)
+    if gibbs is not None and plan is not None:
+        check_plan_pins(plan, gibbs)
+    with progress, no_bound_if_interrupted(done, n_steps):
+        if plan is None:
+            plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
+                               ADAPTIVE if s.adaptive else s.betas,
+                               discrete=None if gibbs is None else gibbs.bound_to(density.terms),
+                               pinned=None if gibbs is None else gibbs.pinned)
+        else:
+            pilot = None
+            logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
+        directions = 1 if truth is None else 2
+        n_transitions = count_transitions(plan, directions, s.reverse_spread)
+        auto = parallel.fused_kernel is None or (parallel.cores is None
+                                                 and parallel.executor is None)
+        timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
+        n_sweeps = count_sweeps(gibbs, n_transitions, plan)
+        fused = use_fused_kernel(parallel.fused_kernel, density, timing, plan, n_transitions,
+                                 n_sweeps)
+        # Workers are chosen on the NumPy kernel's time, which a fused kernel does not always
+        # cut much (on large models the model calls dominate either way).
+        workers = choose_workers(parallel.cores, parallel.executor,
+                                 predicted_seconds(timing, n_transitions, n_sweeps),
+                                 len(forward_blocks))
+        runner, groups = start_runner(density, workers, parallel.chains_per_batch,
+                                      forward_blocks)
+        n_groups = len(groups)
+        observed = density.observed_data()  # workers may hold other data from earlier calls
+        pending_forward = runner.submit("forward", forward_blocks, x0, plan, observed=observed,
+                                        fused_kernel=fused, gibbs=gibbs)
+        pending_reverse = None if truth is None else runner.submit(
+            "reverse", reverse_blocks, truth.x, plan, observed=observed,
+            spread_transitions=s.reverse_spread, fused_kernel=fused, gibbs=gibbs)
+        forward, reverse, interrupted = forward_and_reverse(
+            progress, done, n_steps * n_groups,
+            lambda on_step, on_group: runner.collect(pending_forward, on_step=on_step,
+                                                     on_group=on_group),
+            None if truth is None else (
+                lambda on_step, on_group: runner.collect(pending_reverse, on_step=on_step,
+                                                         on_group=on_group)),
+            cancel=lambda: runner.cancel(pending_reverse))
+    sampling_time = time.perf_counter() - start
+
+    bounds = evidence_bounds(
+        streams["summary"], forward.log_weight,
+        None if reverse is None else reverse.log_weight, confidence=s.confidence,
+    )
+    log_ais_diagnostics(bounds, forward, reverse, plan.betas)
+    attrs = {
+        **attrs,
+        **run_attrs(
+            s, density, pilot, sampling_time, interrupted,
+            algorithm="bdmc" if truth is not None else "ais",
+            n_steps=plan.n_steps,
+            model_evaluations=density.n_evaluations + runner.model_calls,
+            workers=workers.description,
+            chain_groups=n_groups,
+            fused_kernel=fused,
+            schedule="given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
+        ),
+    }
+    if gibbs is not None:
+        attrs["kernel"] = "hmc+gibbs"
+        attrs["gibbs_colors"] = len(gibbs.colors)
+        attrs["gibbs_coordinates"] = gibbs.n_coordinates
+        attrs["gibbs_compiled"] = bool(fused and gibbs.fusable and density.can_fuse_gibbs)
+        attrs["term_evaluations"] = density.n_term_evaluations + runner.term_calls
+    return build_datatree(
+        rng=streams["summary"],
+        density=density,
+        plan=plan,
+        forward=forward,
+        reverse=reverse,
+        bounds=bounds,
+        observed=density.observed_data(),
+        generating_values=None if truth is None else generating_values(density, truth),
+        attrs=attrs,
+    )

@@ -1,0 +1,171 @@
+"""Warnings about finished runs: dead, divergent or failed chains, degenerate weights.
+
+Logged on the ``pymc_bdmc`` logger, for every driver (AIS, SMC, held-out, step methods); the
+same facts are stored in the result's groups.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from pymc_bdmc.algorithms.ais import AISRun
+from pymc_bdmc.algorithms.smc import SMCRun
+from pymc_bdmc.estimators import EvidenceBounds
+
+__all__ = [
+    "log_ais_diagnostics",
+    "log_heldout_diagnostics",
+    "log_smc_diagnostics",
+    "log_step_diagnostics",
+]
+
+logger = logging.getLogger("pymc_bdmc")
+
+
+def log_ais_diagnostics(bounds, forward, reverse, betas=None) -> None:
+    """Warn about dead, divergent or failed chains and a degenerate lower bound (AIS runs).
+
+    Parameters
+    ----------
+    bounds : EvidenceBounds
+    forward : AISRun
+    reverse : AISRun or None
+    betas : numpy.ndarray, optional
+        The schedule, to say where on the path a step is.
+    """
+    def at(step):  # where a step is on the path, for messages
+        return f"step {step}" + ("" if betas is None else f" (beta {betas[step]:.3g})")
+
+    # chains that failed numerically are reported below, not twice
+    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight))) - forward.n_failed_total
+    if dead:
+        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
+    for name, run in (("forward", forward), ("reverse", reverse)):
+        if run is None:
+            continue
+        if run.n_divergent.sum():
+            worst = int(np.argmax(run.n_divergent))
+            logger.warning(
+                "%d divergent HMC trajectories in the %s run, at %d of %d steps (most at %s); "
+                "per step: annealing['n_divergent_%s'].",
+                int(run.n_divergent.sum()), name, int(np.count_nonzero(run.n_divergent)),
+                len(run.n_divergent) - 1, at(worst), name,
+            )
+        if run.n_failed_total:
+            first = int(np.flatnonzero(run.n_failed)[0])
+            logger.warning(
+                "%d of %d %s chains reached a non-finite state or density (NaN or infinite), "
+                "first at %s. They carry zero weight, which keeps the %s bound valid but "
+                "looser; per chain: evidence['failed_step_%s'].",
+                run.n_failed_total, len(run.log_weight), name, at(first),
+                "lower" if name == "forward" else "upper", name,
+            )
+    if bounds.ess_forward < 2:
+        logger.warning(
+            "The forward weights have an effective sample size of %.1f: the lower bound rests on "
+            "one chain. Increase `n_steps`.", bounds.ess_forward,
+        )
+
+
+def log_smc_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | None,
+                        path: str) -> None:
+    """Warn about dominant populations, lost weights, divergences, failures and ESS collapse.
+
+    Parameters
+    ----------
+    bounds : EvidenceBounds
+    forward : SMCRun
+    reverse : SMCRun or None
+    path : {"tempering", "data"}
+        The SMC path, for the advice given.
+    """
+    advice = ("Increase `particles`, or use path='tempering': single observations may be too "
+              "informative to enter one at a time." if path == "data"
+              else "Increase `n_steps` or `particles`.")
+    if forward.chains > 2 and bounds.ess_forward < 2:
+        logger.warning(
+            "One of the %d SMC populations dominates the lower bound (ESS of their estimates "
+            "%.1f): the estimates disagree by more than their spread suggests. %s",
+            forward.chains, bounds.ess_forward, advice,
+        )
+    for name, run in (("forward", forward), ("reverse", reverse)):
+        if run is None:
+            continue
+        dead = int(np.count_nonzero(~np.isfinite(run.log_weight)))
+        if dead:
+            logger.warning("%d of %d %s SMC populations lost every particle's weight.", dead,
+                           run.chains, name)
+        if run.n_divergent.sum():
+            logger.warning("%d divergent HMC trajectories in the %s SMC run.",
+                           int(run.n_divergent.sum()), name)
+        if run.n_failed_total:
+            stages = np.flatnonzero(run.n_failed)
+            logger.warning(
+                "%d %s SMC particles reached a non-finite state or density and were given "
+                "zero weight (the bound stays valid, only looser), first reaching target %d.",
+                run.n_failed_total, name, int(stages[0] if name == "forward" else stages[-1]),
+            )
+        # Fewer than two effective particles after a reweighting: that stage's estimate
+        # rests on one particle, and the bound is loose.
+        with np.errstate(invalid="ignore"):  # NaN where no stage reached that target
+            collapsed = np.flatnonzero(np.any(run.ess * run.particles < 2, axis=1))
+        if collapsed.size:
+            logger.warning(
+                "The %s SMC weights degenerated (ESS below 2 particles) at %d stage(s), first "
+                "reaching target %d. %s", name, collapsed.size,
+                int(collapsed[0] if name == "forward" else collapsed[-1]), advice,
+            )
+        resampled = int(run.resampled.sum())
+        logger.info("%s SMC: %d resampling events over %d stages and %d populations.",
+                    name.capitalize(), resampled, len(run.ess) - 1, run.chains)
+
+
+def log_step_diagnostics(bounds: EvidenceBounds, forward: AISRun) -> None:
+    """Warn about zero-weight forward chains and a lower bound resting on one chain (step methods).
+
+    Parameters
+    ----------
+    bounds : EvidenceBounds
+    forward : AISRun
+    """
+    dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
+    if dead:
+        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
+    if bounds.ess_forward < 2:
+        logger.warning("The forward weights have an effective sample size of %.1f: the lower "
+                       "bound rests on one chain. Increase `n_steps`.", bounds.ess_forward)
+
+
+def log_heldout_diagnostics(forward: AISRun, reverse: AISRun | None, summary: dict,
+                            chains: int) -> None:
+    """Warn about divergent or failed (chain, case) pairs and cases whose lower bound is weak.
+
+    Parameters
+    ----------
+    forward : AISRun
+    reverse : AISRun or None
+    summary : dict
+        Per-case summaries (``ess_forward``).
+    chains : int
+    """
+    for name, run in (("forward", forward), ("reverse", reverse)):
+        if run is None:
+            continue
+        if run.n_divergent.sum():
+            logger.warning("%d divergent HMC trajectories (over all chains and cases) in the %s "
+                           "run; per step: annealing['n_divergent_%s'].",
+                           int(run.n_divergent.sum()), name, name)
+        if run.n_failed_total:
+            logger.warning(
+                "%d (chain, case) pairs of the %s run reached a non-finite state or density; "
+                "they carry zero weight (the bounds stay valid but looser); per case: "
+                "heldout['n_failed_%s'].", run.n_failed_total, name, name,
+            )
+    weak = int(np.count_nonzero(summary["ess_forward"] < 2))
+    if weak and chains > 1:
+        logger.warning(
+            "%d cases have a forward weight ESS below 2: their lower bound rests on one chain. "
+            "Increase `n_steps`.", weak,
+        )

@@ -1,0 +1,224 @@
+"""How to run: timing the kernels to choose fused kernels and worker processes (never results)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_bdmc.kernels.gibbs import ChromaticGibbs
+from pymc_bdmc.kernels.hmc import hmc_step
+from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.parallel.executors import IN_PROCESS, Workers, resolve_workers
+
+__all__ = [
+    "AUTO_PARALLEL_SECONDS",
+    "FUSED_CALL_OVERHEAD",
+    "FUSED_PAYBACK",
+    "FUSED_SWEEP_SAVING",
+    "KernelTiming",
+    "choose_workers",
+    "count_sweeps",
+    "count_transitions",
+    "predicted_seconds",
+    "use_fused_kernel",
+]
+
+logger = logging.getLogger("pymc_bdmc")
+
+#: With ``cores=None``, chains go to worker processes only when the run is predicted to take
+#: longer than this (seconds): starting workers costs a few seconds each (import, compilation).
+AUTO_PARALLEL_SECONDS = 20.0
+#: With ``fused_kernel=None``, the fused kernel is compiled when the predicted saving exceeds
+#: this multiple of the model's own compilation time (compiling it costs about 1-2 times that).
+FUSED_PAYBACK = 2.0
+#: A fused transition, measured, costs about this multiple of its model calls alone (1.2 on a
+#: 4-parameter regression, 1.6 on the 375-parameter low-rank model).
+FUSED_CALL_OVERHEAD = 1.6
+#: Share of a NumPy Gibbs sweep's time the compiled color updates save (measured 44% on the
+#: binary-attributes model, 750 parameters, 16 chains).
+FUSED_SWEEP_SAVING = 0.4
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+    """Measured cost of the hot path on all chains, to choose how to run (never the result).
+
+    Attributes
+    ----------
+    model_call : float
+        Seconds per batched model call.
+    transition : float
+        Seconds per NumPy HMC transition (``n_leapfrog`` model calls and Python).
+    sweep : float
+        Seconds per Gibbs sweep of the discrete coordinates (with its parts).
+    """
+
+    model_call: float
+    transition: float
+    sweep: float = 0.0
+
+    @classmethod
+    def measure(cls, density: ModelDensity, x: np.ndarray, plan: AnnealingPlan,
+                gibbs: ChromaticGibbs | None = None) -> KernelTiming:
+        """Time the model call, the HMC transition and the Gibbs sweep on the chains ``x``.
+
+        Parameters
+        ----------
+        density : ModelDensity
+        x : numpy.ndarray
+        plan : AnnealingPlan
+        gibbs : ChromaticGibbs, optional
+
+        Returns
+        -------
+        KernelTiming
+        """
+        calls_before = density.n_evaluations  # timing is not part of the run's cost
+        terms_before = density.n_term_evaluations
+        parts = density.parts(x)
+        rng = np.random.default_rng(0)  # a throwaway stream: the chains' own are untouched
+        beta, params = float(plan.betas[-1]), plan.kernel(plan.n_steps)
+        calls, transitions = [], []
+        for _ in range(3):
+            start = time.perf_counter()
+            density.parts(x)
+            calls.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            hmc_step(rng, x, parts, beta, params, density.parts)
+            transitions.append(time.perf_counter() - start)
+        sweep = 0.0
+        if gibbs is not None:
+            start = time.perf_counter()
+            density.parts(gibbs.sweep(rng, x, beta, density.terms)[0])
+            sweep = time.perf_counter() - start
+        density.n_evaluations, density.n_term_evaluations = calls_before, terms_before
+        return cls(float(np.median(calls)), float(np.median(transitions)), sweep)
+
+    def fused_transition(self, n_leapfrog: int) -> float:
+        """Predicted seconds per fused transition: its model calls and a little more.
+
+        Parameters
+        ----------
+        n_leapfrog : int
+
+        Returns
+        -------
+        float
+        """
+        return FUSED_CALL_OVERHEAD * n_leapfrog * self.model_call
+
+
+def count_transitions(plan: AnnealingPlan, directions: int, spread: int) -> int:
+    """HMC transitions of the measured runs (each chain group runs all of them).
+
+    Parameters
+    ----------
+    plan : AnnealingPlan
+    directions : int
+        1 (forward) or 2 (forward and reverse).
+    spread : int
+        Transitions at beta = 1 before a reverse run.
+
+    Returns
+    -------
+    int
+    """
+    return plan.transitions_per_step * (directions * plan.n_steps + (spread if directions == 2
+                                                                     else 0))
+
+
+def count_sweeps(gibbs: ChromaticGibbs | None, n_transitions: int, plan: AnnealingPlan) -> int:
+    """Gibbs sweeps of the measured runs: two per step (the palindrome around the HMC moves).
+
+    Parameters
+    ----------
+    gibbs : ChromaticGibbs or None
+    n_transitions : int
+        From :func:`count_transitions`.
+    plan : AnnealingPlan
+
+    Returns
+    -------
+    int
+    """
+    return 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
+
+
+def predicted_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps: int) -> float:
+    """Predicted seconds of the measured runs on the NumPy kernels (0 without a timing).
+
+    Workers are chosen on this, which a fused kernel does not always cut much (on large models
+    the model calls dominate either way).
+
+    Parameters
+    ----------
+    timing : KernelTiming or None
+    n_transitions, n_sweeps : int
+
+    Returns
+    -------
+    float
+    """
+    return 0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep
+
+
+def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: KernelTiming,
+                     plan: AnnealingPlan, n_transitions: int, n_sweeps: int = 0) -> bool:
+    """Whether to run the compiled kernels (see ``fused_kernel`` in the docstrings).
+
+    Parameters
+    ----------
+    setting : bool or None
+        The user's ``fused_kernel``.
+    density : ModelDensity
+    timing : KernelTiming
+    plan : AnnealingPlan
+    n_transitions : int
+        HMC transitions of the run.
+    n_sweeps : int, default 0
+        Gibbs sweeps of the run.
+
+    Returns
+    -------
+    bool
+    """
+    if setting is False:
+        return False
+    if not density.can_fuse_hmc:
+        if setting:
+            logger.info("No fused kernel for this model (its densities are evaluated chain by "
+                        "chain); using the NumPy kernel.")
+        return False
+    if setting or density.has_fused_hmc:  # asked for, or already compiled (free)
+        return True
+    saving = (n_transitions * (timing.transition - timing.fused_transition(plan.n_leapfrog))
+              + n_sweeps * FUSED_SWEEP_SAVING * timing.sweep)
+    return saving > FUSED_PAYBACK * density.compile_seconds
+
+
+def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int) -> Workers:
+    """Where the chains run: as asked, or all cores for runs predicted to be long.
+
+    Parameters
+    ----------
+    cores : int or None
+    executor : Executor or None
+    predicted_seconds : float
+    n_blocks : int
+        Blocks of chains (fewer than two cannot be split).
+
+    Returns
+    -------
+    Workers
+    """
+    if executor is not None or cores is not None:
+        return resolve_workers(cores, executor)
+    if n_blocks < 2 or predicted_seconds < AUTO_PARALLEL_SECONDS:
+        return IN_PROCESS
+    logger.info("Predicted run of %.0f s: using all cores (set `cores=1` to stay in this "
+                "process).", predicted_seconds)
+    return resolve_workers(None)

@@ -1,0 +1,156 @@
+"""Checking a run's arguments before anything is compiled or sampled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_bdmc.model.checks import BDMCInputError, check_positive_int
+from pymc_bdmc.parallel.executors import resolve_workers
+from pymc_bdmc.schedules import ADAPTIVE, make_schedule
+
+__all__ = ["REVERSE_SPREAD_TRANSITIONS", "Parallel", "Settings", "parallel_settings", "validate"]
+
+#: HMC transitions at beta=1 that spread reverse chains out from the exact sample (they keep
+#: each chain's start an exact posterior draw, and decorrelate the reverse weights).
+REVERSE_SPREAD_TRANSITIONS = 10
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated settings shared by the annealing runs (AIS, SMC, held-out, step methods).
+
+    Attributes
+    ----------
+    n_steps : int
+    chains : int
+    betas : numpy.ndarray
+        The fixed schedule (or the grid an adaptive schedule replaces).
+    n_leapfrog : int or None
+        None: the pilot chooses the trajectory length.
+    transitions_per_step, reverse_spread : int
+    target_accept, step_size_jitter : float
+    pilot_chains : int
+    confidence : float
+    adaptive : bool
+        Whether the schedule is placed from the pilot.
+    """
+
+    n_steps: int
+    chains: int
+    betas: np.ndarray
+    n_leapfrog: int | None
+    transitions_per_step: int
+    reverse_spread: int
+    target_accept: float
+    step_size_jitter: float
+    pilot_chains: int
+    confidence: float
+    adaptive: bool
+
+
+def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
+             step_size_jitter, pilot_chains, confidence) -> Settings:
+    """Check the annealing arguments of an entry point and return them as :class:`Settings`.
+
+    Parameters
+    ----------
+    n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept : see sample_ais
+    step_size_jitter, pilot_chains, confidence : see sample_ais
+
+    Returns
+    -------
+    Settings
+
+    Raises
+    ------
+    BDMCInputError
+        On any invalid argument.
+    """
+    chains = check_positive_int(chains, "chains")
+    if not isinstance(schedule, str) and n_steps is not None:
+        n_steps = check_positive_int(n_steps, "n_steps")
+    betas = make_schedule(schedule, n_steps)
+    if n_leapfrog is not None:  # None: the pilot chooses the trajectory length
+        n_leapfrog = check_positive_int(n_leapfrog, "n_leapfrog")
+    transitions_per_step = check_positive_int(transitions_per_step, "transitions_per_step")
+    if not 0 < target_accept < 1:
+        raise BDMCInputError(f"`target_accept` must be in (0, 1), got {target_accept}.")
+    if not 0 <= step_size_jitter < 1:
+        raise BDMCInputError(f"`step_size_jitter` must be in [0, 1), got {step_size_jitter}.")
+    if not 0 < confidence < 1:
+        raise BDMCInputError(f"`confidence` must be in (0, 1), got {confidence}.")
+    pilot_chains = check_positive_int(
+        max(chains, 64) if pilot_chains is None else pilot_chains, "pilot_chains", minimum=2
+    )
+    return Settings(len(betas) - 1, chains, betas, n_leapfrog, transitions_per_step,
+                    REVERSE_SPREAD_TRANSITIONS, float(target_accept),
+                    float(step_size_jitter), pilot_chains, float(confidence),
+                    isinstance(schedule, str) and schedule == ADAPTIVE)
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Where the chains of an AIS run go, and whether their transitions are fused.
+
+    Attributes
+    ----------
+    cores : int or None
+    executor : Executor, dask Client or None
+    chains_per_batch : int or None
+    fused_kernel : bool or None
+    """
+
+    cores: int | None = 1
+    executor: object = None
+    chains_per_batch: int | None = None
+    fused_kernel: bool | None = False
+
+
+def parallel_settings(cores, executor, chains_per_batch, step_methods: bool,
+                      fused_kernel: bool | None = None, smc=None) -> Parallel:
+    """Check the parallelism and execution arguments before anything runs.
+
+    Parameters
+    ----------
+    cores, executor, chains_per_batch, fused_kernel : see sample_ais
+    step_methods : bool
+        The run uses PyMC step methods.
+    smc : SMCSettings, optional
+        The SMC settings of an SMC run.
+
+    Returns
+    -------
+    Parallel
+
+    Raises
+    ------
+    BDMCInputError
+        On any invalid or inapplicable argument.
+    """
+    if fused_kernel is not None and not isinstance(fused_kernel, bool):
+        raise BDMCInputError(f"`fused_kernel` must be True, False or None, got {fused_kernel!r}.")
+    if fused_kernel and (step_methods or smc is not None):
+        raise BDMCInputError(
+            "`fused_kernel` compiles the vectorized kernels of method='ais'; it does not "
+            "apply to PyMC step methods or method='smc'."
+        )
+    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int)
+                              or cores < 1):
+        raise BDMCInputError(f"`cores` must be a positive integer or None, got {cores!r}.")
+    if chains_per_batch is not None:
+        chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
+    if smc is not None and smc.path == "data" and (executor is not None or (cores or 1) > 1
+                                                    or chains_per_batch is not None):
+        raise BDMCInputError(
+            "path='data' runs its populations in this process; `cores`, `executor` and "
+            "`chains_per_batch` apply to path='tempering'."
+        )
+    if executor is not None:
+        if step_methods:
+            raise BDMCInputError(
+                "`executor` runs the vectorized kernels; PyMC step methods use `cores`."
+            )
+        resolve_workers(None, executor)  # refuses anything that is not an executor
+    return Parallel(cores, executor, chains_per_batch, fused_kernel)

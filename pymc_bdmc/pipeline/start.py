@@ -1,0 +1,205 @@
+"""Compilation (cached per model), exact starting draws and the discrete-variable kernel."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pymc as pm
+
+from pymc_bdmc.kernels.gibbs import ChromaticGibbs
+from pymc_bdmc.kernels.pymc_steps import has_discrete_free_variables
+from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.model.cache import compiled_model
+from pymc_bdmc.model.checks import BDMCInputError, check_finite_start, unsampleable_prior_message
+from pymc_bdmc.model.density import FlatLayout, ModelDensity
+from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
+from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.parallel.streams import ChainBlocks
+
+__all__ = [
+    "check_plan_pins",
+    "compile_model",
+    "draw_prior",
+    "generating_values",
+    "gibbs_kernel",
+    "prior_start",
+    "prior_start_blocks",
+    "vectorized_discrete",
+]
+
+logger = logging.getLogger("pymc_bdmc")
+
+
+def compile_model(model, potentials_in_likelihood, compile_kwargs):
+    """The model's density, simulator and compile time, compiled once per model structure.
+
+    Parameters
+    ----------
+    model : pm.Model
+    potentials_in_likelihood : bool
+    compile_kwargs : dict or None
+
+    Returns
+    -------
+    tuple
+        ``(ModelDensity, ModelSimulator, compile seconds)``; see :mod:`pymc_bdmc.model.cache`.
+    """
+    compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
+                              compile_kwargs=compile_kwargs)
+    return compiled.density, compiled.simulator, compiled.compile_time
+
+
+def draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` exact prior draws, or a :class:`BDMCInputError` if the prior cannot be sampled.
+
+    Parameters
+    ----------
+    simulator : ModelSimulator
+    n : int
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n, n_dim).
+    """
+    try:
+        return simulator.draw_prior(n, rng)
+    except NotImplementedError as err:
+        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+
+
+def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
+                rng: np.random.Generator):
+    """``n`` exact prior draws and their densities, refused unless all are finite.
+
+    Parameters
+    ----------
+    simulator : ModelSimulator
+    density : ModelDensity
+    n : int
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    tuple
+        ``(x, DensityParts)``.
+    """
+    x = draw_prior(simulator, n, rng)
+    parts = density.parts(x)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model)
+    return x, parts
+
+
+def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
+                       blocks: ChainBlocks):
+    """Exact prior draws, each block of chains from its own stream; refused unless finite.
+
+    Parameters
+    ----------
+    simulator : ModelSimulator
+    density : ModelDensity
+    blocks : ChainBlocks
+
+    Returns
+    -------
+    tuple
+        ``(x, DensityParts)``.
+    """
+    x = np.concatenate([draw_prior(simulator, n, g)
+                        for n, g in zip(blocks.sizes, blocks.generators, strict=True)])
+    parts = density.parts(x)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model)
+    return x, parts
+
+
+def generating_values(density: ModelDensity, truth: JointDraw) -> dict[str, np.ndarray]:
+    """Constrained free variables and Deterministics at ``theta*``, from the same constrain map.
+
+    Parameters
+    ----------
+    density : ModelDensity
+    truth : JointDraw
+
+    Returns
+    -------
+    dict
+    """
+    return {k: v[0] for k, v in density.constrain(truth.x[None, :]).items()}
+
+
+def vectorized_discrete(model: pm.Model, step) -> bool:
+    """Whether the model's discrete variables go to the vectorized Gibbs kernel.
+
+    True when ``step`` is None and every discrete free variable has a fixed, small support
+    (:mod:`pymc_bdmc.model.discrete`); otherwise they go to PyMC's step methods.
+
+    Parameters
+    ----------
+    model : pm.Model
+    step : step methods or None
+        The user's ``step`` argument.
+
+    Returns
+    -------
+    bool
+    """
+    if step is not None or not has_discrete_free_variables(model):
+        return False
+    layout = FlatLayout.from_point([v.name for v in model.value_vars], model.initial_point())
+    try:
+        discrete_coordinates(model, layout)
+    except UnsupportedDiscrete as reason:
+        logger.info("Discrete variables go to PyMC's step methods: %s.", reason)
+        return False
+    return True
+
+
+def gibbs_kernel(density: ModelDensity, x_prior: np.ndarray) -> ChromaticGibbs | None:
+    """The chromatic Gibbs sweep over the discrete coordinates, or None if there are none.
+
+    Parameters
+    ----------
+    density : ModelDensity
+    x_prior : numpy.ndarray
+        Prior draws; the first two probe the elementwise terms.
+
+    Returns
+    -------
+    ChromaticGibbs or None
+    """
+    coordinates = discrete_coordinates(density.model, density.layout)
+    if coordinates is None:
+        return None
+    probe = x_prior[:2]
+    terms = density.terms(probe)
+    parts = density.parts(probe)
+    if not (np.allclose(terms[0].sum(axis=1), parts.log_prior, rtol=1e-8, atol=1e-8)
+            and np.allclose(terms[1].sum(axis=1), parts.log_likelihood, rtol=1e-8, atol=1e-8)):
+        raise BDMCInputError(
+            "The model's elementwise log-density terms do not add up to its log-density, so "
+            "its discrete variables cannot be updated by the vectorized Gibbs kernel. Pass "
+            "PyMC step methods for them with `step=`."
+        )
+    gibbs = ChromaticGibbs.build(coordinates, density.terms, probe)
+    logger.info("Discrete variables %s: %d coordinates in %d colors (%d batched evaluations "
+                "per Gibbs sweep).", list(coordinates.names), gibbs.n_coordinates,
+                len(gibbs.colors), gibbs.evaluations_per_sweep)
+    return gibbs
+
+
+def check_plan_pins(plan: AnnealingPlan, gibbs: ChromaticGibbs) -> None:
+    """Refuse a given plan whose HMC kernels move the discrete coordinates.
+
+    Parameters
+    ----------
+    plan : AnnealingPlan
+    gibbs : ChromaticGibbs
+    """
+    if np.any(plan.inv_mass[1:, gibbs.pinned] != 0):
+        raise BDMCInputError(
+            "The given plan's HMC kernels move the model's discrete coordinates; a plan for a "
+            "model with discrete variables must come from a run of the same model "
+            "(AnnealingPlan.from_result)."
+        )

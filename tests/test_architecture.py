@@ -1,0 +1,31 @@
+"""The package's structure (issue 15): no import cycles, no private names shared across modules,
+no module over 700 lines. Same analysis as ``benchmarks/architecture.py`` (ast only, nothing is
+imported; function-level imports count)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def report():
+    spec = importlib.util.spec_from_file_location("architecture",
+                                                  ROOT / "benchmarks" / "architecture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.analyse(ROOT)
+
+
+def test_no_import_cycles(report):
+    assert report["cycles"] == []
+
+
+def test_no_private_names_imported_across_modules(report):
+    assert report["private_imports"] == []
+
+
+def test_no_module_over_700_lines(report):
+    assert report["long_modules"] == []
