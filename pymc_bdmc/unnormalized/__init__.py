@@ -1,13 +1,34 @@
-# ruff: noqa: RUF002  (γ is the paper's un-normalised density)
+# ruff: noqa: RUF001, RUF002, RUF003  (γ is the paper's un-normalised density)
 """Models whose likelihood ``f(y|θ) = γ(y|θ) / Z(θ)`` has an intractable normaliser ``Z(θ)``.
 
 Issue 18 (Everitt, Johansen, Rowing & Evdemon-Hogan 2017, "Bayesian model comparison with
-un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds
-:mod:`~pymc_bdmc.unnormalized.ising` and :mod:`~pymc_bdmc.unnormalized.ergm`: simulators,
-exact where possible, and exact normalisers for test oracles.
+un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
+
+* :mod:`~pymc_bdmc.unnormalized.distributions`: :class:`Ising`, :class:`ERGM` and
+  :class:`ExponentialFamily`, PyMC distributions whose logp is ``log γ`` and which are marked
+  un-normalised (:func:`unnormalized_likelihoods`);
+* :mod:`~pymc_bdmc.unnormalized.ising` and :mod:`~pymc_bdmc.unnormalized.ergm`: their
+  simulators, exact where possible, and exact normalisers for test oracles;
+* :mod:`~pymc_bdmc.unnormalized.marker`: the marker that the AIS, SMC and BDMC drivers use to
+  refuse such models.
 """
 
+from pymc_bdmc.unnormalized.distributions import ERGM, ExponentialFamily, Ising
 from pymc_bdmc.unnormalized.ergm import ERGMSimulator
 from pymc_bdmc.unnormalized.ising import IsingSimulator
+from pymc_bdmc.unnormalized.marker import (
+    is_unnormalized,
+    unnormalized_likelihoods,
+    unnormalized_variables,
+)
 
-__all__ = ["ERGMSimulator", "IsingSimulator"]
+__all__ = [
+    "ERGM",
+    "ERGMSimulator",
+    "ExponentialFamily",
+    "Ising",
+    "IsingSimulator",
+    "is_unnormalized",
+    "unnormalized_likelihoods",
+    "unnormalized_variables",
+]
