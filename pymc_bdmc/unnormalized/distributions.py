@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytensor.tensor as pt
-from pymc.distributions.distribution import Distribution
+from pymc.distributions.distribution import Distribution, _support_point
 from pymc.logprob.abstract import _logprob
 from pytensor.graph.basic import Variable
 
@@ -107,6 +107,11 @@ def _ising_logp(op, values, rng, size, eta, height, width, **kwargs):
     log_gamma = eta[..., 0] * s1 + eta[..., 1] * s2
     spins = pt.all(pt.eq(pt.abs(y), 1), axis=(-2, -1))
     return pt.switch(spins, log_gamma, -np.inf)
+
+
+@_support_point.register(IsingRV)
+def _ising_support_point(op, rv, *inputs):
+    return pt.ones_like(rv)  # a ground state for a ferromagnet: a valid start for latent fields
 
 
 class Ising(Distribution):
@@ -259,6 +264,11 @@ def _ergm_logp(op, values, rng, size, theta, n_nodes, **kwargs):
              & pt.all(pt.eq(y, pt.swapaxes(y, -1, -2)), axis=(-2, -1))
              & pt.all(pt.eq(diagonal, 0), axis=-1))
     return pt.switch(valid, log_gamma, -np.inf)
+
+
+@_support_point.register(ERGMRV)
+def _ergm_support_point(op, rv, *inputs):
+    return pt.zeros_like(rv)  # the empty graph is in the support of every ERGM
 
 
 class ERGM(Distribution):
