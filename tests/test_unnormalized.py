@@ -5,6 +5,8 @@ Exact identities are checked at 1e-10; Monte Carlo checks use fixed seeds and a 
 implementation fails them with probability well below 1e-3 and a biased one fails them.
 """
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -175,3 +177,38 @@ def test_ergm_refuses_bad_options():
         with pytest.raises(BDMCInputError, match="one entry per statistic"):
             pmb.ERGM("c", pm.Normal("t3", shape=3), statistics=("edges", "two_stars"),
                      observed=y, exact=False)
+
+
+# --- refusals by the normalised-likelihood drivers ------------------------------------------
+@pytest.fixture
+def ising_model():
+    with pm.Model() as model:
+        c = pm.Uniform("c", 0, 1)
+        pmb.Ising("y", c, observed=_grid())
+    return model
+
+
+@pytest.mark.parametrize("driver", ["sample_ais", "sample_bdmc", "sample_smc_evidence",
+                                    "calibrate"])
+def test_normalised_drivers_refuse_unnormalised_likelihoods(driver, ising_model):
+    with warnings.catch_warnings(), pytest.raises(BDMCInputError) as err:
+        warnings.simplefilter("error")  # refused before anything is compiled or sampled
+        getattr(pmb, driver)(model=ising_model, random_seed=0, progressbar=False)
+    message = str(err.value)
+    assert "sample_unnormalized_evidence" in message and "['y']" in message
+
+
+def test_heldout_likelihood_refuses_unnormalised_likelihoods(ising_model):
+    with pytest.raises(BDMCInputError, match="sample_unnormalized_evidence"):
+        pmb.sample_heldout_likelihood({"c": np.array(0.5)}, model=ising_model, random_seed=0,
+                                      progressbar=False)
+
+
+def test_a_latent_unnormalised_field_is_refused_too():
+    # A hidden Ising field makes p(θ, x) un-normalised in θ: the evidence is just as wrong.
+    with pm.Model() as model:
+        c = pm.Uniform("c", 0, 1)
+        x = pmb.Ising("x", c, shape=(3, 3))
+        pm.Normal("y", x, 1.0, observed=np.zeros((3, 3)))
+    with pytest.raises(BDMCInputError, match=r"\['x'\].*sample_unnormalized_evidence"):
+        pmb.sample_ais(model=model, random_seed=0, progressbar=False)

@@ -14,6 +14,7 @@ from pymc.distributions.continuous import FlatRV, HalfFlatRV
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.density import DensityParts, FlatLayout, _observed_data_value
+from pymc_bdmc.unnormalized.marker import unnormalized_variables
 
 __all__ = [
     "BDMCInputError",
@@ -132,6 +133,16 @@ def check_model(
                 "gradients. Marginalize them out (e.g. with pm.Mixture), or pass PyMC step methods "
                 "for them with `step=` (Gibbs-type steps such as pm.CategoricalGibbsMetropolis)."
             )
+
+    unnormalized = unnormalized_variables(model)
+    if unnormalized:
+        raise BDMCInputError(
+            f"Variables {unnormalized} have un-normalised densities (pmb.Ising, pmb.ERGM, "
+            "pmb.ExponentialFamily): their logp is log gamma(y|θ) without the intractable "
+            "-log Z(θ), so AIS, SMC and BDMC would estimate ∫ gamma(y|θ) p(θ) dθ instead of the "
+            "evidence p(y). Use `sample_unnormalized_evidence` (issue 18; until it lands, the "
+            "estimators in pymc_bdmc.unnormalized)."
+        )
 
 
 def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
