@@ -243,7 +243,7 @@ class IsingSimulator:
         probability ``1 - exp(-2|J|)`` when ``J y_i y_j > 0``, and every cluster of bonded sites
         is then flipped with probability 1/2 (Swendsen & Wang 1987).
         """
-        y = np.array(y, dtype=np.int64, copy=True)
+        y = np.array(y, dtype=np.int64, order="C", copy=True)  # C order: reshape gives views
         eta = np.asarray(eta, dtype=float).reshape(2)
         pairs = _pairs(self.shape)
         couplings = np.concatenate([np.full(len(p), eta[k]) for k, p in enumerate(pairs)])
@@ -252,17 +252,22 @@ class IsingSimulator:
         i, j, couplings = i[keep], j[keep], couplings[keep]
         p_bond = -np.expm1(-2.0 * np.abs(couplings))
         n_sites = self.shape[0] * self.shape[1]
-        flat = y.reshape(len(y), n_sites)
+        n_fields = len(y)
+        spins = y.reshape(-1)
+        flat = spins.reshape(n_fields, n_sites)
+        # All fields form one block-diagonal graph, so one connected_components call per sweep.
+        offset = (np.arange(n_fields) * n_sites)[:, None]
+        gi, gj = (i + offset).ravel(), (j + offset).ravel()
+        total = n_fields * n_sites
         for _ in range(int(sweeps)):
-            for f in flat:
-                satisfied = couplings * f[i] * f[j] > 0
-                bonded = satisfied & (rng.random(len(i)) < p_bond)
-                graph = coo_matrix((np.ones(bonded.sum()), (i[bonded], j[bonded])),
-                                   shape=(n_sites, n_sites))
-                n_comp, labels = connected_components(graph, directed=False)
-                flip = rng.random(n_comp) < 0.5
-                f[flip[labels]] *= -1
-        return flat.reshape(y.shape)
+            satisfied = couplings * flat[:, i] * flat[:, j] > 0
+            bonded = (satisfied & (rng.random(satisfied.shape) < p_bond)).ravel()
+            graph = coo_matrix((np.ones(bonded.sum()), (gi[bonded], gj[bonded])),
+                               shape=(total, total))
+            n_comp, labels = connected_components(graph, directed=False)
+            flip = rng.random(n_comp) < 0.5
+            spins[flip[labels]] *= -1
+        return y
 
 
 def _pairs(shape: tuple[int, int]) -> list[np.ndarray]:
