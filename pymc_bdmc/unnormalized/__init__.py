@@ -10,11 +10,19 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
 * :mod:`~pymc_bdmc.unnormalized.ising` and :mod:`~pymc_bdmc.unnormalized.ergm`: their
   simulators, exact where possible, and exact normalisers for test oracles;
 * :mod:`~pymc_bdmc.unnormalized.marker`: the marker that the AIS, SMC and BDMC drivers use to
-  refuse such models.
+  refuse such models;
+* :mod:`~pymc_bdmc.unnormalized.importance`: SAVIS and MAVIS evidence estimators (NumPy; the
+  formulas and their unbiasedness are derived in that module's docstring).
 """
 
 from pymc_bdmc.unnormalized.distributions import ERGM, ExponentialFamily, Ising
 from pymc_bdmc.unnormalized.ergm import ERGMSimulator
+from pymc_bdmc.unnormalized.importance import (
+    ImportanceEvidence,
+    log_inverse_normaliser,
+    mavis,
+    savis,
+)
 from pymc_bdmc.unnormalized.ising import IsingSimulator
 from pymc_bdmc.unnormalized.marker import (
     is_unnormalized,
@@ -26,9 +34,13 @@ __all__ = [
     "ERGM",
     "ERGMSimulator",
     "ExponentialFamily",
+    "ImportanceEvidence",
     "Ising",
     "IsingSimulator",
     "is_unnormalized",
+    "log_inverse_normaliser",
+    "mavis",
+    "savis",
     "unnormalized_likelihoods",
     "unnormalized_variables",
 ]
