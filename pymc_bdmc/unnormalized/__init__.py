@@ -21,6 +21,7 @@ from pymc_bdmc.unnormalized.importance import (
     ImportanceEvidence,
     log_inverse_normaliser,
     mavis,
+    normaliser_bounds,
     savis,
 )
 from pymc_bdmc.unnormalized.ising import IsingSimulator
@@ -40,6 +41,7 @@ __all__ = [
     "is_unnormalized",
     "log_inverse_normaliser",
     "mavis",
+    "normaliser_bounds",
     "savis",
     "unnormalized_likelihoods",
     "unnormalized_variables",
