@@ -11,12 +11,16 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   simulators, exact where possible, and exact normalisers for test oracles;
 * :mod:`~pymc_bdmc.unnormalized.marker`: the marker that the AIS, SMC and BDMC drivers use to
   refuse such models;
-* :mod:`~pymc_bdmc.unnormalized.importance`: SAVIS and MAVIS evidence estimators (NumPy; the
-  formulas and their unbiasedness are derived in that module's docstring).
+* :mod:`~pymc_bdmc.unnormalized.importance`: SAVIS and MAVIS evidence estimators and
+  bidirectional bounds on ``log Z`` (NumPy; the formulas and their unbiasedness are derived in
+  that module's docstring);
+* :mod:`~pymc_bdmc.unnormalized.exchange`: the exchange algorithm, for the posterior and for
+  the pilot ``θ̂`` and importance proposal that SAVIS and MAVIS need.
 """
 
 from pymc_bdmc.unnormalized.distributions import ERGM, ExponentialFamily, Ising
 from pymc_bdmc.unnormalized.ergm import ERGMSimulator
+from pymc_bdmc.unnormalized.exchange import ExchangeChain, exchange_sampler
 from pymc_bdmc.unnormalized.importance import (
     ImportanceEvidence,
     log_inverse_normaliser,
@@ -34,10 +38,12 @@ from pymc_bdmc.unnormalized.marker import (
 __all__ = [
     "ERGM",
     "ERGMSimulator",
+    "ExchangeChain",
     "ExponentialFamily",
     "ImportanceEvidence",
     "Ising",
     "IsingSimulator",
+    "exchange_sampler",
     "is_unnormalized",
     "log_inverse_normaliser",
     "mavis",
