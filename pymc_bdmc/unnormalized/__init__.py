@@ -18,7 +18,13 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   the pilot ``θ̂`` and importance proposal that SAVIS and MAVIS need.
 """
 
-from pymc_bdmc.unnormalized.distributions import ERGM, ExponentialFamily, Ising
+from pymc_bdmc.unnormalized.distributions import (
+    ERGM,
+    ExponentialFamily,
+    ExponentialFamilySimulator,
+    Ising,
+    unnormalized_simulator,
+)
 from pymc_bdmc.unnormalized.ergm import ERGMSimulator
 from pymc_bdmc.unnormalized.exchange import ExchangeChain, exchange_sampler
 from pymc_bdmc.unnormalized.importance import (
@@ -40,6 +46,7 @@ __all__ = [
     "ERGMSimulator",
     "ExchangeChain",
     "ExponentialFamily",
+    "ExponentialFamilySimulator",
     "ImportanceEvidence",
     "Ising",
     "IsingSimulator",
@@ -50,5 +57,6 @@ __all__ = [
     "normaliser_bounds",
     "savis",
     "unnormalized_likelihoods",
+    "unnormalized_simulator",
     "unnormalized_variables",
 ]

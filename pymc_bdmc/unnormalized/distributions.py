@@ -14,6 +14,8 @@ BDMC drivers refuse them (their estimates would be of ``∫ γ(y|θ) p(θ) dθ``
 from __future__ import annotations
 
 import numpy as np
+import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution, _support_point
 from pymc.logprob.abstract import _logprob
@@ -24,7 +26,13 @@ from pymc_bdmc.unnormalized.ergm import ERGMSimulator, check_adjacency, check_st
 from pymc_bdmc.unnormalized.ising import IsingSimulator, check_spins
 from pymc_bdmc.unnormalized.marker import UnnormalizedRV
 
-__all__ = ["ERGM", "ExponentialFamily", "Ising"]
+__all__ = [
+    "ERGM",
+    "ExponentialFamily",
+    "ExponentialFamilySimulator",
+    "Ising",
+    "unnormalized_simulator",
+]
 
 
 def _concrete(observed):
@@ -363,6 +371,10 @@ class ExponentialFamilyRV(UnnormalizedRV):
     def _supp_shape_from_params(self, dist_params, param_shapes=None):
         return tuple(dist_params[1:])
 
+    def make_simulator(self, data_shape) -> ExponentialFamilySimulator:
+        """Return the simulator of data of shape ``data_shape`` (parameters: ``η``)."""
+        return ExponentialFamilySimulator(self, data_shape)
+
     def rng_fn(self, rng, natural, *shape_and_size):
         """Draw with the user's sampler, one call per draw."""
         *shape, size = shape_and_size
@@ -380,6 +392,78 @@ class ExponentialFamilyRV(UnnormalizedRV):
             return y
 
         return _batched_draws(rng, size, [natural], draw_one)
+
+
+class ExponentialFamilySimulator:
+    """A user's :class:`ExponentialFamily` seen as a simulator for the estimators.
+
+    Gives ``sample(eta, size, rng)`` (the user's sampler), ``statistics(y)`` (the user's
+    statistic, compiled once) and ``exact``, as :class:`~pymc_bdmc.unnormalized.IsingSimulator`
+    does; there is no MCMC kernel, so MAVIS bridges are unavailable (SAVIS works).
+
+    Parameters
+    ----------
+    op : ExponentialFamilyRV
+        The op of the model variable (``rv.owner.op``).
+    data_shape : tuple of int
+        Shape of one draw (the observed data's shape).
+    """
+
+    def __init__(self, op: ExponentialFamilyRV, data_shape):
+        self.op = op
+        self.shape = tuple(int(s) for s in data_shape)
+        self.exact = op.exact
+        y = pt.tensor("y", dtype="float64", shape=self.shape)
+        self._statistic = pytensor.function([y], pt.as_tensor_variable(op.statistic(y)))
+
+    def statistics(self, y) -> np.ndarray:
+        """Return ``s(y)`` for data of shape (..., *data_shape), shape (..., k)."""
+        y = np.asarray(y, dtype="float64")
+        batch = y.shape[: y.ndim - len(self.shape)]
+        flat = y.reshape(-1, *self.shape)
+        out = np.stack([np.asarray(self._statistic(v)) for v in flat])
+        return out.reshape(*batch, out.shape[-1])
+
+    def sample(self, eta, size: int, rng: np.random.Generator) -> np.ndarray:
+        """Return ``size`` draws from the user's sampler at ``η``, shape (size, *data_shape)."""
+        if self.op.sampler is None:
+            raise BDMCInputError("This ExponentialFamily has no `sampler=`, so no simulator.")
+        eta = np.asarray(eta, dtype=float)
+        return np.stack([np.asarray(self.op.sampler(eta, rng)) for _ in range(int(size))])
+
+    def mcmc(self, y, eta, rng, sweeps=1):
+        """Refuse: a user's family has no MCMC kernel (use SAVIS, i.e. no bridges)."""
+        raise BDMCInputError(
+            "A user's ExponentialFamily has no MCMC kernel for annealing bridges; use SAVIS "
+            "(or MAVIS with n_bridges=0)."
+        )
+
+
+def unnormalized_simulator(name: str, model=None):
+    """Return the simulator of an un-normalised variable, for its observed data's shape.
+
+    Parameters
+    ----------
+    name : str
+        An observed variable with an un-normalised likelihood (see
+        :func:`~pymc_bdmc.unnormalized.unnormalized_likelihoods`).
+    model : pm.Model, optional
+        Defaults to the model on the context stack.
+
+    Returns
+    -------
+    IsingSimulator, ERGMSimulator or ExponentialFamilySimulator
+        Configured as the variable is (neighbourhood, statistics, ``exact``, sweeps).
+    """
+    model = pm.modelcontext(model)
+    rv = model[name]
+    op = getattr(getattr(rv, "owner", None), "op", None)
+    if rv not in model.observed_RVs or not hasattr(op, "make_simulator"):
+        raise BDMCInputError(
+            f"{name!r} is not an observed variable with an un-normalised likelihood."
+        )
+    data = model.rvs_to_values[rv]
+    return op.make_simulator(np.shape(data.eval()))
 
 
 @_logprob.register(ExponentialFamilyRV)
