@@ -139,6 +139,16 @@ def test_ising_refuses_bad_spins(data, match):
         pmb.Ising("y", pm.Normal("c"), observed=data)
 
 
+def test_data_containers_are_checked_and_work():
+    with pm.Model(), pytest.raises(BDMCInputError, match=r"only spins -1 and \+1"):
+        pmb.Ising("y", pm.Normal("c"), observed=pm.Data("d", np.zeros((3, 3), int)))
+    with pm.Model() as model:
+        c = pm.Normal("c")
+        obs = pmb.Ising("y", c, observed=pm.Data("d", _grid()))
+    assert model.compile_logp(vars=[obs])({"c": 0.5}) == pytest.approx(
+        0.5 * ising_statistics(_grid())[0])
+
+
 def test_ising_refuses_bad_options():
     y = _grid()
     with pm.Model():

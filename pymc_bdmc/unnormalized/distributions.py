@@ -19,6 +19,7 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution, _support_point
 from pymc.logprob.abstract import _logprob
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Variable
 
 from pymc_bdmc.errors import BDMCInputError
@@ -36,9 +37,11 @@ __all__ = [
 
 
 def _concrete(observed):
-    """Return the observed data as a NumPy array, or None when symbolic (e.g. ``pm.Data``)."""
+    """Return the observed data as a NumPy array (``pm.Data``: its current value), or None."""
+    if isinstance(observed, SharedVariable):
+        return observed.get_value()
     if observed is None or isinstance(observed, Variable):
-        return None
+        return None  # an expression: checked by the logp, which is -inf off the support
     return np.asarray(observed)
 
 
@@ -57,8 +60,7 @@ def _first(value) -> int:
 def _batched_draws(rng, size, batch_params, draw_one):
     """Loop a core sampler over the batch shape ``size`` (or the parameters' batch shape)."""
     params = [np.asarray(p) for p in batch_params]
-    batch = tuple(size) if size is not None else np.broadcast_shapes(
-        *(p.shape[:-1] for p in params[:1]))
+    batch = tuple(size) if size is not None else params[0].shape[:-1]
     if not batch:
         return draw_one(*(p.reshape(p.shape[-1:]) for p in params))
     full = [np.broadcast_to(p, batch + p.shape[-1:]) for p in params]
