@@ -85,16 +85,16 @@ def ergm_statistics(y, statistics=ERGM_STATISTICS) -> np.ndarray:
 
 
 def _change_statistics(y: np.ndarray, i: int, j: int, statistics) -> np.ndarray:
-    """``s(y with ij on) - s(y with ij off)``."""
+    """``s(y with ij on) - s(y with ij off)`` for graphs ``y`` (m, n, n), shape (m, k)."""
     out = []
     for s in statistics:
         if s == "edges":
-            out.append(1.0)
+            out.append(np.ones(len(y)))
         elif s == "two_stars":
-            out.append(float(y[i].sum() - y[i, j] + y[j].sum() - y[j, i]))
+            out.append((y[:, i].sum(1) - y[:, i, j] + y[:, j].sum(1) - y[:, j, i]).astype(float))
         else:
-            out.append(float(y[i] @ y[j]))
-    return np.array(out)
+            out.append(np.einsum("mk,mk->m", y[:, i], y[:, j]).astype(float))
+    return np.stack(out, axis=1)
 
 
 class ERGMSimulator:
@@ -184,10 +184,10 @@ class ERGMSimulator:
         """
         y = np.array(y, dtype=np.int64, copy=True)
         theta = np.asarray(theta, dtype=float)
-        for g in y:
-            for _ in range(int(sweeps)):
-                u = rng.random(len(self.dyads))
-                for (i, j), ui in zip(self.dyads, u, strict=True):
-                    on = ui < expit(theta @ _change_statistics(g, i, j, self.statistic_names))
-                    g[i, j] = g[j, i] = int(on)
+        # One dyad at a time, all graphs at once: the Python loop is over sweeps x dyads only.
+        for _ in range(int(sweeps)):
+            for i, j in self.dyads:
+                p_on = expit(_change_statistics(y, i, j, self.statistic_names) @ theta)
+                on = (rng.random(len(y)) < p_on).astype(np.int64)
+                y[:, i, j] = y[:, j, i] = on
         return y
