@@ -96,6 +96,7 @@ class ImportanceEvidence:
         Effective sample size of the weights, ``(Σ ŵ)² / Σ ŵ²``.
     relative_se : float
         Standard error of ``p̂(y) / p(y)`` estimated from the weights (``sd(ŵ) / (mean(ŵ) √N)``).
+        With heavy-tailed weights (SAVIS far from ``θ̂``) it understates the spread over runs.
     method : str
         ``"savis"`` or ``"mavis"``.
     n_aux, n_bridges, sweeps : int
