@@ -15,7 +15,9 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   bidirectional bounds on ``log Z`` (NumPy; the formulas and their unbiasedness are derived in
   that module's docstring);
 * :mod:`~pymc_bdmc.unnormalized.exchange`: the exchange algorithm, for the posterior and for
-  the pilot ``θ̂`` and importance proposal that SAVIS and MAVIS need.
+  the pilot ``θ̂`` and importance proposal that SAVIS and MAVIS need;
+* :mod:`~pymc_bdmc.unnormalized.smc`: random-weight SMC with data-point tempering (Ising
+  fields, one row at a time).
 """
 
 from pymc_bdmc.unnormalized.distributions import (
@@ -40,6 +42,7 @@ from pymc_bdmc.unnormalized.marker import (
     unnormalized_likelihoods,
     unnormalized_variables,
 )
+from pymc_bdmc.unnormalized.smc import IsingRowPath, SMCEvidence, random_weight_smc
 
 __all__ = [
     "ERGM",
@@ -49,12 +52,15 @@ __all__ = [
     "ExponentialFamilySimulator",
     "ImportanceEvidence",
     "Ising",
+    "IsingRowPath",
     "IsingSimulator",
+    "SMCEvidence",
     "exchange_sampler",
     "is_unnormalized",
     "log_inverse_normaliser",
     "mavis",
     "normaliser_bounds",
+    "random_weight_smc",
     "savis",
     "unnormalized_likelihoods",
     "unnormalized_simulator",
