@@ -16,8 +16,9 @@ within-row pairs and ``T`` the pairs between consecutive rows. Forward filtering
 ``Z(η) = Σ α_H`` and backward sampling gives exact draws at any ``η`` (ordered phase included).
 The grid is transposed when that makes rows shorter, so the cost is ``O(H · 4^min(H, W))``
 time and ``O(4^min(H, W))`` memory per ``η`` (measured: about 20 ms at width 10; about 4 s and
-450 MB peak at width 12); ``min(H, W) <= MAX_EXACT_WIDTH`` is accepted. Wider grids need ``exact=False``: Swendsen-Wang
-sweeps (valid for couplings of either sign), whose draws are only approximately from ``f(·|η)``.
+450 MB peak at width 12); ``min(H, W) <= MAX_EXACT_WIDTH`` is accepted. Wider grids need
+``exact=False``: Swendsen-Wang sweeps (valid for couplings of either sign), whose draws are only
+approximately from ``f(·|η)``.
 """
 
 from __future__ import annotations
