@@ -9,7 +9,7 @@ import logging
 
 from pymc_bdmc.version import __version__
 
-from pymc_bdmc import schedules, testbed, testing, verification
+from pymc_bdmc import schedules, testbed, testing, unnormalized, verification
 from pymc_bdmc.calibration import calibrate
 from pymc_bdmc.compare import bayes_factor, compare
 from pymc_bdmc.kernels.tuning import AnnealingPlan
@@ -19,11 +19,15 @@ from pymc_bdmc.model.checks import BDMCInputError
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
 from pymc_bdmc.sampling_smc import sample_smc_evidence
 from pymc_bdmc.testbed.runner import compare_estimators
+from pymc_bdmc.unnormalized import ERGM, ExponentialFamily, Ising, unnormalized_likelihoods
 
 __all__ = [
+    "ERGM",
     "AnnealingPlan",
     "BDMCInputError",
     "EvidenceBounds",
+    "ExponentialFamily",
+    "Ising",
     "__version__",
     "bayes_factor",
     "calibrate",
@@ -37,6 +41,8 @@ __all__ = [
     "schedules",
     "testbed",
     "testing",
+    "unnormalized",
+    "unnormalized_likelihoods",
     "verification",
 ]
 

@@ -19,6 +19,7 @@ from pymc_bdmc.model.density import (
     FlatLayout,
 )
 from pymc_bdmc.model.density import observed_data_value as _observed_data_value
+from pymc_bdmc.unnormalized.marker import unnormalized_variables
 
 __all__ = [
     "DIAGNOSED_POINTS",
@@ -162,6 +163,17 @@ def check_model(
                 "gradients. Marginalize them out (e.g. with pm.Mixture), or pass PyMC step methods "
                 "for them with `step=` (Gibbs-type steps such as pm.CategoricalGibbsMetropolis)."
             )
+
+    unnormalized = unnormalized_variables(model)
+    if unnormalized:
+        raise BDMCInputError(
+            f"Variables {unnormalized} have un-normalised densities (pmb.Ising, pmb.ERGM, "
+            "pmb.ExponentialFamily): their logp is log gamma(y|θ) without the intractable "
+            "-log Z(θ), so AIS, SMC and BDMC would estimate ∫ gamma(y|θ) p(θ) dθ instead of the "
+            "evidence p(y). Use the estimators of `pymc_bdmc.unnormalized` (SAVIS, MAVIS, "
+            "random-weight SMC); a `sample_unnormalized_evidence` entry point is not available "
+            "yet."
+        )
 
 
 def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,

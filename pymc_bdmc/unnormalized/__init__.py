@@ -1,0 +1,68 @@
+# ruff: noqa: RUF001, RUF002, RUF003  (γ is the paper's un-normalised density)
+"""Models whose likelihood ``f(y|θ) = γ(y|θ) / Z(θ)`` has an intractable normaliser ``Z(θ)``.
+
+Issue 18 (Everitt, Johansen, Rowing & Evdemon-Hogan 2017, "Bayesian model comparison with
+un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
+
+* :mod:`~pymc_bdmc.unnormalized.distributions`: :class:`Ising`, :class:`ERGM` and
+  :class:`ExponentialFamily`, PyMC distributions whose logp is ``log γ`` and which are marked
+  un-normalised (:func:`unnormalized_likelihoods`);
+* :mod:`~pymc_bdmc.unnormalized.ising` and :mod:`~pymc_bdmc.unnormalized.ergm`: their
+  simulators, exact where possible, and exact normalisers for test oracles;
+* :mod:`~pymc_bdmc.unnormalized.marker`: the marker that the AIS, SMC and BDMC drivers use to
+  refuse such models;
+* :mod:`~pymc_bdmc.unnormalized.importance`: SAVIS and MAVIS evidence estimators and
+  bidirectional bounds on ``log Z`` (NumPy; the formulas and their unbiasedness are derived in
+  that module's docstring);
+* :mod:`~pymc_bdmc.unnormalized.exchange`: the exchange algorithm, for the posterior and for
+  the pilot ``θ̂`` and importance proposal that SAVIS and MAVIS need;
+* :mod:`~pymc_bdmc.unnormalized.smc`: random-weight SMC with data-point tempering (Ising
+  fields, one row at a time).
+"""
+
+from pymc_bdmc.unnormalized.distributions import (
+    ERGM,
+    ExponentialFamily,
+    ExponentialFamilySimulator,
+    Ising,
+    unnormalized_simulator,
+)
+from pymc_bdmc.unnormalized.ergm import ERGMSimulator
+from pymc_bdmc.unnormalized.exchange import ExchangeChain, exchange_sampler
+from pymc_bdmc.unnormalized.importance import (
+    ImportanceEvidence,
+    log_inverse_normaliser,
+    mavis,
+    normaliser_bounds,
+    savis,
+)
+from pymc_bdmc.unnormalized.ising import IsingSimulator
+from pymc_bdmc.unnormalized.marker import (
+    is_unnormalized,
+    unnormalized_likelihoods,
+    unnormalized_variables,
+)
+from pymc_bdmc.unnormalized.smc import IsingRowPath, SMCEvidence, random_weight_smc
+
+__all__ = [
+    "ERGM",
+    "ERGMSimulator",
+    "ExchangeChain",
+    "ExponentialFamily",
+    "ExponentialFamilySimulator",
+    "ImportanceEvidence",
+    "Ising",
+    "IsingRowPath",
+    "IsingSimulator",
+    "SMCEvidence",
+    "exchange_sampler",
+    "is_unnormalized",
+    "log_inverse_normaliser",
+    "mavis",
+    "normaliser_bounds",
+    "random_weight_smc",
+    "savis",
+    "unnormalized_likelihoods",
+    "unnormalized_simulator",
+    "unnormalized_variables",
+]
