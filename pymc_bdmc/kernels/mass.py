@@ -22,8 +22,13 @@ __all__ = ["DENSE_CONDITION", "DENSE_MAX_DIM", "dense_mass_factor", "shrunk_corr
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
 DENSE_CONDITION = 10.0
-#: Largest number of movable coordinates for a dense mass matrix (memory and O(d^2) per step).
-DENSE_MAX_DIM = 400
+#: Largest number of movable coordinates for which the pilot tunes the kernel's geometry (dense
+#: mass matrices, and the trajectory length in :mod:`~pymc_bdmc.kernels.tuning`). Above it a
+#: 64-particle pilot estimates a covariance poorly, and on the BDMC paper's 375-parameter low-rank
+#: model (benchmarks/geometry.py) both a dense matrix (gap 0.95 -> 11.8 nats) and the longer
+#: trajectories the pilot preferred (gap 0.95 -> 1.7 at 4x the cost) did worse than the
+#: diagonal kernel with 3 leapfrog steps, which larger models keep.
+DENSE_MAX_DIM = 100
 
 
 def shrunk_correlation(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -32,7 +32,7 @@ import numpy as np
 from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
-from pymc_bdmc.kernels.mass import dense_mass_factor
+from pymc_bdmc.kernels.mass import DENSE_MAX_DIM, dense_mass_factor
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -313,7 +313,8 @@ def run_pilot(
     ``dense``, temperatures where the population is strongly correlated get a dense mass
     matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`). With ``n_leapfrog=None``, each
     temperature's adaptation transitions use the first of :data:`LEAPFROG_CANDIDATES`, and one
-    more transition probes each other length (each length with its own step size); the length
+    more transition probes each other length (each length with its own step size; only for at
+    most :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` movable coordinates); the length
     with the largest squared jump per gradient (each temperature's values scaled by their
     maximum, then summed over temperatures) becomes the measured runs' trajectory length.
     """
@@ -321,11 +322,17 @@ def run_pilot(
     x, parts = x0, parts0
     log_w = np.zeros(n_chains)
     beta, log_z, n_resampled = 0.0, 0.0, 0
-    candidates = LEAPFROG_CANDIDATES if n_leapfrog is None else (n_leapfrog,)
+    pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
+    # The kernel's geometry is tuned only where it was measured to help (see DENSE_MAX_DIM).
+    tuned_geometry = x0.shape[1] - len(np.unique(pinned)) <= DENSE_MAX_DIM
+    dense = dense and tuned_geometry
+    if n_leapfrog is not None:
+        candidates = (n_leapfrog,)
+    else:
+        candidates = LEAPFROG_CANDIDATES if tuned_geometry else LEAPFROG_CANDIDATES[:1]
     # Each trajectory length has its own step size (longer ones accept less at a given step).
     log_eps = np.full(len(candidates), np.log(initial_step_size))
     weights = np.full(n_chains, 1.0 / n_chains)
-    pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
 
     def spread(values):
         variance = np.maximum(weighted_moments(values, weights)[1], MIN_VARIANCE)
