@@ -213,7 +213,8 @@ def sample_ais(
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=False,
             potentials_in_likelihood=potentials_in_likelihood, pilot_chains=pilot_chains,
-            cores=cores or 1, progressbar=progressbar, compile_kwargs=compile_kwargs,
+            cores=cores, executor=executor, progressbar=progressbar,
+            compile_kwargs=compile_kwargs,
         )
     density, simulator, compile_time = compile_model(model, potentials_in_likelihood,
                                                      compile_kwargs)
@@ -340,8 +341,8 @@ def sample_bdmc(
     if specs is not None:
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=True,
-            potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores or 1,
-            progressbar=progressbar, compile_kwargs=compile_kwargs,
+            potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
+            executor=executor, progressbar=progressbar, compile_kwargs=compile_kwargs,
         )
     density, simulator, compile_time = compile_model(model, False, compile_kwargs)
     if smc is not None:
