@@ -202,18 +202,31 @@ def run_chains(
                            "process.", workers.description, err)
             pending = list(tasks)
     runs = []
-    for task, item in zip(tasks, pending):
-        run = None
-        if item is not task:
-            try:
-                run = item.result()
-            except BrokenProcessPool:
-                logger.warning("A worker process died; running its chain in this process "
-                               "(same result).")
-        if run is None:
-            runner = runner or StepRunner(recipe)
-            run = runner.run_chain(plan, task, on_step=on_step)
-        runs.append(run)
-        if on_chain is not None:
-            on_chain(task)
+    warned = False
+    try:
+        for task, item in zip(tasks, pending):
+            run = None
+            if item is not task:
+                try:
+                    run = item.result()
+                except BrokenProcessPool:
+                    # A local worker died (killed, out of memory): the chain's stream is in
+                    # its task, so running it here gives the same numbers.
+                    if not warned:
+                        logger.warning("A worker process died; running its chains in this "
+                                       "process (same results, one core).")
+                        warned = True
+            if run is None:
+                runner = runner or StepRunner(recipe)
+                run = runner.run_chain(plan, task, on_step=on_step)
+            runs.append(run)
+            if on_chain is not None:
+                on_chain(task)
+    except BaseException:
+        # Interrupted (Ctrl-C) or failed: chains not started yet must not hold the workers
+        # (local pools outlive this call).
+        for item, task in zip(pending, tasks):
+            if item is not task:
+                item.cancel()
+        raise
     return runs

@@ -283,6 +283,36 @@ def test_step_method_chains_stay_here_when_workers_cannot_start(mixture, mixture
     _assert_same_run(mixture_here, fallback)
 
 
+def test_interrupted_step_method_runs_cancel_the_chains_not_yet_run():
+    # Local pools outlive a call: an interrupt (here, from the progress callback) must not
+    # leave the remaining chains queued on them.
+    from pymc_bdmc.parallel.executors import Workers
+    from pymc_bdmc.step_chains import ChainTask, run_chains
+
+    class Future:
+        cancelled = False
+
+        def result(self):
+            return "run"
+
+        def cancel(self):
+            self.cancelled = True
+
+    futures = []
+
+    def submit(fn, *args):
+        futures.append(Future())
+        return futures[-1]
+
+    def interrupt(task):
+        raise KeyboardInterrupt
+
+    tasks = [ChainTask("forward", np.zeros(1), np.random.default_rng(i)) for i in range(3)]
+    with pytest.raises(KeyboardInterrupt):
+        run_chains(None, None, tasks, workers=Workers(2, submit, "fake"), on_chain=interrupt)
+    assert len(futures) == 3 and all(f.cancelled for f in futures)
+
+
 def test_step_method_over_foreign_variable_is_refused():
     model = _two_variable_model()
     with pm.Model():
