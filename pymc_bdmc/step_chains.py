@@ -128,14 +128,6 @@ _RUNNERS_SIZE = 4
 _LOCK = threading.Lock()
 
 
-def _quiet_worker_process() -> None:
-    # Worker processes (local pool, process executors, Dask) keep PyMC's and NumPy's chatter to
-    # themselves, as this process does not see it anyway; threads of this process change nothing.
-    if multiprocessing.parent_process() is not None:
-        logging.getLogger("pymc").setLevel(logging.WARNING)
-        warnings.filterwarnings("ignore")
-
-
 def _runner_for(work: StepWork) -> tuple[StepRunner, StepPlan]:
     key = (work.key, threading.get_ident())
     with _LOCK:
@@ -143,9 +135,13 @@ def _runner_for(work: StepWork) -> tuple[StepRunner, StepPlan]:
         if cached is not None:
             _RUNNERS.move_to_end(key)
             return cached
-    _quiet_worker_process()
+    if multiprocessing.parent_process() is not None:
+        # A worker process: PyMC's step-assignment chatter goes nowhere useful. (Threads of the
+        # user's process leave the user's logging alone.)
+        logging.getLogger("pymc").setLevel(logging.WARNING)
     # PyTensor compilation is not thread-safe (pymc-devs/pymc#7819): one build at a time.
-    with COMPILE_LOCK:
+    with COMPILE_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         recipe, plan = cloudpickle.loads(work.payload)
         cached = StepRunner(recipe), plan
     with _LOCK:
