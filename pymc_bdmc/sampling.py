@@ -102,14 +102,16 @@ _COMMON_DOC = """
         ``transitions_per_step``, ``target_accept`` and ``step_size_jitter`` only concern the
         vectorized HMC kernel (one sweep of the step methods is made per temperature).
     cores : int, optional
-        Local worker processes running the chains (SMC: the populations); each compiles the
-        model once and keeps it for later calls. Default: with the vectorized kernels, all
-        cores when the run is predicted (from timing the model) to take over 20 s, otherwise
-        this process; with PyMC step methods, 1. A seed gives the same chains whatever
-        ``cores`` (see Notes).
+        Local worker processes running the chains (SMC: the populations). With the vectorized
+        kernels each worker compiles the model once and keeps it for later calls; with PyMC
+        step methods each worker builds the step methods once per call. Default: with the
+        vectorized kernels, all cores when the run is predicted (from timing the model) to
+        take over 20 s, otherwise this process; with PyMC step methods, this process. A seed
+        gives the same chains whatever ``cores`` (see Notes).
     executor : concurrent.futures.Executor or dask.distributed.Client, optional
         Run the chains on this executor instead of local processes, e.g. a Dask cluster for
-        runs that outgrow one machine (vectorized kernels; SMC on the tempering path).
+        runs that outgrow one machine (vectorized kernels, PyMC step methods, SMC on the
+        tempering path). Thread pools work too: each thread compiles its own copy.
     chains_per_batch : int, optional
         Most chains evaluated together in one batched model call, which bounds memory when
         ``chains`` is large. Default: all chains of a worker at once.
@@ -213,7 +215,8 @@ def sample_ais(
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=False,
             potentials_in_likelihood=potentials_in_likelihood, pilot_chains=pilot_chains,
-            cores=cores or 1, progressbar=progressbar, compile_kwargs=compile_kwargs,
+            cores=cores, executor=executor, progressbar=progressbar,
+            compile_kwargs=compile_kwargs,
         )
     density, simulator, compile_time = compile_model(model, potentials_in_likelihood,
                                                      compile_kwargs)
@@ -340,8 +343,8 @@ def sample_bdmc(
     if specs is not None:
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=True,
-            potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores or 1,
-            progressbar=progressbar, compile_kwargs=compile_kwargs,
+            potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
+            executor=executor, progressbar=progressbar, compile_kwargs=compile_kwargs,
         )
     density, simulator, compile_time = compile_model(model, False, compile_kwargs)
     if smc is not None:

@@ -1,18 +1,24 @@
-"""Running annealing chains driven by PyMC step methods, in this process or in worker processes.
+"""Running annealing chains driven by PyMC step methods, in this process or on workers.
 
-PyMC step methods advance one chain at a time in Python, so chains are distributed over
-``cores`` worker processes. Each worker builds the tempered clone and the step methods once (one
-compilation per worker) from a picklable :class:`StepRunnerRecipe`, then runs whole chains: a
-chain is forward or reverse AIS over every temperature, with its own random stream. Streams are
-attached to chains, not to workers, so the result of a given seed does not depend on ``cores``.
+PyMC step methods advance one chain at a time in Python, so each chain is one task for the
+workers every other run uses (:mod:`pymc_bdmc.parallel.executors`: local processes, any
+``concurrent.futures`` executor, a Dask cluster). Every task carries the pickled
+:class:`StepRunnerRecipe` and plan; each worker process (and thread) builds the tempered clone
+and the step methods once per call, then runs whole chains: a chain is forward or reverse AIS
+over every temperature, with its own random stream. Streams are attached to chains, not to
+workers, so the result of a given seed does not depend on where the chains run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import multiprocessing
+import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,11 +34,11 @@ from pymc_bdmc.kernels.pymc_steps import (
     StepTransition,
     point_parts,
 )
-from pymc_bdmc.model.density import DensityParts, FlatLayout
+from pymc_bdmc.model.density import COMPILE_LOCK, DensityParts, FlatLayout
 from pymc_bdmc.model.tempered import TemperedClone
-from pymc_bdmc.parallel.executors import mp_context
+from pymc_bdmc.parallel.executors import IN_PROCESS, Workers
 
-__all__ = ["ChainTask", "StepRunner", "StepRunnerRecipe", "run_chains"]
+__all__ = ["ChainTask", "StepRunner", "StepRunnerRecipe", "StepWork", "run_chains"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,20 +94,66 @@ class ChainTask:
     spread_transitions: int = 0
 
 
-# -- worker processes --------------------------------------------------------------------------
-_WORKER: dict = {}
+# -- workers ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepWork:
+    """What a worker needs to run chains of one call, sent with every task.
+
+    A generic executor has no pool initializer, so each task carries the ``cloudpickle`` of
+    ``(recipe, plan)``; a worker builds a :class:`StepRunner` from it on its first task and
+    reuses it for the call's later tasks.
+
+    Attributes
+    ----------
+    payload : bytes
+        ``cloudpickle`` of ``(StepRunnerRecipe, StepPlan)``.
+    key : str
+        Digest of ``payload``: each process (and thread) builds each distinct recipe once.
+    """
+
+    payload: bytes
+    key: str
+
+    @classmethod
+    def pack(cls, recipe: StepRunnerRecipe, plan: StepPlan) -> StepWork:
+        """Pickle ``recipe`` and ``plan`` for workers."""
+        payload = cloudpickle.dumps((recipe, plan))
+        return cls(payload, hashlib.sha256(payload).hexdigest())
 
 
-def _init_worker(payload: bytes) -> None:
-    logging.getLogger("pymc").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore")
-    recipe, plan = cloudpickle.loads(payload)
-    _WORKER["runner"] = StepRunner(recipe)
-    _WORKER["plan"] = plan
+# Per process, and per thread (compiled functions and step methods are not thread-safe), the
+# runners of the last few calls.
+_RUNNERS: OrderedDict[tuple[str, int], tuple[StepRunner, StepPlan]] = OrderedDict()
+_RUNNERS_SIZE = 4
+_LOCK = threading.Lock()
 
 
-def _run_in_worker(index: int, task: ChainTask) -> tuple[int, AISRun]:
-    return index, _WORKER["runner"].run_chain(_WORKER["plan"], task)
+def _runner_for(work: StepWork) -> tuple[StepRunner, StepPlan]:
+    key = (work.key, threading.get_ident())
+    with _LOCK:
+        cached = _RUNNERS.get(key)
+        if cached is not None:
+            _RUNNERS.move_to_end(key)
+            return cached
+    if multiprocessing.parent_process() is not None:
+        # A worker process: PyMC's step-assignment chatter goes nowhere useful. (Threads of the
+        # user's process leave the user's logging alone.)
+        logging.getLogger("pymc").setLevel(logging.WARNING)
+    # PyTensor compilation is not thread-safe (pymc-devs/pymc#7819): one build at a time.
+    with COMPILE_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recipe, plan = cloudpickle.loads(work.payload)
+        cached = StepRunner(recipe), plan
+    with _LOCK:
+        _RUNNERS[key] = cached
+        while len(_RUNNERS) > _RUNNERS_SIZE:
+            _RUNNERS.popitem(last=False)
+    return cached
+
+
+def _run_remote(work: StepWork, task: ChainTask) -> AISRun:
+    runner, plan = _runner_for(work)
+    return runner.run_chain(plan, task)
 
 
 def run_chains(
@@ -109,7 +161,7 @@ def run_chains(
     plan: StepPlan,
     tasks: Sequence[ChainTask],
     *,
-    cores: int = 1,
+    workers: Workers = IN_PROCESS,
     runner: StepRunner | None = None,
     on_chain: Callable[[ChainTask], None] | None = None,
     on_step: Callable[[], None] | None = None,
@@ -121,34 +173,56 @@ def run_chains(
     recipe : StepRunnerRecipe
     plan : StepPlan
     tasks : sequence of ChainTask
-    cores : int, default 1
-        Worker processes. With 1, chains run here on ``runner`` (built from ``recipe`` if not
-        given); otherwise each of ``min(cores, len(tasks))`` workers builds its own runner once.
+    workers : Workers, default this process
+        Where chains run (:func:`~pymc_bdmc.parallel.executors.resolve_workers`: local
+        processes, an executor or a Dask cluster). In this process chains run on ``runner``
+        (built from ``recipe`` if not given); elsewhere every chain is one task, and each worker
+        process (or thread) builds its own runner once per call.
     runner : StepRunner, optional
-        This process's runner, reused when ``cores == 1``.
+        This process's runner, used for chains run here.
     on_chain : callable, optional
         Called with each task once its chain is done.
     on_step : callable, optional
-        Called after every annealing step (only when ``cores == 1``).
+        Called after every annealing step of a chain run in this process.
     """
-    if cores <= 1 or len(tasks) <= 1:
-        runner = runner or StepRunner(recipe)
-        runs = []
-        for task in tasks:
-            runs.append(runner.run_chain(plan, task, on_step=on_step))
+    pending: list = list(tasks)
+    if not workers.local and len(tasks) > 1:
+        work = StepWork.pack(recipe, plan)
+        logger.info("Running %d chains on %s.", len(tasks), workers.description)
+        try:
+            pending = [workers.submit(_run_remote, work, task) for task in tasks]
+        except (BrokenProcessPool, OSError, RuntimeError) as err:
+            # Workers could not be started (or the executor is shut down): each chain carries
+            # its own stream, so running it here gives the same numbers.
+            logger.warning("Could not start work on %s (%s); running the chains in this "
+                           "process.", workers.description, err)
+            pending = list(tasks)
+    runs = []
+    warned = False
+    try:
+        for task, item in zip(tasks, pending):
+            run = None
+            if item is not task:
+                try:
+                    run = item.result()
+                except BrokenProcessPool:
+                    # A local worker died (killed, out of memory): the chain's stream is in
+                    # its task, so running it here gives the same numbers.
+                    if not warned:
+                        logger.warning("A worker process died; running its chains in this "
+                                       "process (same results, one core).")
+                        warned = True
+            if run is None:
+                runner = runner or StepRunner(recipe)
+                run = runner.run_chain(plan, task, on_step=on_step)
+            runs.append(run)
             if on_chain is not None:
                 on_chain(task)
-        return runs
-    payload = cloudpickle.dumps((recipe, plan))
-    n_workers = min(cores, len(tasks))
-    logger.info("Running %d chains in %d worker processes.", len(tasks), n_workers)
-    runs: list[AISRun | None] = [None] * len(tasks)
-    with ProcessPoolExecutor(max_workers=n_workers, mp_context=mp_context(),
-                             initializer=_init_worker, initargs=(payload,)) as pool:
-        futures = [pool.submit(_run_in_worker, i, task) for i, task in enumerate(tasks)]
-        for future in as_completed(futures):
-            index, run = future.result()
-            runs[index] = run
-            if on_chain is not None:
-                on_chain(tasks[index])
+    except BaseException:
+        # Interrupted (Ctrl-C) or failed: chains not started yet must not hold the workers
+        # (local pools outlive this call).
+        for item, task in zip(pending, tasks):
+            if item is not task:
+                item.cancel()
+        raise
     return runs

@@ -5,8 +5,8 @@ assignment then picks Gibbs-type steps for them and a gradient step for the rest
 work mirrors the vectorized path: compile, simulate ``(theta*, y*)`` for BDMC, tune on a
 separate pilot population and freeze (:mod:`pymc_bdmc.kernels.pymc_step_pilot`), then run
 forward chains from exact prior draws and reverse chains from ``theta*``, each chain through
-every temperature on its own random stream, in ``cores`` worker processes
-(:mod:`pymc_bdmc.step_chains`).
+every temperature on its own random stream, in this process or on the workers of ``cores`` /
+``executor`` (:mod:`pymc_bdmc.step_chains`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pymc_bdmc.model.checks import (
 )
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.parallel.executors import resolve_workers
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
 from pymc_bdmc.pipeline.progress import phase, pilot_phase, progress_enabled
 from pymc_bdmc.pipeline.start import draw_prior, generating_values
@@ -98,13 +99,15 @@ def sample_with_step_methods(
     simulate: bool,
     potentials_in_likelihood: bool,
     pilot_chains: int | None,
-    cores: int,
+    cores: int | None,
+    executor=None,
     progressbar: bool,
     compile_kwargs: dict | None,
 ) -> xr.DataTree:
     """Run AIS (``simulate=False``) or BDMC with PyMC step methods; see ``sample_ais``."""
     s = settings
-    cores = check_positive_int(cores, "cores")
+    # Step methods stay in this process unless asked: a worker costs seconds to start.
+    workers = resolve_workers(1 if cores is None and executor is None else cores, executor)
     n_pilot = check_positive_int(DEFAULT_STEP_PILOT_CHAINS if pilot_chains is None
                                  else pilot_chains, "pilot_chains", minimum=2)
     start = time.perf_counter()
@@ -152,7 +155,7 @@ def sample_with_step_methods(
             tasks += [ChainTask("reverse", truth.x, rng, s.reverse_spread)
                       for rng in streams["reverse"].spawn(s.chains)]
         with phase(progress, "AIS chains", len(tasks)) as advance:
-            runs = run_chains(recipe, plan, tasks, cores=cores, runner=runner,
+            runs = run_chains(recipe, plan, tasks, workers=workers, runner=runner,
                               on_chain=lambda _: advance())
     sampling_time = time.perf_counter() - start
 
@@ -170,7 +173,8 @@ def sample_with_step_methods(
         "reverse_step_methods": sweep_label(runner.sweep, "reverse"),
         "n_steps": s.n_steps,
         "chains": s.chains,
-        "cores": cores,
+        "cores": workers.n_workers,
+        "workers": workers.description,
         "pilot_chains": n_pilot,
         "pilot_log_z": pilot.log_z,
         "pilot_steps": pilot.n_steps,

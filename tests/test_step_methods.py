@@ -1,6 +1,8 @@
 """PyMC step methods as AIS transitions: discrete latents, retargeting, reversal, parallelism."""
 
 import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 import pymc as pm
@@ -220,18 +222,95 @@ def test_no_recompilation_per_temperature(monkeypatch):
     assert counts[0] == counts[1]
 
 
-def test_same_seed_gives_identical_results_whatever_cores(mixture):
+def _mixture_run(mixture, **where):
     m = mixture.model
-    runs = []
-    for cores in (1, 2):
-        with m:
-            step = [pm.Metropolis([m["w"], m["mu"]]), pm.CategoricalGibbsMetropolis([m["z"]])]
-            runs.append(pmb.sample_bdmc(n_steps=10, chains=4, step=step, cores=cores,
-                                        random_seed=8, progressbar=False))
+    with m:
+        step = [pm.Metropolis([m["w"], m["mu"]]), pm.CategoricalGibbsMetropolis([m["z"]])]
+        return pmb.sample_bdmc(n_steps=10, chains=4, step=step, random_seed=8, progressbar=False,
+                               **where)
+
+
+def _assert_same_run(a, b):
+    # An elementwise model (no BLAS): chains give the same bits wherever they run.
     for group in ("evidence", "posterior", "annealing", "generating_values"):
-        a, b = runs[0][group].to_dataset(), runs[1][group].to_dataset()
-        xr.testing.assert_equal(a.drop_attrs(), b.drop_attrs())
-    assert runs[1]["evidence"].attrs["cores"] == 2
+        xr.testing.assert_equal(a[group].to_dataset().drop_attrs(),
+                                b[group].to_dataset().drop_attrs())
+
+
+@pytest.fixture(scope="module")
+def mixture_here(mixture):
+    return _mixture_run(mixture, cores=1)
+
+
+def test_same_seed_gives_identical_results_whatever_the_workers(mixture, mixture_here):
+    # Each chain carries its own stream to whichever worker runs it: local processes, a
+    # process executor (no pool initializer: the recipe travels with every chain), or threads
+    # (each thread builds its own step methods, one compilation at a time).
+    reference = mixture_here
+    assert reference["evidence"].attrs["workers"] == "this process"
+    local = _mixture_run(mixture, cores=2)
+    assert local["evidence"].attrs["cores"] == 2
+    assert local["evidence"].attrs["workers"] == "2 local processes"
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool:
+        processes = _mixture_run(mixture, executor=pool)
+    with ThreadPoolExecutor(2) as pool:
+        threads = _mixture_run(mixture, executor=pool)
+    assert threads["evidence"].attrs["workers"] == "ThreadPoolExecutor (2 workers)"
+    for other in (local, processes, threads):
+        _assert_same_run(reference, other)
+        np.testing.assert_array_equal(reference["evidence"]["log_weight_forward"].values,
+                                      other["evidence"]["log_weight_forward"].values)
+        np.testing.assert_array_equal(reference["evidence"]["log_weight_reverse"].values,
+                                      other["evidence"]["log_weight_reverse"].values)
+
+
+def test_step_method_chains_run_on_a_local_dask_cluster(mixture, mixture_here):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        on_dask = _mixture_run(mixture, executor=client)
+    assert on_dask["evidence"].attrs["workers"].startswith("Dask cluster (2")
+    _assert_same_run(mixture_here, on_dask)
+
+
+def test_step_method_chains_stay_here_when_workers_cannot_start(mixture, mixture_here, caplog):
+    pool = ThreadPoolExecutor(2)
+    pool.shutdown()
+    with caplog.at_level("WARNING", logger="pymc_bdmc"):
+        fallback = _mixture_run(mixture, executor=pool)
+    assert "running the chains in this process" in caplog.text
+    _assert_same_run(mixture_here, fallback)
+
+
+def test_interrupted_step_method_runs_cancel_the_chains_not_yet_run():
+    # Local pools outlive a call: an interrupt (here, from the progress callback) must not
+    # leave the remaining chains queued on them.
+    from pymc_bdmc.parallel.executors import Workers
+    from pymc_bdmc.step_chains import ChainTask, run_chains
+
+    class Future:
+        cancelled = False
+
+        def result(self):
+            return "run"
+
+        def cancel(self):
+            self.cancelled = True
+
+    futures = []
+
+    def submit(fn, *args):
+        futures.append(Future())
+        return futures[-1]
+
+    def interrupt(task):
+        raise KeyboardInterrupt
+
+    tasks = [ChainTask("forward", np.zeros(1), np.random.default_rng(i)) for i in range(3)]
+    with pytest.raises(KeyboardInterrupt):
+        run_chains(None, None, tasks, workers=Workers(2, submit, "fake"), on_chain=interrupt)
+    assert len(futures) == 3 and all(f.cancelled for f in futures)
 
 
 def test_step_method_over_foreign_variable_is_refused():

@@ -148,9 +148,5 @@ def parallel_settings(cores, executor, chains_per_batch, step_methods: bool,
             "`chains_per_batch` apply to path='tempering'."
         )
     if executor is not None:
-        if step_methods:
-            raise BDMCInputError(
-                "`executor` runs the vectorized kernels; PyMC step methods use `cores`."
-            )
         resolve_workers(None, executor)  # refuses anything that is not an executor
     return Parallel(cores, executor, chains_per_batch, fused_kernel)
