@@ -9,6 +9,7 @@ algorithms themselves live in :mod:`pymc_bdmc.algorithms` and :mod:`pymc_bdmc.ke
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -27,6 +28,7 @@ from pymc_bdmc.model.checks import (
     unsampleable_prior_message,
 )
 from pymc_bdmc.pipeline.ais import run_ais
+from pymc_bdmc.pipeline.auto_steps import check_auto_settings, search_n_steps
 from pymc_bdmc.pipeline.execution import (  # noqa: F401  (module-level names of the old module)
     AUTO_PARALLEL_SECONDS,
     FUSED_CALL_OVERHEAD,
@@ -254,6 +256,8 @@ def sample_bdmc(
     executor=None,
     chains_per_batch: int | None = None,
     fused_kernel: bool | None = None,
+    target_gap: float = 0.5,
+    max_time: float | None = 60.0,
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -277,6 +281,15 @@ def sample_bdmc(
     ess_threshold : float, default 0.5
         ``method="smc"`` only: resample a population when its ESS falls below this fraction
         of ``particles``.
+    target_gap : float, default 0.5
+        With ``n_steps="auto"`` (AIS with the built-in kernels and a named schedule): BDMC runs
+        at 1000 steps, then doubles ``n_steps`` and runs again until ``|gap| <= target_gap``
+        nats, while the next run is predicted to fit in ``max_time``. The result is the last
+        run's; ``evidence.attrs`` records every attempt (``auto_n_steps``, ``auto_gaps``) and
+        ``certified``, and the log says what to change if the target was not reached.
+    max_time : float or None, default 60
+        With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
+        None removes the limit (at most 64000 steps).
 
     Returns
     -------
@@ -310,9 +323,13 @@ def sample_bdmc(
     >>> float(result["evidence"]["gap"]) < 1
     True
     """
+    started = time.perf_counter()
     model = modelcontext(model)
     if method not in ("ais", "smc"):
         raise BDMCInputError(f"`method` must be 'ais' or 'smc', got {method!r}.")
+    search = (method == "ais" and isinstance(n_steps, str) and n_steps == "auto"
+              and isinstance(schedule, str))
+    check_auto_settings(target_gap, max_time)
     n_steps, chains, transitions_per_step = sampling_smc.resolve_defaults(
         method, n_steps, chains, transitions_per_step, schedule
     )
@@ -361,9 +378,19 @@ def sample_bdmc(
                                     simulator=simulator, streams=streams, truth=truth,
                                     progressbar=progressbar, attrs={"compile_time": compile_time},
                                     parallel=parallel)
-    return run_ais(model=model, settings=settings, density=density, simulator=simulator,
-                streams=streams, truth=truth, progressbar=progressbar,
-                attrs={"compile_time": compile_time}, parallel=parallel)
+
+    def run(n: int) -> xr.DataTree:
+        run_settings = settings if n == settings.n_steps else validate(
+            n, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
+            step_size_jitter, pilot_chains, confidence)
+        return run_ais(model=model, settings=run_settings, density=density,
+                       simulator=simulator, streams=streams, truth=truth,
+                       progressbar=progressbar, attrs={"compile_time": compile_time},
+                       parallel=parallel)
+
+    if not search:
+        return run(settings.n_steps)
+    return search_n_steps(run, target_gap=target_gap, max_time=max_time, started=started)
 
 
 sample_ais.__doc__ = sample_ais.__doc__ % (_COMMON_DOC, _PARALLEL_NOTES)
@@ -383,9 +410,10 @@ sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(_COMMON_DOC, {
         Number of annealing steps (intermediate distributions). Ignored if ``schedule`` is an
         array, whose length then sets it.
 """: """    n_steps : int, "auto" or None, default "auto"
-        Number of annealing steps (intermediate distributions), or SMC stages. ``"auto"``: 1000
-        for AIS, 100 for SMC, or the length of a ``schedule`` array (which ``None`` also
-        accepts).
+        Number of annealing steps (intermediate distributions), or SMC stages. ``"auto"``: for
+        AIS, the shortest of 1000, 2000, 4000, ... steps whose gap is within ``target_gap``
+        (see there); 100 stages for SMC; or the length of a ``schedule`` array (which ``None``
+        also accepts).
 """,
     """    chains : int, default 32
         Independent annealing chains per direction, evaluated together in one batched call.

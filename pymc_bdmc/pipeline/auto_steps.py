@@ -1,0 +1,123 @@
+"""``sample_bdmc(n_steps="auto")``: lengthen the annealing path until BDMC certifies it.
+
+The bias of both bounds falls roughly as ``1 / n_steps``, and the gap measures it. So the search
+runs BDMC at :data:`FIRST_N_STEPS`, and while ``|gap| > target_gap`` doubles ``n_steps`` and
+runs again, as long as the next run, predicted at twice the last one's time, fits in what is
+left of ``max_time``. Every attempt sandwiches the same simulated ``y*`` with fresh randomness
+(its own pilot, chains and kernels' draws): each attempt's bounds are valid on their own. The
+search stops at the first attempt within the target, as :func:`pymc_bdmc.calibrate` does; that
+choice slightly favours attempts whose noise narrowed the gap, which is why a certificate is a
+measured gap, not a proof.
+
+The result is the last attempt's, with the search in its ``evidence`` attributes:
+``auto_n_steps`` and ``auto_gaps`` (every attempt), ``target_gap``, ``max_time`` and
+``certified`` (1 if ``|gap| <= target_gap``), and a log message that says what to change when
+the target was not reached.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+import xarray as xr
+
+from pymc_bdmc.errors import BDMCInputError
+
+__all__ = ["FIRST_N_STEPS", "MAX_N_STEPS", "check_auto_settings", "search_n_steps"]
+
+logger = logging.getLogger(__name__)
+
+#: Annealing steps of the first attempt (the fixed default of earlier versions).
+FIRST_N_STEPS = 1000
+#: No attempt is longer than this.
+MAX_N_STEPS = 64000
+
+
+def check_auto_settings(target_gap: float, max_time: float | None) -> None:
+    """Refuse a non-positive ``target_gap`` or ``max_time`` before anything runs."""
+    if not (np.isfinite(target_gap) and target_gap > 0):
+        raise BDMCInputError(f"`target_gap` must be a positive number of nats, got {target_gap}.")
+    if max_time is not None and not (max_time > 0):
+        raise BDMCInputError(f"`max_time` must be positive seconds or None, got {max_time}.")
+
+
+def _gap(result: xr.DataTree) -> float:
+    return float(result["evidence"]["gap"])
+
+
+def _within(gap: float, target_gap: float) -> bool:
+    return bool(np.isfinite(gap) and abs(gap) <= target_gap)
+
+
+def search_n_steps(run: Callable[[int], xr.DataTree], *, target_gap: float,
+                   max_time: float | None, started: float) -> xr.DataTree:
+    """Run ``run(n_steps)`` at doubling lengths until the gap is within ``target_gap``.
+
+    Parameters
+    ----------
+    run : callable
+        ``n_steps -> result`` of one BDMC run on the already simulated data.
+    target_gap : float
+        Largest acceptable ``|gap|`` (nats).
+    max_time : float or None
+        Wall-clock budget in seconds for the whole call, counted from ``started``
+        (``time.perf_counter()``); None means only :data:`MAX_N_STEPS` limits the search.
+    started : float
+        When the call started (compilation and simulation count against the budget).
+
+    Returns
+    -------
+    xarray.DataTree
+        The last attempt's result, with the search recorded in its ``evidence`` attributes.
+    """
+    n_steps, tried, gaps = FIRST_N_STEPS, [], []
+    result, reason = None, "certified"
+    while True:
+        attempt_start = time.perf_counter()
+        try:
+            attempt = run(n_steps)
+        except KeyboardInterrupt:
+            if result is None:
+                raise
+            reason = "interrupted"
+            logger.warning("Interrupted: returning the finished run of %d steps.", tried[-1])
+            break
+        result, seconds = attempt, time.perf_counter() - attempt_start
+        tried.append(n_steps)
+        gaps.append(_gap(result))
+        interrupted = result["evidence"].attrs.get("interrupted")
+        logger.info("Auto n_steps: %d steps, gap %.3f nats (target %.2f), %.1f s.", n_steps,
+                    gaps[-1], target_gap, seconds)
+        if _within(gaps[-1], target_gap):
+            break
+        if interrupted:
+            reason = "interrupted"
+            break
+        elapsed = time.perf_counter() - started
+        if 2 * n_steps > MAX_N_STEPS:
+            reason = f"n_steps would exceed {MAX_N_STEPS}"
+            break
+        if max_time is not None and elapsed + 2.0 * seconds > max_time:
+            reason = (f"the next run ({2 * n_steps} steps, about {2 * seconds:.0f} s) would "
+                      f"exceed max_time={max_time:g} s ({elapsed:.0f} s spent)")
+            break
+        n_steps *= 2
+    certified = _within(gaps[-1], target_gap)
+    if not certified:
+        logger.warning(
+            "BDMC did not certify the estimate: gap %.2f nats at %d steps, target %.2f; stopped "
+            "because %s. Raise `max_time` or pass a larger `n_steps`; if the gap hardly shrinks "
+            "as n_steps doubles (here: %s), the kernels cannot follow this posterior's geometry "
+            "(docs/guide.md, §4 'Settings that matter'), and a reparameterisation (e.g. non-centered) helps more "
+            "than steps.", gaps[-1], tried[-1], target_gap, reason,
+            ", ".join(f"{n}: {g:.2f}" for n, g in zip(tried, gaps, strict=True)))
+    result["evidence"].attrs.update({
+        "auto_n_steps": np.array(tried), "auto_gaps": np.array(gaps),
+        "target_gap": float(target_gap),
+        "max_time": float("nan") if max_time is None else float(max_time),
+        "certified": int(certified), "auto_stop": reason,
+    })
+    return result

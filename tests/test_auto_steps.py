@@ -1,0 +1,108 @@
+"""sample_bdmc(n_steps="auto"): the doubling search, its budget, its record and its refusals."""
+
+import logging
+import time
+
+import numpy as np
+import pymc as pm
+import pytest
+import xarray as xr
+
+import pymc_bdmc as pmb
+from pymc_bdmc import BDMCInputError, testing
+from pymc_bdmc.pipeline.auto_steps import FIRST_N_STEPS, MAX_N_STEPS, search_n_steps
+
+
+def _fake_run(gaps, calls, interrupt_at=None):
+    def run(n_steps):
+        calls.append(n_steps)
+        if interrupt_at is not None and len(calls) == interrupt_at:
+            raise KeyboardInterrupt
+        gap = gaps[min(len(calls) - 1, len(gaps) - 1)]
+        return xr.DataTree.from_dict({"evidence": xr.Dataset({"gap": gap})})
+    return run
+
+
+def test_doubles_until_the_gap_is_within_the_target():
+    calls = []
+    result = search_n_steps(_fake_run([2.0, -0.9, 0.3, 0.1], calls), target_gap=0.5,
+                            max_time=None, started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS, 4 * FIRST_N_STEPS]
+    attrs = result["evidence"].attrs
+    np.testing.assert_array_equal(attrs["auto_n_steps"], calls)
+    np.testing.assert_array_equal(attrs["auto_gaps"], [2.0, -0.9, 0.3])
+    assert attrs["certified"] == 1 and attrs["auto_stop"] == "certified"
+    assert float(result["evidence"]["gap"]) == 0.3
+
+
+def test_a_negative_gap_beyond_the_target_is_not_a_certificate():
+    calls = []
+    result = search_n_steps(_fake_run([-0.7, -0.2], calls), target_gap=0.5, max_time=None,
+                            started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS]
+    assert result["evidence"].attrs["certified"] == 1
+
+
+def test_stops_when_the_next_run_would_exceed_the_budget(caplog):
+    calls = []
+
+    def slow(n_steps):
+        time.sleep(0.05)
+        return _fake_run([5.0], calls)(n_steps)
+
+    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        result = search_n_steps(slow, target_gap=0.5, max_time=0.12,
+                                started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS]  # 0.05 s spent, the next ~0.1 s would pass 0.12 s
+    attrs = result["evidence"].attrs
+    assert attrs["certified"] == 0 and "max_time" in attrs["auto_stop"]
+    assert "did not certify" in caplog.text and "max_time" in caplog.text
+
+
+def test_without_a_budget_the_length_is_still_bounded():
+    calls = []
+    result = search_n_steps(_fake_run([5.0], calls), target_gap=0.5, max_time=None,
+                            started=time.perf_counter())
+    assert calls[-1] <= MAX_N_STEPS < 2 * calls[-1]
+    assert result["evidence"].attrs["certified"] == 0
+
+
+def test_an_interrupt_returns_the_last_finished_run():
+    calls = []
+    result = search_n_steps(_fake_run([3.0, 1.0], calls, interrupt_at=2), target_gap=0.5,
+                            max_time=None, started=time.perf_counter())
+    assert float(result["evidence"]["gap"]) == 3.0
+    assert result["evidence"].attrs["auto_stop"] == "interrupted"
+    with pytest.raises(KeyboardInterrupt):  # nothing finished yet: nothing to return
+        search_n_steps(_fake_run([3.0], [], interrupt_at=1), target_gap=0.5, max_time=None,
+                       started=time.perf_counter())
+
+
+def test_default_sample_bdmc_certifies_an_easy_model_at_the_first_length():
+    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    with am.model:
+        result = pmb.sample_bdmc(random_seed=3, progressbar=False)
+    attrs = result["evidence"].attrs
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [FIRST_N_STEPS])
+    assert attrs["certified"] == 1 and attrs["n_steps"] == FIRST_N_STEPS
+    truth = am.log_evidence_of(result)
+    assert float(result["evidence"]["lower"]) - 0.5 <= truth <= float(
+        result["evidence"]["upper"]) + 0.5
+
+
+def test_an_explicit_n_steps_runs_once_without_a_search():
+    with pm.Model():
+        mu = pm.Normal("mu")
+        pm.Normal("y", mu, 1.0, observed=[0.2, -0.1])
+        result = pmb.sample_bdmc(n_steps=50, chains=8, random_seed=1, progressbar=False)
+    assert "auto_n_steps" not in result["evidence"].attrs
+
+
+@pytest.mark.parametrize("kwargs, message", [(dict(target_gap=0.0), "target_gap"),
+                                             (dict(max_time=-1.0), "max_time")])
+def test_bad_search_settings_are_refused(kwargs, message):
+    with pm.Model():
+        mu = pm.Normal("mu")
+        pm.Normal("y", mu, 1.0, observed=[0.2, -0.1])
+        with pytest.raises(BDMCInputError, match=message):
+            pmb.sample_bdmc(progressbar=False, **kwargs)
