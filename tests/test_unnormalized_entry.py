@@ -166,3 +166,16 @@ def test_edges_only_ergm_against_closed_form():
     assert tree["evidence"].attrs["method"] == "savis"
     assert abs(float(tree["evidence"]["lower"]) - np.log(value)) < 0.2
     assert abs(float(tree["evidence"]["certified_lower"]) - np.log(value)) < 0.2
+
+
+def test_user_family_without_a_normaliser_is_refused_before_sampling(monkeypatch):
+    _no_sampling(monkeypatch)
+    with pm.Model():
+        lam = pm.Exponential("lam", 1.0)
+        pmb.ExponentialFamily("y", pm.math.log(lam)[None], statistic=lambda v: v.sum()[None],
+                              sampler=lambda eta, rng: rng.poisson(np.exp(eta[0]), 3),
+                              observed=np.array([2.0, 0.0, 3.0]))
+        with pytest.raises(BDMCInputError, match="MCMC kernel"):
+            pmb.sample_unnormalized_evidence(method="mavis")
+        with pytest.raises(BDMCInputError, match="neither an exact normaliser"):
+            pmb.sample_unnormalized_evidence()
