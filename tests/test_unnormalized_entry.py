@@ -179,3 +179,17 @@ def test_user_family_without_a_normaliser_is_refused_before_sampling(monkeypatch
             pmb.sample_unnormalized_evidence(method="mavis")
         with pytest.raises(BDMCInputError, match="neither an exact normaliser"):
             pmb.sample_unnormalized_evidence()
+
+
+def test_inexact_simulation_picks_mavis_and_says_biased(field):
+    # Swendsen-Wang draws (exact=False): "auto" runs MAVIS and nothing claims unbiasedness.
+    with pm.Model():
+        c = pm.Normal("c", *PRIOR)
+        pmb.Ising("y", c, observed=field, exact=False, sweeps=10)
+        tree = pmb.sample_unnormalized_evidence(draws=200, pilot_draws=200, pilot_tune=100,
+                                                n_bridges=4, bound_chains=8, bound_bridges=20,
+                                                random_seed=0, progressbar=False)
+    ev = tree["evidence"]
+    assert ev.attrs["method"] == "mavis" and ev.attrs["exact"] == 0
+    assert ev.attrs["estimate_kind"] == "biased" and tree["auxiliary"].attrs["exact"] == 0
+    assert np.isfinite(float(ev["lower"]))

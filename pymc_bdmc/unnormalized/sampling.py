@@ -230,7 +230,8 @@ def sample_unnormalized_evidence(
         Deterministics, constrained. ``evidence``: ``lower`` (``log p̂(y)``), ``certified_lower``
         (the same importance weights with the upper bound on ``log Z(θ̂)`` in place of its
         exact value; NaN with ``bound_chains=0``), ``relative_se``, ``ess`` and ``log_weight``
-        (dim ``importance_draw``); attrs ``estimate_kind="unbiased"``, ``method``, ``exact``,
+        (dim ``importance_draw``); attrs ``estimate_kind`` (``"unbiased"`` with exact
+        simulation, ``"biased"`` with ``exact=False``), ``method``, ``exact``,
         ``log_z_source``. ``auxiliary``: ``theta_hat`` (unconstrained, dim ``parameter``),
         ``eta_hat`` (dim ``natural``), ``log_z_hat`` (exact, NaN if unavailable) and
         ``log_z_hat_lower``/``log_z_hat_upper``, ``pilot_acceptance_rate`` and the numbers of
@@ -340,7 +341,8 @@ def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log
         {"lower": result.log_evidence, "certified_lower": float(certified),
          "relative_se": result.relative_se, "ess": result.ess,
          "log_weight": ("importance_draw", result.log_weights)},
-        attrs={"estimate_kind": "unbiased", "method": info["method"], "exact": int(exact),
+        attrs={"estimate_kind": "unbiased" if exact else "biased", "method": info["method"],
+               "exact": int(exact),
                "log_z_source": "exact" if log_z_hat is not None else "upper_bound"},
     )
     nan = float("nan")
