@@ -20,6 +20,7 @@ from pymc_bdmc.sampling import sample_ais, sample_bdmc
 from pymc_bdmc.sampling_smc import sample_smc_evidence
 from pymc_bdmc.testbed.runner import compare_estimators
 from pymc_bdmc.unnormalized import ERGM, ExponentialFamily, Ising, unnormalized_likelihoods
+from pymc_bdmc.unnormalized.sampling import sample_unnormalized_evidence
 
 __all__ = [
     "ERGM",
@@ -38,6 +39,7 @@ __all__ = [
     "sample_bdmc",
     "sample_heldout_likelihood",
     "sample_smc_evidence",
+    "sample_unnormalized_evidence",
     "schedules",
     "testbed",
     "testing",

@@ -170,9 +170,8 @@ def check_model(
             f"Variables {unnormalized} have un-normalised densities (pmb.Ising, pmb.ERGM, "
             "pmb.ExponentialFamily): their logp is log gamma(y|θ) without the intractable "
             "-log Z(θ), so AIS, SMC and BDMC would estimate ∫ gamma(y|θ) p(θ) dθ instead of the "
-            "evidence p(y). Use the estimators of `pymc_bdmc.unnormalized` (SAVIS, MAVIS, "
-            "random-weight SMC); a `sample_unnormalized_evidence` entry point is not available "
-            "yet."
+            "evidence p(y). Use `pmb.sample_unnormalized_evidence` (SAVIS or MAVIS with an "
+            "exchange pilot), or the estimators of `pymc_bdmc.unnormalized`."
         )
 
 

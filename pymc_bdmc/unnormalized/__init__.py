@@ -18,6 +18,9 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   the pilot ``θ̂`` and importance proposal that SAVIS and MAVIS need;
 * :mod:`~pymc_bdmc.unnormalized.smc`: random-weight SMC with data-point tempering (Ising
   fields, one row at a time).
+* :mod:`~pymc_bdmc.unnormalized.sampling`: the entry point
+  :func:`~pymc_bdmc.sample_unnormalized_evidence` (exported at the top level), which checks a
+  PyMC model and runs the exchange pilot, SAVIS or MAVIS and the normaliser bounds on it.
 """
 
 from pymc_bdmc.unnormalized.distributions import (

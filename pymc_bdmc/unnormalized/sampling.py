@@ -1,0 +1,362 @@
+# ruff: noqa: RUF002, RUF003  (γ, θ̂ and η are the paper's notation)
+"""The entry point for the evidence of a PyMC model with an un-normalised likelihood.
+
+:func:`sample_unnormalized_evidence` is thin: it checks the model, compiles ``log p(θ)`` and
+``η(θ)`` once over the model's unconstrained parameters, then runs the NumPy estimators of this
+subpackage (exchange pilot, SAVIS/MAVIS, normaliser bounds) on independent random streams
+(:func:`pymc_bdmc.pipeline.seeding.streams`) and assembles an ``xarray.DataTree``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pymc as pm
+import xarray as xr
+from pymc.pytensorf import compile as compile_pytensor
+from pymc.pytensorf import join_nonshared_inputs
+
+from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.pipeline.seeding import streams
+from pymc_bdmc.unnormalized.distributions import unnormalized_simulator
+from pymc_bdmc.unnormalized.ergm import ERGMSimulator
+from pymc_bdmc.unnormalized.exchange import exchange_sampler
+from pymc_bdmc.unnormalized.importance import mavis, normaliser_bounds, savis
+from pymc_bdmc.unnormalized.ising import IsingSimulator
+from pymc_bdmc.unnormalized.marker import unnormalized_likelihoods, unnormalized_variables
+
+__all__ = ["METHODS", "sample_unnormalized_evidence"]
+
+#: Accepted values of ``method``.
+METHODS = ("auto", "savis", "mavis")
+
+_log = logging.getLogger("pymc_bdmc")
+
+
+def _check_model(model: pm.Model) -> str:
+    """Return the name of the one un-normalised observed variable, or raise."""
+    names = unnormalized_likelihoods(model)
+    observed = [rv.name for rv in model.observed_RVs]
+    if len(observed) != 1 or names != observed:
+        raise BDMCInputError(
+            "sample_unnormalized_evidence needs a model with exactly one observed variable, "
+            "whose likelihood is un-normalised (pmb.Ising, pmb.ERGM, pmb.ExponentialFamily); "
+            f"this model has observed variables {observed}, of which {names} are un-normalised. "
+            "For normalised likelihoods use pmb.sample_ais, pmb.sample_bdmc or "
+            "pmb.sample_smc_evidence."
+        )
+    latent = [n for n in unnormalized_variables(model) if n not in names]
+    if latent:
+        raise BDMCInputError(f"Free variables {latent} have un-normalised densities: the prior "
+                             "must be normalised.")
+    if model.potentials:
+        raise BDMCInputError(
+            f"Potentials {[p.name for p in model.potentials]} make the prior un-normalised; "
+            "sample_unnormalized_evidence needs a prior made of PyMC distributions only."
+        )
+    if not model.free_RVs:
+        raise BDMCInputError("The model has no free parameters: there is nothing to integrate.")
+    discrete = [rv.name for rv in model.free_RVs
+                if model.rvs_to_values[rv].dtype.startswith(("int", "uint", "bool"))]
+    if discrete:
+        raise BDMCInputError(f"Free variables {discrete} are discrete; the exchange pilot and "
+                             "the importance proposal need continuous parameters.")
+    return names[0]
+
+
+def _reference(sim) -> tuple[np.ndarray, float] | None:
+    """Return a natural parameter with a known normaliser (uniform field or graph), if any."""
+    if isinstance(sim, IsingSimulator):
+        return np.zeros(2), sim.shape[0] * sim.shape[1] * math.log(2.0)
+    if isinstance(sim, ERGMSimulator):
+        k = len(sim.statistic_names)
+        return np.zeros(k), sim.n_nodes * (sim.n_nodes - 1) / 2 * math.log(2.0)
+    return None
+
+
+def _exact_log_partition(sim, eta) -> float | None:
+    try:
+        return float(sim.log_partition(eta))
+    except (AttributeError, BDMCInputError):
+        return None
+
+
+class _Compiled:
+    """``log p(θ)`` (with Jacobian), ``η(θ)`` and the constrained values, on a flat ``θ``."""
+
+    def __init__(self, model: pm.Model, name: str, compile_kwargs: dict | None):
+        point = model.initial_point()
+        values = [model.rvs_to_values[rv] for rv in model.free_RVs]
+        eta = model.replace_rvs_by_values([model[name].owner.inputs[2]])[0]
+        log_prior = model.logp(vars=model.free_RVs, jacobian=True, sum=True)
+        self.names = [v.name for v in (*model.free_RVs, *model.deterministics)]
+        constrained = model.replace_rvs_by_values([*model.free_RVs, *model.deterministics])
+        outputs, flat = join_nonshared_inputs(point, [log_prior, eta, *constrained], values)
+        kwargs = dict(compile_kwargs or {})
+        self._log_prior = compile_pytensor([flat], outputs[0], **kwargs)
+        self._natural = compile_pytensor([flat], outputs[1], **kwargs)
+        self._constrained = compile_pytensor([flat], outputs[2:], **kwargs)
+        self.theta0 = np.concatenate([np.ravel(point[v.name]) for v in values]).astype(float)
+
+    def log_prior(self, theta) -> float:
+        return float(self._log_prior(np.asarray(theta, dtype=float)))
+
+    def natural(self, theta) -> np.ndarray:
+        return np.atleast_1d(np.asarray(self._natural(np.asarray(theta, dtype=float)), float))
+
+    def constrained(self, theta) -> list[np.ndarray]:
+        return [np.asarray(v) for v in self._constrained(np.asarray(theta, dtype=float))]
+
+
+def _pilot(compiled, sim, stats_y, rngs, pilot_draws, pilot_tune):
+    """Exchange pilot: a tuning run at a small step, then a run at ``2.38/√d`` posterior sd."""
+    theta0 = compiled.theta0
+    d = len(theta0)
+    tune = exchange_sampler(sim, stats_y, compiled.natural, compiled.log_prior, theta0,
+                            pilot_tune, rngs["pilot_init"], step_size=0.1, burn_in=0)
+    cov = np.atleast_2d(np.cov(tune.theta, rowvar=False))
+    if not np.all(np.isfinite(cov)) or np.any(np.diag(cov) <= 0):
+        chol = 0.1 * np.eye(d)
+    else:
+        chol = 2.38 / np.sqrt(d) * np.linalg.cholesky(cov + 1e-12 * np.eye(d))
+    return exchange_sampler(sim, stats_y, compiled.natural, compiled.log_prior,
+                            tune.theta[-1], pilot_draws, rngs["pilot"], step_size=chol,
+                            burn_in=0)
+
+
+def _posterior(model, compiled, chain) -> xr.Dataset:
+    rows = [compiled.constrained(t) for t in chain.theta]
+    data = {}
+    for i, name in enumerate(compiled.names):
+        values = np.stack([r[i] for r in rows])[None]
+        dims = list(model.named_vars_to_dims.get(name, ()))
+        dims += [f"{name}_dim_{j}" for j in range(len(dims), values.ndim - 2)]
+        data[name] = (["chain", "draw", *dims], values)
+    coords = {k: v for k, v in model.coords.items() if v is not None}
+    used = {d for _, (dims, _) in data.items() for d in dims}
+    coords = {k: list(v) for k, v in coords.items() if k in used}
+    ds = xr.Dataset(data, coords={"chain": [0], "draw": np.arange(len(chain.theta)), **coords})
+    ds.attrs["sampler"] = "exchange algorithm (pilot)"
+    ds.attrs["acceptance_rate"] = float(chain.acceptance_rate)
+    return ds
+
+
+def _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps,
+                bound_chains, bound_bridges, proposal_scale):
+    if method not in METHODS:
+        raise BDMCInputError(f"`method` must be one of {METHODS}, got {method!r}.")
+    counts = dict(draws=draws, pilot_draws=pilot_draws, pilot_tune=pilot_tune, n_aux=n_aux,
+                  sweeps=sweeps)
+    for key, value in counts.items():
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise BDMCInputError(f"`{key}` must be a positive integer, got {value!r}.")
+    for key, value in dict(n_bridges=n_bridges, bound_chains=bound_chains,
+                           bound_bridges=bound_bridges).items():
+        if not isinstance(value, (int, np.integer)) or value < 0:
+            raise BDMCInputError(f"`{key}` must be a non-negative integer, got {value!r}.")
+    if not np.isfinite(proposal_scale) or proposal_scale <= 0:
+        raise BDMCInputError(f"`proposal_scale` must be positive, got {proposal_scale!r}.")
+
+
+def sample_unnormalized_evidence(
+    method: str = "auto",
+    *,
+    draws: int = 1000,
+    pilot_draws: int = 1000,
+    pilot_tune: int = 300,
+    n_aux: int = 1,
+    n_bridges: int = 10,
+    sweeps: int = 1,
+    bound_chains: int = 64,
+    bound_bridges: int = 200,
+    proposal_scale: float = 1.5,
+    model: pm.Model | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    compile_kwargs: dict | None = None,
+) -> xr.DataTree:
+    """Estimate ``log p(y)`` for a model whose likelihood has an intractable normaliser.
+
+    The model has one observed :class:`~pymc_bdmc.Ising`, :class:`~pymc_bdmc.ERGM` or
+    :class:`~pymc_bdmc.ExponentialFamily` variable, ``f(y | θ) = γ(y | θ) / Z(θ)``. An
+    exchange-algorithm pilot samples ``p(θ | y)`` and gives ``θ̂`` (its mean) and a Gaussian
+    importance proposal ``q`` (its covariance times ``proposal_scale²``), both on the model's
+    unconstrained parameters. SAVIS or MAVIS then estimates ``p(y)`` from ``draws`` proposals,
+    each ``1/Z(θ_n)`` replaced by an unbiased estimate anchored at ``Z(θ̂)``
+    (Everitt et al. 2017, §2.1; :mod:`pymc_bdmc.unnormalized.importance`).
+
+    Parameters
+    ----------
+    method : {"auto", "savis", "mavis"}, default "auto"
+        ``"auto"`` is SAVIS when the simulator is exact, else MAVIS.
+    draws : int, default 1000
+        Importance draws ``θ_n ~ q``.
+    pilot_draws : int, default 1000
+        Exchange draws kept for the pilot (the ``posterior`` group).
+    pilot_tune : int, default 300
+        Exchange iterations at step size 0.1 first, discarded, from the model's initial point;
+        their covariance sets the pilot's random-walk step (``2.38/√d`` times its Cholesky
+        factor).
+    n_aux : int, default 1
+        Auxiliary chains per ``θ_n`` (the paper's ``M``).
+    n_bridges : int, default 10
+        Intermediate bridges for MAVIS (ignored by SAVIS).
+    sweeps : int, default 1
+        MCMC sweeps per MAVIS bridge.
+    bound_chains : int, default 64
+        Forward and reverse y-space annealing chains bounding ``log Z(θ̂)``
+        (:func:`~pymc_bdmc.unnormalized.normaliser_bounds`, from the uniform field or graph);
+        0 skips the bounds and the certified estimate.
+    bound_bridges : int, default 200
+        Bridges of those chains.
+    proposal_scale : float, default 1.5
+        Widens the proposal's standard deviations.
+    model : pm.Model, optional
+        Defaults to the model on the context stack.
+    random_seed : int, sequence, SeedSequence or Generator, optional
+        Split into independent child streams for the pilot, the importance run and the bounds
+        (:func:`pymc_bdmc.pipeline.seeding.streams`); a fixed seed gives identical results.
+    progressbar : bool, default True
+        Log one INFO line per stage (there is no progress bar yet).
+    compile_kwargs : dict, optional
+        Passed to PyTensor's compilation of ``log p(θ)``, ``η(θ)`` and the constrained values.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior`` (chain=1, draw): the pilot's draws of the free variables and
+        Deterministics, constrained. ``evidence``: ``lower`` (``log p̂(y)``), ``certified_lower``
+        (the same importance weights with the upper bound on ``log Z(θ̂)`` in place of its
+        exact value; NaN with ``bound_chains=0``), ``relative_se``, ``ess`` and ``log_weight``
+        (dim ``importance_draw``); attrs ``estimate_kind`` (``"unbiased"`` with exact
+        simulation, ``"biased"`` with ``exact=False``), ``method``, ``exact``,
+        ``log_z_source``. ``auxiliary``: ``theta_hat`` (unconstrained, dim ``parameter``),
+        ``eta_hat`` (dim ``natural``), ``log_z_hat`` (exact, NaN if unavailable) and
+        ``log_z_hat_lower``/``log_z_hat_upper``, ``pilot_acceptance_rate`` and the numbers of
+        draws, auxiliary chains, bridges and sweeps; attr ``exact``.
+
+    Raises
+    ------
+    BDMCInputError
+        Before any sampling, for an unknown ``method``, bad counts, or a model without exactly
+        one observed variable with an un-normalised likelihood, with Potentials, discrete or
+        un-normalised free variables, or with neither an exact ``Z(θ̂)`` nor a reference for
+        bounding it (a user's :class:`~pymc_bdmc.ExponentialFamily`).
+
+    Notes
+    -----
+    **In what sense ``lower`` is a lower bound.** ``p̂(y) = exp(lower)`` is an *unbiased*
+    estimate of ``p(y)`` when the simulator is exact and ``Z(θ̂)`` is exact (Ising transfer
+    matrix, edges-only ERGM): ``E[p̂(y)] = p(y)``. ``lower`` is the log of that unbiased
+    estimate, so ``E[lower] <= log p(y)`` (Jensen) and ``P(lower > log p(y) + b) < e^{-b}``
+    (Markov): a stochastic lower bound, not a deterministic one. It is *not* a bound on each
+    run; single runs land above ``log p(y)`` often, by small amounts.
+
+    ``certified_lower`` replaces the exact ``log Z(θ̂)`` by ``U``, the reverse-annealing
+    stochastic upper bound, with ``exp(-U)`` an independent unbiased estimate of ``1/Z(θ̂)``;
+    ``exp(certified_lower)`` is then again unbiased for ``p(y)`` and rests on no plugged-in
+    normaliser. When no exact ``Z(θ̂)`` exists but a bound does, ``lower`` equals
+    ``certified_lower`` (``log_z_source="upper_bound"``). With ``exact=False`` (Swendsen-Wang
+    or Gibbs simulation) neither guarantee holds; the ``exact`` attribute says so.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_bdmc as pmb
+    >>> y = np.array([[1, 1, -1], [1, 1, -1], [-1, 1, -1]])
+    >>> with pm.Model():
+    ...     c = pm.Normal("c", 0.2, 0.5)
+    ...     _ = pmb.Ising("y", c, observed=y)
+    ...     result = pmb.sample_unnormalized_evidence(draws=200, pilot_draws=200,
+    ...                                               bound_chains=8, random_seed=1,
+    ...                                               progressbar=False)
+    >>> result["evidence"].attrs["method"]
+    'savis'
+    >>> bool(np.isfinite(result["evidence"]["lower"]))
+    True
+    """
+    _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps,
+                bound_chains, bound_bridges, proposal_scale)
+    model = pm.modelcontext(model)
+    name = _check_model(model)
+    sim = unnormalized_simulator(name, model)
+    reference = _reference(sim)
+    if method == "auto":
+        method = "savis" if sim.exact else "mavis"
+    if method == "mavis" and reference is None:
+        raise BDMCInputError("MAVIS needs an MCMC kernel for its bridges, which a user's "
+                             "ExponentialFamily does not have; use method='savis'.")
+    zero = np.zeros_like(np.asarray(sim.statistics(model.rvs_to_values[model[name]].eval())))
+    if _exact_log_partition(sim, zero) is None and reference is None:
+        raise BDMCInputError(
+            f"{name!r} has neither an exact normaliser nor a reference with a known one, so "
+            "Z(θ̂) cannot be anchored; sample_unnormalized_evidence supports pmb.Ising and "
+            "pmb.ERGM, and a user's family only when it provides log_partition."
+        )
+
+    compiled = _Compiled(model, name, compile_kwargs)
+    stats_y = np.asarray(sim.statistics(model.rvs_to_values[model[name]].eval()), dtype=float)
+    rngs = streams(random_seed)
+    say = _log.info if progressbar else _log.debug
+
+    say("sample_unnormalized_evidence: exchange pilot (%d + %d draws)", pilot_tune, pilot_draws)
+    chain = _pilot(compiled, sim, stats_y, rngs, int(pilot_draws), int(pilot_tune))
+    theta_hat = chain.pilot()
+    eta_hat = compiled.natural(theta_hat)
+    log_z_hat = _exact_log_partition(sim, eta_hat)
+    bounds = None
+    if reference is not None and bound_chains > 0:
+        say("sample_unnormalized_evidence: bounding log Z(θ̂) (%d chains each way)", bound_chains)
+        bounds = normaliser_bounds(sim, eta_hat, reference[0], reference[1], int(bound_chains),
+                                   rngs["reverse"], n_bridges=int(bound_bridges))
+    if log_z_hat is None and bounds is None:
+        raise BDMCInputError("No exact log Z(θ̂) here: pass bound_chains > 0 to bound it.")
+    log_z_ref = log_z_hat if log_z_hat is not None else bounds.upper
+
+    say("sample_unnormalized_evidence: %s with %d importance draws", method.upper(), draws)
+    q = chain.proposal(scale=proposal_scale)
+    rng = rngs["forward"]
+    theta = np.asarray(q.rvs(size=int(draws), random_state=rng), dtype=float)
+    theta = theta.reshape(int(draws), -1)
+    eta = np.array([compiled.natural(t) for t in theta])
+    log_prior = np.array([compiled.log_prior(t) for t in theta])
+    args = (sim, stats_y, eta, log_prior, q.logpdf(theta).reshape(-1), eta_hat, log_z_ref)
+    if method == "savis":
+        result = savis(*args, n_aux=int(n_aux), rng=rng)
+    else:
+        result = mavis(*args, n_aux=int(n_aux), n_bridges=int(n_bridges), sweeps=int(sweeps),
+                       rng=rng)
+    # log p̂ = log Â - log_z_ref, with Â unbiased for p(y) Z(θ̂): swap in the upper bound.
+    certified = np.nan if bounds is None else result.log_evidence + log_z_ref - bounds.upper
+    return _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
+                     bounds, dict(method=method, draws=int(draws), bound_chains=int(bound_chains),
+                                  bound_bridges=int(bound_bridges), exact=bool(sim.exact)))
+
+
+def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
+              bounds, info) -> xr.DataTree:
+    exact = info["exact"] and chain.exact and result.exact
+    evidence = xr.Dataset(
+        {"lower": result.log_evidence, "certified_lower": float(certified),
+         "relative_se": result.relative_se, "ess": result.ess,
+         "log_weight": ("importance_draw", result.log_weights)},
+        attrs={"estimate_kind": "unbiased" if exact else "biased", "method": info["method"],
+               "exact": int(exact),
+               "log_z_source": "exact" if log_z_hat is not None else "upper_bound"},
+    )
+    nan = float("nan")
+    auxiliary = xr.Dataset(
+        {"theta_hat": ("parameter", theta_hat), "eta_hat": ("natural", eta_hat),
+         "log_z_hat": nan if log_z_hat is None else log_z_hat,
+         "log_z_hat_lower": nan if bounds is None else bounds.lower,
+         "log_z_hat_upper": nan if bounds is None else bounds.upper,
+         "pilot_acceptance_rate": float(chain.acceptance_rate),
+         "n_pilot_draws": len(chain.theta), "n_importance_draws": info["draws"],
+         "n_aux": result.n_aux, "n_aux_draws": info["draws"] * result.n_aux,
+         "n_bridges": result.n_bridges, "sweeps": result.sweeps,
+         "n_bound_chains": info["bound_chains"], "n_bound_bridges": info["bound_bridges"]},
+        attrs={"exact": int(exact)},
+    )
+    return xr.DataTree.from_dict({"posterior": _posterior(model, compiled, chain),
+                                  "evidence": evidence, "auxiliary": auxiliary})
