@@ -75,7 +75,8 @@ _COMMON_DOC = """
         Leapfrog steps per HMC transition. By default the pilot run chooses among 3, 6 and 12
         the one that moves its population furthest per gradient evaluation (squared jumps in
         the metric of the mass matrix), then freezes it: short on near-Gaussian posteriors,
-        longer on correlated or funnel-shaped ones.
+        longer on correlated or funnel-shaped ones. Models with more than 100 movable
+        coordinates get 3.
     transitions_per_step : int, default 2
         HMC transitions at each temperature.
     target_accept : float, default 0.9
