@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import multiprocessing
-import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -26,7 +23,7 @@ import cloudpickle
 import numpy as np
 import pymc as pm
 
-from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse, merge_runs
+from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse
 from pymc_bdmc.kernels.pymc_steps import (
     StepPlan,
     StepSpec,
@@ -37,6 +34,7 @@ from pymc_bdmc.kernels.pymc_steps import (
 from pymc_bdmc.model.density import COMPILE_LOCK, DensityParts, FlatLayout
 from pymc_bdmc.model.tempered import TemperedClone
 from pymc_bdmc.parallel.executors import IN_PROCESS, Workers
+from pymc_bdmc.parallel.worker_cache import WorkerCache, quiet_pymc_in_workers
 
 __all__ = ["ChainTask", "StepRunner", "StepRunnerRecipe", "StepWork", "run_chains"]
 
@@ -121,34 +119,21 @@ class StepWork:
         return cls(payload, hashlib.sha256(payload).hexdigest())
 
 
-# Per process, and per thread (compiled functions and step methods are not thread-safe), the
+# Per process and thread (compiled functions and step methods are not thread-safe), the
 # runners of the last few calls.
-_RUNNERS: OrderedDict[tuple[str, int], tuple[StepRunner, StepPlan]] = OrderedDict()
-_RUNNERS_SIZE = 4
-_LOCK = threading.Lock()
+_RUNNERS: WorkerCache[tuple[StepRunner, StepPlan]] = WorkerCache(4)
 
 
 def _runner_for(work: StepWork) -> tuple[StepRunner, StepPlan]:
-    key = (work.key, threading.get_ident())
-    with _LOCK:
-        cached = _RUNNERS.get(key)
-        if cached is not None:
-            _RUNNERS.move_to_end(key)
-            return cached
-    if multiprocessing.parent_process() is not None:
-        # A worker process: PyMC's step-assignment chatter goes nowhere useful. (Threads of the
-        # user's process leave the user's logging alone.)
-        logging.getLogger("pymc").setLevel(logging.WARNING)
-    # PyTensor compilation is not thread-safe (pymc-devs/pymc#7819): one build at a time.
-    with COMPILE_LOCK, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        recipe, plan = cloudpickle.loads(work.payload)
-        cached = StepRunner(recipe), plan
-    with _LOCK:
-        _RUNNERS[key] = cached
-        while len(_RUNNERS) > _RUNNERS_SIZE:
-            _RUNNERS.popitem(last=False)
-    return cached
+    def build() -> tuple[StepRunner, StepPlan]:
+        quiet_pymc_in_workers()  # PyMC's step-assignment chatter goes nowhere useful there
+        # PyTensor compilation is not thread-safe (pymc-devs/pymc#7819): one build at a time.
+        with COMPILE_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            recipe, plan = cloudpickle.loads(work.payload)
+            return StepRunner(recipe), plan
+
+    return _RUNNERS.get(work.key, build)
 
 
 def _run_remote(work: StepWork, task: ChainTask) -> AISRun:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import BatchedParts, ModelDensity
 from pymc_bdmc.parallel.executors import Workers
 from pymc_bdmc.parallel.streams import ChainBlocks
+from pymc_bdmc.parallel.worker_cache import WorkerCache, quiet_pymc_in_workers
 
 __all__ = ["AnnealingRunner", "DensityRecipe", "GroupTask", "run_group"]
 
@@ -65,28 +64,18 @@ class DensityRecipe:
         return cloudpickle.loads(self.payload).compile()
 
 
-# Per process (and per thread: compiled functions are not thread-safe), a few compiled recipes.
-_COMPILED: OrderedDict[tuple[str, int], BatchedParts] = OrderedDict()
-_COMPILED_SIZE = 4
-_LOCK = threading.Lock()
+# Per process and thread, the densities of the last few recipes.
+_COMPILED: WorkerCache[BatchedParts] = WorkerCache(4)
 
 
 def _density_for(recipe: DensityRecipe) -> BatchedParts:
-    key = (recipe.key, threading.get_ident())
-    with _LOCK:
-        density = _COMPILED.get(key)
-        if density is not None:
-            _COMPILED.move_to_end(key)
-            return density
-    logging.getLogger("pymc").setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        density = recipe.build()
-    with _LOCK:
-        _COMPILED[key] = density
-        while len(_COMPILED) > _COMPILED_SIZE:
-            _COMPILED.popitem(last=False)
-    return density
+    def build() -> BatchedParts:
+        quiet_pymc_in_workers()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return recipe.build()
+
+    return _COMPILED.get(recipe.key, build)
 
 
 @dataclass(frozen=True)
