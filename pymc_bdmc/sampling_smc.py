@@ -177,7 +177,9 @@ def run_smc(
     with progress, no_bound_if_interrupted(done, n_steps, "SMC"):
         plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
                            schedule, discrete=discrete,
-                           pinned=None if gibbs is None else gibbs.pinned)
+                           pinned=None if gibbs is None else gibbs.pinned,
+                           draw_pilot=lambda n: prior_start(simulator, density, n,
+                                                            streams["pilot_init"]))
         if smc.path == "data":
             transition = plan.observation_transition(density.weighted_parts,
                                                      path.observation_weights)

@@ -11,6 +11,17 @@ correlation matrix is shrunk toward the identity with the Ledoit-Wolf intensity 
 the particles' importance weights. The result is well-conditioned for any population size. It is
 used only where it matters: when the shrunk correlation matrix has a condition number above
 :data:`DENSE_CONDITION`; otherwise the diagonal (and its faster, compiled kernel) is kept.
+
+A population's covariance is the right metric only where it also describes the local curvature.
+For a Gaussian target with covariance ``S`` the scores ``g = grad log f`` satisfy
+``E[g g^T] = S^-1`` (the Fisher identity), so in the metric ``L L^T = S`` the whitened scores
+``L^T g`` have identity covariance, and the largest eigenvalue of ``E[(L^T g)(L^T g)^T]`` (the
+stiffest whitened direction, which bounds the stable leapfrog step) is 1. Where the population is
+spread over directions the density does not curve along in the same way (a posterior identified
+only up to rotations, like the BDMC paper's low-rank factorisation, or clusters that swap), the
+dense metric stiffens the kernel instead. So, given the population's scores, the dense factor
+is kept only where its largest whitened curvature is below the diagonal metric's
+(:func:`stiffness`): no extra model evaluations, the scores come with the population.
 Everything here runs in the pilot; the measured chains only ever see the frozen factors.
 """
 
@@ -18,17 +29,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DENSE_CONDITION", "DENSE_MAX_DIM", "dense_mass_factor", "shrunk_correlation"]
+__all__ = ["DENSE_CONDITION", "DENSE_MAX_DIM", "dense_mass_factor", "shrunk_correlation",
+           "stiffness"]
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
 DENSE_CONDITION = 10.0
 #: Largest number of movable coordinates for which the pilot tunes the kernel's geometry (dense
-#: mass matrices, and the trajectory length in :mod:`~pymc_bdmc.kernels.tuning`). Above it a
-#: 64-particle pilot estimates a covariance poorly, and on the BDMC paper's 375-parameter low-rank
-#: model (benchmarks/geometry.py) both a dense matrix (gap 0.95 -> 11.8 nats) and the longer
-#: trajectories the pilot preferred (gap 0.95 -> 1.7 at 4x the cost) did worse than the
-#: diagonal kernel with 3 leapfrog steps, which larger models keep.
-DENSE_MAX_DIM = 100
+#: mass matrices, and the trajectory length in :mod:`~pymc_bdmc.kernels.tuning`). A dense metric
+#: needs a pilot population of about that many particles (:mod:`pymc_bdmc.pipeline.pilot`
+#: enlarges it to 1.25 per coordinate), and its cost grows with the square of the dimension.
+DENSE_MAX_DIM = 400
 
 
 def shrunk_correlation(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -64,8 +74,34 @@ def shrunk_correlation(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndar
     return correlation, variance
 
 
+def stiffness(scores: np.ndarray, weights: np.ndarray, factor: np.ndarray) -> float:
+    """Largest eigenvalue of the weighted second moment of the whitened scores ``scores @ factor``.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (n, d)
+        Gradients of the log target at the population.
+    weights : ndarray, shape (n,)
+        Normalised importance weights.
+    factor : ndarray, shape (d, d) or (d,)
+        ``L`` with ``L L^T`` the inverse mass matrix, or the square roots of a diagonal one.
+
+    Returns
+    -------
+    float
+        1 for a Gaussian target in its own covariance metric; larger means a smaller stable
+        leapfrog step in that metric.
+    """
+    whitened = scores * factor if factor.ndim == 1 else scores @ factor
+    whitened = whitened * np.sqrt(weights)[:, None]
+    # The top singular value of an (n, d) matrix: the smaller Gram matrix's top eigenvalue.
+    gram = whitened @ whitened.T if len(whitened) <= whitened.shape[1] else whitened.T @ whitened
+    return float(np.linalg.eigvalsh(gram)[-1])
+
+
 def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndarray,
-                      movable: np.ndarray) -> np.ndarray | None:
+                      movable: np.ndarray, scores: np.ndarray | None = None
+                      ) -> np.ndarray | None:
     """Factor ``L`` of a dense inverse mass matrix, or None where a diagonal one will do.
 
     Parameters
@@ -79,6 +115,9 @@ def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndar
         dense matrix only adds correlations).
     movable : ndarray of bool, shape (d,)
         Coordinates HMC may move; the others get zero rows and columns in ``L``.
+    scores : ndarray, shape (n, d), optional
+        Gradients of the log target at ``values``. Given, the dense factor is returned only
+        where it is less stiff than the diagonal metric (see the module docstring).
 
     Returns
     -------
@@ -97,6 +136,11 @@ def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndar
         chol = np.linalg.cholesky(correlation * np.outer(scale, scale))
     except np.linalg.LinAlgError:
         return None
+    if scores is not None:
+        movable_scores = scores[:, index]
+        if not (stiffness(movable_scores, weights, chol)
+                < stiffness(movable_scores, weights, scale)):
+            return None
     factor = np.zeros((variance.size, variance.size))
     factor[np.ix_(index, index)] = chol
     return factor

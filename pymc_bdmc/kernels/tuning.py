@@ -233,6 +233,8 @@ class PilotResult:
     jump_per_gradient : ndarray, shape (n_steps + 1, n_candidates), optional
         When chosen: the mean squared jump (in the mass matrix's metric) per gradient evaluation
         of each candidate at each temperature.
+    n_particles : int
+        The pilot's population size.
     """
 
     log_z: float
@@ -245,6 +247,7 @@ class PilotResult:
     mass_factor: tuple = field(default=(), repr=False)
     n_leapfrog: int = 3
     jump_per_gradient: np.ndarray | None = field(default=None, repr=False)
+    n_particles: int = 0
 
     @classmethod
     def from_record(cls, log_z: float, record: dict, n_resampled: int,
@@ -357,7 +360,8 @@ def run_pilot(
             weights = np.full(n_chains, 1.0 / n_chains)
             n_resampled += 1
         variance = spread(x)
-        factor = dense_mass_factor(x, weights, variance, variance > 0) if dense else None
+        factor = (dense_mass_factor(x, weights, variance, variance > 0, parts.tempered_grad(beta))
+                  if dense else None)
         rates = []
         jumps = np.zeros(len(candidates))
         moves = np.zeros(len(candidates))
@@ -392,7 +396,8 @@ def run_pilot(
     best = _best_candidate(candidates, jump)
     record["eps"] = [eps[candidates.index(best)] for eps in record["eps"]]
     return PilotResult.from_record(log_z, record, n_resampled, n_leapfrog=best,
-                                   jump_per_gradient=jump if n_leapfrog is None else None)
+                                   jump_per_gradient=jump if n_leapfrog is None else None,
+                                   n_particles=n_chains)
 
 
 def _squared_jump(step: np.ndarray, variance: np.ndarray, factor: np.ndarray | None) -> float:

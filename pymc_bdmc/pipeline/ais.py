@@ -116,7 +116,9 @@ def run_ais(
             plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
                                ADAPTIVE if s.adaptive else s.betas,
                                discrete=None if gibbs is None else gibbs.bound_to(density.terms),
-                               pinned=None if gibbs is None else gibbs.pinned)
+                               pinned=None if gibbs is None else gibbs.pinned,
+                               draw_pilot=lambda n: prior_start(simulator, density, n,
+                                                                streams["pilot_init"]))
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)

@@ -34,7 +34,7 @@ def run_attrs(settings: Settings, density: ModelDensity, pilot, sampling_time: f
         "interrupted": interrupted,
         "kernel": "hmc",
         "chains": settings.chains,
-        "pilot_chains": settings.pilot_chains,
+        "pilot_chains": settings.pilot_chains if pilot is None else pilot.n_particles,
         "pilot_log_z": np.nan if pilot is None else pilot.log_z,
         "pilot_steps": 0 if pilot is None else pilot.n_steps,
         "target_accept": settings.target_accept,

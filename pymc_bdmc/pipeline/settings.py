@@ -35,6 +35,10 @@ class Settings:
     confidence : float
     adaptive : bool
         Whether the schedule is placed from the pilot.
+    pilot_chains_given : bool
+        Whether the user fixed ``pilot_chains``; otherwise the pilot may enlarge its population
+        where it measures a dense metric on more coordinates than it has particles for
+        (:func:`pymc_bdmc.pipeline.pilot.tune`).
     """
 
     n_steps: int
@@ -48,6 +52,7 @@ class Settings:
     pilot_chains: int
     confidence: float
     adaptive: bool
+    pilot_chains_given: bool = False
 
 
 def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
@@ -81,13 +86,15 @@ def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target
         raise BDMCInputError(f"`step_size_jitter` must be in [0, 1), got {step_size_jitter}.")
     if not 0 < confidence < 1:
         raise BDMCInputError(f"`confidence` must be in (0, 1), got {confidence}.")
+    given_pilot_chains = pilot_chains
     pilot_chains = check_positive_int(
         max(chains, 64) if pilot_chains is None else pilot_chains, "pilot_chains", minimum=2
     )
     return Settings(len(betas) - 1, chains, betas, n_leapfrog, transitions_per_step,
                     REVERSE_SPREAD_TRANSITIONS, float(target_accept),
                     float(step_size_jitter), pilot_chains, float(confidence),
-                    isinstance(schedule, str) and schedule == ADAPTIVE)
+                    isinstance(schedule, str) and schedule == ADAPTIVE,
+                    pilot_chains_given=given_pilot_chains is not None)
 
 
 @dataclass(frozen=True)
