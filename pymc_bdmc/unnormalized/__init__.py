@@ -20,7 +20,8 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   fields, one row at a time).
 * :mod:`~pymc_bdmc.unnormalized.sampling`: the entry point
   :func:`~pymc_bdmc.sample_unnormalized_evidence` (exported at the top level), which checks a
-  PyMC model and runs the exchange pilot, SAVIS or MAVIS and the normaliser bounds on it.
+  PyMC model and runs the exchange pilot, SAVIS or MAVIS and the normaliser bounds on it, or
+  random-weight SMC (``method="rwsmc"``).
 """
 
 from pymc_bdmc.unnormalized.distributions import (

@@ -3,7 +3,8 @@
 
 :func:`sample_unnormalized_evidence` is thin: it checks the model, compiles ``log p(θ)`` and
 ``η(θ)`` once over the model's unconstrained parameters, then runs the NumPy estimators of this
-subpackage (exchange pilot, SAVIS/MAVIS, normaliser bounds) on independent random streams
+subpackage (exchange pilot, SAVIS/MAVIS, normaliser bounds; or random-weight SMC from exact
+prior draws) on independent random streams
 (:func:`pymc_bdmc.pipeline.seeding.streams`) and assembles an ``xarray.DataTree``.
 """
 
@@ -17,20 +18,30 @@ import pymc as pm
 import xarray as xr
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs
+from scipy.special import logsumexp
 
 from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.model.layout import FlatLayout
+from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.pipeline.seeding import streams
+from pymc_bdmc.resampling import systematic_resample
 from pymc_bdmc.unnormalized.distributions import unnormalized_simulator
 from pymc_bdmc.unnormalized.ergm import ERGMSimulator
 from pymc_bdmc.unnormalized.exchange import exchange_sampler
 from pymc_bdmc.unnormalized.importance import mavis, normaliser_bounds, savis
 from pymc_bdmc.unnormalized.ising import IsingSimulator
 from pymc_bdmc.unnormalized.marker import unnormalized_likelihoods, unnormalized_variables
+from pymc_bdmc.unnormalized.smc import IsingRowPath, random_weight_smc
 
 __all__ = ["METHODS", "sample_unnormalized_evidence"]
 
 #: Accepted values of ``method``.
-METHODS = ("auto", "savis", "mavis")
+METHODS = ("auto", "savis", "mavis", "rwsmc")
+
+#: Auxiliary draws per particle and target of random-weight SMC when ``n_aux`` is not given:
+#: its row ratios are heavy-tailed, and on a 4x4 field 16 draws cut the spread of log p̂ from
+#: 0.16 to 0.08 nats at 1000 particles, where more particles barely help.
+RWSMC_N_AUX = 16
 
 _log = logging.getLogger("pymc_bdmc")
 
@@ -89,6 +100,7 @@ class _Compiled:
     def __init__(self, model: pm.Model, name: str, compile_kwargs: dict | None):
         point = model.initial_point()
         values = [model.rvs_to_values[rv] for rv in model.free_RVs]
+        self.layout = FlatLayout.from_point([v.name for v in values], point)
         eta = model.replace_rvs_by_values([model[name].owner.inputs[2]])[0]
         log_prior = model.logp(vars=model.free_RVs, jacobian=True, sum=True)
         self.names = [v.name for v in (*model.free_RVs, *model.deterministics)]
@@ -126,8 +138,8 @@ def _pilot(compiled, sim, stats_y, rngs, pilot_draws, pilot_tune):
                             burn_in=0)
 
 
-def _posterior(model, compiled, chain) -> xr.Dataset:
-    rows = [compiled.constrained(t) for t in chain.theta]
+def _posterior(model, compiled, theta, attrs) -> xr.Dataset:
+    rows = [compiled.constrained(t) for t in theta]
     data = {}
     for i, name in enumerate(compiled.names):
         values = np.stack([r[i] for r in rows])[None]
@@ -137,13 +149,12 @@ def _posterior(model, compiled, chain) -> xr.Dataset:
     coords = {k: v for k, v in model.coords.items() if v is not None}
     used = {d for _, (dims, _) in data.items() for d in dims}
     coords = {k: list(v) for k, v in coords.items() if k in used}
-    ds = xr.Dataset(data, coords={"chain": [0], "draw": np.arange(len(chain.theta)), **coords})
-    ds.attrs["sampler"] = "exchange algorithm (pilot)"
-    ds.attrs["acceptance_rate"] = float(chain.acceptance_rate)
+    ds = xr.Dataset(data, coords={"chain": [0], "draw": np.arange(len(theta)), **coords})
+    ds.attrs.update(attrs)
     return ds
 
 
-def _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps,
+def _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps, n_moves,
                 bound_chains, bound_bridges, proposal_scale):
     if method not in METHODS:
         raise BDMCInputError(f"`method` must be one of {METHODS}, got {method!r}.")
@@ -152,12 +163,14 @@ def _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps
     for key, value in counts.items():
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise BDMCInputError(f"`{key}` must be a positive integer, got {value!r}.")
-    for key, value in dict(n_bridges=n_bridges, bound_chains=bound_chains,
+    for key, value in dict(n_bridges=n_bridges, n_moves=n_moves, bound_chains=bound_chains,
                            bound_bridges=bound_bridges).items():
         if not isinstance(value, (int, np.integer)) or value < 0:
             raise BDMCInputError(f"`{key}` must be a non-negative integer, got {value!r}.")
     if not np.isfinite(proposal_scale) or proposal_scale <= 0:
         raise BDMCInputError(f"`proposal_scale` must be positive, got {proposal_scale!r}.")
+    if method == "rwsmc" and draws < 2:
+        raise BDMCInputError(f"Random-weight SMC needs `draws` >= 2 particles, got {draws}.")
 
 
 def sample_unnormalized_evidence(
@@ -166,9 +179,10 @@ def sample_unnormalized_evidence(
     draws: int = 1000,
     pilot_draws: int = 1000,
     pilot_tune: int = 300,
-    n_aux: int = 1,
+    n_aux: int | None = None,
     n_bridges: int = 10,
     sweeps: int = 1,
+    n_moves: int = 2,
     bound_chains: int = 64,
     bound_bridges: int = 200,
     proposal_scale: float = 1.5,
@@ -187,28 +201,37 @@ def sample_unnormalized_evidence(
     each ``1/Z(θ_n)`` replaced by an unbiased estimate anchored at ``Z(θ̂)``
     (Everitt et al. 2017, §2.1; :mod:`pymc_bdmc.unnormalized.importance`).
 
+    ``method="rwsmc"`` (Ising fields only) needs neither the pilot nor ``Z(θ̂)``: random-weight
+    SMC adds the data one row at a time to ``draws`` particles drawn from the prior, replaces
+    each intractable ratio ``Z_{t-1}(θ)/Z_t(θ)`` by an unbiased estimate and moves the particles
+    by exchange steps (Everitt et al. 2017, §3; :mod:`pymc_bdmc.unnormalized.smc`).
+
     Parameters
     ----------
-    method : {"auto", "savis", "mavis"}, default "auto"
-        ``"auto"`` is SAVIS when the simulator is exact, else MAVIS.
+    method : {"auto", "savis", "mavis", "rwsmc"}, default "auto"
+        ``"auto"`` is SAVIS when the simulator is exact, else MAVIS. ``"rwsmc"``: random-weight
+        SMC with row-by-row data tempering, for :class:`~pymc_bdmc.Ising` likelihoods.
     draws : int, default 1000
-        Importance draws ``θ_n ~ q``.
+        Importance draws ``θ_n ~ q``; for ``"rwsmc"``, particles (exact prior draws).
     pilot_draws : int, default 1000
         Exchange draws kept for the pilot (the ``posterior`` group).
     pilot_tune : int, default 300
         Exchange iterations at step size 0.1 first, discarded, from the model's initial point;
         their covariance sets the pilot's random-walk step (``2.38/√d`` times its Cholesky
         factor).
-    n_aux : int, default 1
-        Auxiliary chains per ``θ_n`` (the paper's ``M``).
+    n_aux : int, optional
+        Auxiliary chains per ``θ_n`` (the paper's ``M``); default 1. For ``"rwsmc"``, auxiliary
+        draws per particle and row for each ratio estimate; default :data:`RWSMC_N_AUX` (16).
     n_bridges : int, default 10
         Intermediate bridges for MAVIS (ignored by SAVIS).
     sweeps : int, default 1
         MCMC sweeps per MAVIS bridge.
+    n_moves : int, default 2
+        Exchange moves per particle and row for ``"rwsmc"`` (ignored by the other methods).
     bound_chains : int, default 64
         Forward and reverse y-space annealing chains bounding ``log Z(θ̂)``
         (:func:`~pymc_bdmc.unnormalized.normaliser_bounds`, from the uniform field or graph);
-        0 skips the bounds and the certified estimate.
+        0 skips the bounds and the certified estimate. Not used by ``"rwsmc"``.
     bound_bridges : int, default 200
         Bridges of those chains.
     proposal_scale : float, default 1.5
@@ -237,6 +260,14 @@ def sample_unnormalized_evidence(
         ``log_z_hat_lower``/``log_z_hat_upper``, ``pilot_acceptance_rate`` and the numbers of
         draws, auxiliary chains, bridges and sweeps; attr ``exact``.
 
+        With ``method="rwsmc"``: ``posterior`` holds the final particles resampled to equal
+        weights (systematic); ``evidence`` has ``lower``, ``certified_lower`` (the same),
+        ``relative_se`` (NaN: one run gives no standard error), ``ess`` (of the final weights),
+        ``log_weight`` (dim ``particle``) and ``log_increment`` (dim ``row``: the log mean
+        incremental weight of each row, summing to ``lower``); ``auxiliary`` has the numbers of
+        particles, rows, auxiliary draws, exchange moves and resampling events and the moves'
+        ``acceptance_rate``.
+
     Raises
     ------
     BDMCInputError
@@ -253,6 +284,10 @@ def sample_unnormalized_evidence(
     estimate, so ``E[lower] <= log p(y)`` (Jensen) and ``P(lower > log p(y) + b) < e^{-b}``
     (Markov): a stochastic lower bound, not a deterministic one. It is *not* a bound on each
     run; single runs land above ``log p(y)`` often, by small amounts.
+
+    With ``method="rwsmc"`` and exact simulation, ``exp(lower)`` is unbiased for ``p(y)``
+    without any normaliser (the path starts at ``Z_0 = 1``), so ``certified_lower`` equals
+    ``lower`` (``log_z_source="none"``).
 
     ``certified_lower`` replaces the exact ``log Z(θ̂)`` by ``U``, the reverse-annealing
     stochastic upper bound, with ``exp(-U)`` an independent unbiased estimate of ``1/Z(θ̂)``;
@@ -276,11 +311,22 @@ def sample_unnormalized_evidence(
     >>> bool(np.isfinite(result["evidence"]["lower"]))
     True
     """
-    _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps,
+    if n_aux is None:
+        n_aux = RWSMC_N_AUX if method == "rwsmc" else 1
+    _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps, n_moves,
                 bound_chains, bound_bridges, proposal_scale)
     model = pm.modelcontext(model)
     name = _check_model(model)
     sim = unnormalized_simulator(name, model)
+    say = _log.info if progressbar else _log.debug
+    if method == "rwsmc":
+        if not isinstance(sim, IsingSimulator):
+            raise BDMCInputError(
+                f"method='rwsmc' tempers an Ising field row by row; {name!r} is not a pmb.Ising "
+                "likelihood. Use method='savis' or 'mavis'."
+            )
+        return _rwsmc(model, name, sim, int(draws), int(n_aux), int(n_moves), random_seed,
+                      compile_kwargs, say)
     reference = _reference(sim)
     if method == "auto":
         method = "savis" if sim.exact else "mavis"
@@ -298,7 +344,6 @@ def sample_unnormalized_evidence(
     compiled = _Compiled(model, name, compile_kwargs)
     stats_y = np.asarray(sim.statistics(model.rvs_to_values[model[name]].eval()), dtype=float)
     rngs = streams(random_seed)
-    say = _log.info if progressbar else _log.debug
 
     say("sample_unnormalized_evidence: exchange pilot (%d + %d draws)", pilot_tune, pilot_draws)
     chain = _pilot(compiled, sim, stats_y, rngs, int(pilot_draws), int(pilot_tune))
@@ -358,5 +403,46 @@ def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log
          "n_bound_chains": info["bound_chains"], "n_bound_bridges": info["bound_bridges"]},
         attrs={"exact": int(exact)},
     )
-    return xr.DataTree.from_dict({"posterior": _posterior(model, compiled, chain),
-                                  "evidence": evidence, "auxiliary": auxiliary})
+    posterior = _posterior(model, compiled, chain.theta,
+                           {"sampler": "exchange algorithm (pilot)",
+                            "acceptance_rate": float(chain.acceptance_rate)})
+    return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
+                                  "auxiliary": auxiliary})
+
+
+def _rwsmc(model, name, sim, draws, n_aux, n_moves, random_seed, compile_kwargs,
+           say) -> xr.DataTree:
+    """Random-weight SMC over the rows of an Ising field, from exact prior draws."""
+    op = model[name].owner.op
+    data = np.asarray(model.rvs_to_values[model[name]].eval())
+    path = IsingRowPath(data, op.neighbourhood, exact=sim.exact, sweeps=sim.sweeps)
+    compiled = _Compiled(model, name, compile_kwargs)
+    rngs = streams(random_seed)
+    prior = ModelSimulator(model, compiled.layout, compile_kwargs).draw_prior(
+        draws, rngs["forward_init"])
+    say("sample_unnormalized_evidence: RWSMC, %d particles over %d rows", draws,
+        path.n_targets)
+    rng = rngs["forward"]
+    result = random_weight_smc(path, compiled.natural, compiled.log_prior, prior, rng,
+                               n_aux=n_aux, n_moves=n_moves)
+    weights = np.exp(result.log_weights - logsumexp(result.log_weights))
+    resampled = result.theta[systematic_resample(rng, weights, draws)]
+    exact = bool(result.exact)
+    evidence = xr.Dataset(
+        {"lower": result.log_evidence, "certified_lower": result.log_evidence,
+         "relative_se": float("nan"), "ess": float(1.0 / np.sum(weights**2)),
+         "log_weight": ("particle", result.log_weights),
+         "log_increment": ("row", result.log_increments)},
+        attrs={"estimate_kind": "unbiased" if exact else "biased", "method": "rwsmc",
+               "exact": int(exact), "log_z_source": "none"},
+    )
+    auxiliary = xr.Dataset(
+        {"n_particles": draws, "n_rows": path.n_targets, "n_aux": n_aux,
+         "n_aux_draws": draws * path.n_targets * n_aux, "n_moves": n_moves,
+         "n_resamples": result.n_resamples, "acceptance_rate": float(result.acceptance_rate)},
+        attrs={"exact": int(exact)},
+    )
+    posterior = _posterior(model, compiled, resampled,
+                           {"sampler": "random-weight SMC (final particles, resampled)"})
+    return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
+                                  "auxiliary": auxiliary})
