@@ -26,17 +26,24 @@ from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.pipeline.seeding import streams
 from pymc_bdmc.resampling import systematic_resample
 from pymc_bdmc.unnormalized.distributions import unnormalized_simulator
-from pymc_bdmc.unnormalized.ergm import ERGMSimulator
+from pymc_bdmc.unnormalized.ergm import ERGMSimulator, ergm_statistics
 from pymc_bdmc.unnormalized.exchange import exchange_sampler
 from pymc_bdmc.unnormalized.importance import mavis, normaliser_bounds, savis
-from pymc_bdmc.unnormalized.ising import IsingSimulator
+from pymc_bdmc.unnormalized.ising import IsingSimulator, ising_statistics
 from pymc_bdmc.unnormalized.marker import unnormalized_likelihoods, unnormalized_variables
 from pymc_bdmc.unnormalized.smc import IsingRowPath, random_weight_smc
+from pymc_bdmc.unnormalized.summary import abc_evidence, synthetic_likelihood_evidence
 
 __all__ = ["METHODS", "sample_unnormalized_evidence"]
 
 #: Accepted values of ``method``.
-METHODS = ("auto", "savis", "mavis", "rwsmc")
+METHODS = ("auto", "savis", "mavis", "rwsmc", "abc", "sl")
+
+#: Methods whose result is a summary-statistic number, not an evidence (Bayes factors only).
+SUMMARY_METHODS = ("abc", "sl")
+
+#: Simulations per importance draw when ``n_sim`` is not given.
+N_SIM = {"abc": 50, "sl": 50}
 
 #: Auxiliary draws per particle and target of random-weight SMC when ``n_aux`` is not given:
 #: its row ratios are heavy-tailed, and on a 4x4 field 16 draws cut the spread of log p̂ from
@@ -154,12 +161,26 @@ def _posterior(model, compiled, theta, attrs) -> xr.Dataset:
     return ds
 
 
+def _summary(sim, summary):
+    """Return the summary ``S`` (data sets (M, ...) -> (M, k)) and the name results record."""
+    if summary is not None:
+        if not callable(summary):
+            raise BDMCInputError(f"`summary` must be callable, got {type(summary).__name__}.")
+        return summary, getattr(summary, "__qualname__", repr(summary))
+    if isinstance(sim, IsingSimulator):
+        return ising_statistics, "Ising pair sums (nearest, diagonal)"
+    if isinstance(sim, ERGMSimulator):
+        return ergm_statistics, "ERGM (edges, two_stars, triangles)"
+    name = getattr(sim.op.statistic, "__qualname__", repr(sim.op.statistic))
+    return sim.statistics, f"ExponentialFamily statistic {name}"
+
+
 def _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps, n_moves,
-                bound_chains, bound_bridges, proposal_scale):
+                bound_chains, bound_bridges, proposal_scale, n_sim):
     if method not in METHODS:
         raise BDMCInputError(f"`method` must be one of {METHODS}, got {method!r}.")
     counts = dict(draws=draws, pilot_draws=pilot_draws, pilot_tune=pilot_tune, n_aux=n_aux,
-                  sweeps=sweeps)
+                  sweeps=sweeps, n_sim=n_sim)
     for key, value in counts.items():
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise BDMCInputError(f"`{key}` must be a positive integer, got {value!r}.")
@@ -183,6 +204,9 @@ def sample_unnormalized_evidence(
     n_bridges: int = 10,
     sweeps: int = 1,
     n_moves: int = 2,
+    n_sim: int | None = None,
+    epsilon=0.0,
+    summary=None,
     bound_chains: int = 64,
     bound_bridges: int = 200,
     proposal_scale: float = 1.5,
@@ -208,9 +232,12 @@ def sample_unnormalized_evidence(
 
     Parameters
     ----------
-    method : {"auto", "savis", "mavis", "rwsmc"}, default "auto"
+    method : {"auto", "savis", "mavis", "rwsmc", "abc", "sl"}, default "auto"
         ``"auto"`` is SAVIS when the simulator is exact, else MAVIS. ``"rwsmc"``: random-weight
         SMC with row-by-row data tempering, for :class:`~pymc_bdmc.Ising` likelihoods.
+        ``"abc"`` and ``"sl"``: ABC and synthetic-likelihood importance sampling with the
+        pilot's proposal, which estimate a summary-statistic number for Bayes factors, *not*
+        ``p(y)`` (:mod:`pymc_bdmc.unnormalized.summary`).
     draws : int, default 1000
         Importance draws ``θ_n ~ q``; for ``"rwsmc"``, particles (exact prior draws).
     pilot_draws : int, default 1000
@@ -228,6 +255,16 @@ def sample_unnormalized_evidence(
         MCMC sweeps per MAVIS bridge.
     n_moves : int, default 2
         Exchange moves per particle and row for ``"rwsmc"`` (ignored by the other methods).
+    n_sim : int, optional
+        Simulations per importance draw for ``"abc"`` and ``"sl"`` (default 50).
+    epsilon : float or array_like, default 0.0
+        ABC tolerance on each statistic of the summary (sup-norm); 0 asks for an exact match,
+        which on integer-valued sufficient statistics makes ABC's Bayes factors exact.
+    summary : callable, optional
+        For ``"abc"`` and ``"sl"``: maps data sets of shape (M, ...) to summaries (M, k).
+        Default: both Ising pair sums ``(s₁, s₂)`` whatever the neighbourhood (so first- and
+        second-order models share it), all three ERGM statistics, or a user family's
+        ``statistic``. Only results with the same summary can be compared.
     bound_chains : int, default 64
         Forward and reverse y-space annealing chains bounding ``log Z(θ̂)``
         (:func:`~pymc_bdmc.unnormalized.normaliser_bounds`, from the uniform field or graph);
@@ -267,6 +304,14 @@ def sample_unnormalized_evidence(
         incremental weight of each row, summing to ``lower``); ``auxiliary`` has the numbers of
         particles, rows, auxiliary draws, exchange moves and resampling events and the moves'
         ``acceptance_rate``.
+
+        With ``method="abc"`` or ``"sl"``: ``posterior`` as for SAVIS (the pilot); ``evidence``
+        has ``lower`` (``log p̂_ε(S(y))`` or the log synthetic evidence: not ``log p(y)``),
+        ``relative_se``, ``ess``, ``log_weight`` (dim ``importance_draw``) and for ABC
+        ``epsilon`` (dim ``statistic``) and ``acceptance_rate``; attrs ``estimate_kind`` =
+        ``"summary-statistic"``, ``method``, ``summary`` (the summary's name), ``exact``.
+        ``auxiliary``: ``theta_hat``, ``eta_hat``, ``pilot_acceptance_rate`` and the numbers
+        of draws and simulations.
 
     Raises
     ------
@@ -313,8 +358,10 @@ def sample_unnormalized_evidence(
     """
     if n_aux is None:
         n_aux = RWSMC_N_AUX if method == "rwsmc" else 1
+    if n_sim is None:
+        n_sim = N_SIM.get(method, 1)
     _check_args(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps, n_moves,
-                bound_chains, bound_bridges, proposal_scale)
+                bound_chains, bound_bridges, proposal_scale, n_sim)
     model = pm.modelcontext(model)
     name = _check_model(model)
     sim = unnormalized_simulator(name, model)
@@ -327,6 +374,13 @@ def sample_unnormalized_evidence(
             )
         return _rwsmc(model, name, sim, int(draws), int(n_aux), int(n_moves), random_seed,
                       compile_kwargs, say)
+    if method in SUMMARY_METHODS:
+        summary_fn, summary_name = _summary(sim, summary)
+        return _summary_evidence(model, name, sim, method, summary_fn, summary_name,
+                                 dict(draws=int(draws), pilot_draws=int(pilot_draws),
+                                      pilot_tune=int(pilot_tune), n_sim=int(n_sim),
+                                      epsilon=epsilon, proposal_scale=proposal_scale),
+                                 random_seed, compile_kwargs, say)
     reference = _reference(sim)
     if method == "auto":
         method = "savis" if sim.exact else "mavis"
@@ -444,5 +498,62 @@ def _rwsmc(model, name, sim, draws, n_aux, n_moves, random_seed, compile_kwargs,
     )
     posterior = _posterior(model, compiled, resampled,
                            {"sampler": "random-weight SMC (final particles, resampled)"})
+    return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
+                                  "auxiliary": auxiliary})
+
+
+def _summary_evidence(model, name, sim, method, summary_fn, summary_name, opts, random_seed,
+                      compile_kwargs, say) -> xr.DataTree:
+    """ABC or synthetic likelihood by importance sampling with the exchange pilot's proposal."""
+    data = np.asarray(model.rvs_to_values[model[name]].eval())
+    s_obs = np.atleast_1d(np.asarray(summary_fn(data[None]), dtype=float)).reshape(-1)
+    eps = np.asarray(opts["epsilon"], dtype=float)
+    if method == "abc" and (np.ndim(eps) > 1 or np.size(eps) not in (1, len(s_obs))
+                            or not np.all(np.isfinite(eps)) or np.any(eps < 0)):
+        raise BDMCInputError(f"`epsilon` must be >= 0, a scalar or one value per statistic "
+                             f"({len(s_obs)}), got {opts['epsilon']!r}.")
+    if method == "sl" and opts["n_sim"] < len(s_obs) + 2:
+        raise BDMCInputError(f"Synthetic likelihood needs `n_sim` >= {len(s_obs) + 2} for "
+                             f"{len(s_obs)} statistics, got {opts['n_sim']}.")
+    compiled = _Compiled(model, name, compile_kwargs)
+    stats_y = np.asarray(sim.statistics(data), dtype=float)
+    rngs = streams(random_seed)
+    say("sample_unnormalized_evidence: exchange pilot (%d + %d draws)", opts["pilot_tune"],
+        opts["pilot_draws"])
+    chain = _pilot(compiled, sim, stats_y, rngs, opts["pilot_draws"], opts["pilot_tune"])
+    theta_hat = chain.pilot()
+    say("sample_unnormalized_evidence: %s with %d importance draws x %d simulations",
+        method.upper(), opts["draws"], opts["n_sim"])
+    q = chain.proposal(scale=opts["proposal_scale"])
+    rng = rngs["forward"]
+    theta = np.asarray(q.rvs(size=opts["draws"], random_state=rng), dtype=float)
+    theta = theta.reshape(opts["draws"], -1)
+    eta = np.array([compiled.natural(t) for t in theta])
+    log_prior = np.array([compiled.log_prior(t) for t in theta])
+    args = (sim, summary_fn, s_obs, eta, log_prior, q.logpdf(theta).reshape(-1))
+    if method == "abc":
+        result = abc_evidence(*args, n_sim=opts["n_sim"], epsilon=opts["epsilon"], rng=rng)
+    else:
+        result = synthetic_likelihood_evidence(*args, n_sim=opts["n_sim"], rng=rng)
+    exact = bool(result.exact and chain.exact)
+    variables = {"lower": result.log_evidence, "relative_se": result.relative_se,
+                 "ess": result.ess, "log_weight": ("importance_draw", result.log_weights)}
+    if method == "abc":
+        variables |= {"epsilon": ("statistic", result.epsilon),
+                      "acceptance_rate": result.acceptance_rate}
+    evidence = xr.Dataset(variables, attrs={"estimate_kind": "summary-statistic",
+                                            "method": method, "summary": summary_name,
+                                            "exact": int(exact)})
+    auxiliary = xr.Dataset(
+        {"theta_hat": ("parameter", theta_hat),
+         "eta_hat": ("natural", compiled.natural(theta_hat)),
+         "pilot_acceptance_rate": float(chain.acceptance_rate),
+         "n_pilot_draws": len(chain.theta), "n_importance_draws": opts["draws"],
+         "n_sim": result.n_sim, "n_simulations": opts["draws"] * result.n_sim},
+        attrs={"exact": int(exact)},
+    )
+    posterior = _posterior(model, compiled, chain.theta,
+                           {"sampler": "exchange algorithm (pilot)",
+                            "acceptance_rate": float(chain.acceptance_rate)})
     return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
                                   "auxiliary": auxiliary})
