@@ -229,3 +229,57 @@ def test_inexact_simulation_picks_mavis_and_says_biased(field):
     assert ev.attrs["method"] == "mavis" and ev.attrs["exact"] == 0
     assert ev.attrs["estimate_kind"] == "biased" and tree["auxiliary"].attrs["exact"] == 0
     assert np.isfinite(float(ev["lower"]))
+
+
+class _Recorder:
+    """Stands in for PyMC's progress bar: records rows and how far each advanced."""
+
+    def __init__(self, enabled):
+        self.enabled, self.rows = enabled, []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def add_task(self, description, completed=0, total=None):
+        self.rows.append([description, completed, total])
+        return len(self.rows) - 1
+
+    def advance(self, task):
+        self.rows[task][1] += 1
+
+
+@pytest.mark.parametrize("method, rows", [
+    ("savis", [("Exchange pilot", 30 + 20), ("Bounds on log Z(θ̂)", 2 * (5 + 1)), ("SAVIS", 40)]),
+    ("rwsmc", [("Random-weight SMC (rows)", 4)]),
+    ("abc", [("Exchange pilot", 30 + 20), ("ABC", 40)]),
+])
+def test_progress_rows_advance_to_their_totals(field, monkeypatch, method, rows):
+    bars = []
+
+    def create(enabled):
+        bars.append(_Recorder(enabled))
+        return bars[-1]
+
+    monkeypatch.setattr(entry, "create_simple_progress", create)
+    monkeypatch.delenv("CI", raising=False)
+    kwargs = dict(model=_model(field), draws=40, pilot_draws=20, pilot_tune=30, n_aux=2,
+                  bound_chains=4, bound_bridges=5, n_sim=5, random_seed=0)
+    pmb.sample_unnormalized_evidence(method, progressbar=True, **kwargs)
+    assert bars[-1].enabled
+    assert [(d, total) for d, _, total in bars[-1].rows] == rows
+    assert all(done == total for _, done, total in bars[-1].rows)
+    pmb.sample_unnormalized_evidence(method, progressbar=False, **kwargs)
+    assert not bars[-1].enabled
+    monkeypatch.setenv("CI", "true")  # never a bar in CI, as for the other drivers
+    pmb.sample_unnormalized_evidence(method, progressbar=True, **kwargs)
+    assert not bars[-1].enabled
+
+
+def test_real_progress_bar_runs(field, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    tree = pmb.sample_unnormalized_evidence("rwsmc", model=_model(field), draws=20, n_aux=1,
+                                            random_seed=0, progressbar=True)
+    assert np.isfinite(float(tree["evidence"]["lower"]))

@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pymc as pm
 import xarray as xr
+from pymc.progress_bar import create_simple_progress
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs
 from scipy.special import logsumexp
@@ -23,6 +24,7 @@ from scipy.special import logsumexp
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.layout import FlatLayout
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.pipeline.progress import phase, progress_enabled
 from pymc_bdmc.pipeline.seeding import streams
 from pymc_bdmc.resampling import systematic_resample
 from pymc_bdmc.unnormalized.distributions import unnormalized_simulator
@@ -129,20 +131,25 @@ class _Compiled:
         return [np.asarray(v) for v in self._constrained(np.asarray(theta, dtype=float))]
 
 
-def _pilot(compiled, sim, stats_y, rngs, pilot_draws, pilot_tune):
+def _pilot(compiled, sim, stats_y, rngs, pilot_draws, pilot_tune, progress):
     """Exchange pilot: a tuning run at a small step, then a run at ``2.38/√d`` posterior sd."""
     theta0 = compiled.theta0
     d = len(theta0)
-    tune = exchange_sampler(sim, stats_y, compiled.natural, compiled.log_prior, theta0,
-                            pilot_tune, rngs["pilot_init"], step_size=0.1, burn_in=0)
-    cov = np.atleast_2d(np.cov(tune.theta, rowvar=False))
-    if not np.all(np.isfinite(cov)) or np.any(np.diag(cov) <= 0):
-        chol = 0.1 * np.eye(d)
-    else:
-        chol = 2.38 / np.sqrt(d) * np.linalg.cholesky(cov + 1e-12 * np.eye(d))
-    return exchange_sampler(sim, stats_y, compiled.natural, compiled.log_prior,
-                            tune.theta[-1], pilot_draws, rngs["pilot"], step_size=chol,
-                            burn_in=0)
+    with phase(progress, "Exchange pilot", pilot_tune + pilot_draws) as advance:
+        tune = exchange_sampler(sim, stats_y, compiled.natural, compiled.log_prior, theta0,
+                                pilot_tune, rngs["pilot_init"], step_size=0.1, burn_in=0,
+                                on_step=advance)
+        cov = np.atleast_2d(np.cov(tune.theta, rowvar=False))
+        if not np.all(np.isfinite(cov)) or np.any(np.diag(cov) <= 0):
+            chol = 0.1 * np.eye(d)
+        else:
+            chol = 2.38 / np.sqrt(d) * np.linalg.cholesky(cov + 1e-12 * np.eye(d))
+        chain = exchange_sampler(sim, stats_y, compiled.natural, compiled.log_prior,
+                                 tune.theta[-1], pilot_draws, rngs["pilot"], step_size=chol,
+                                 burn_in=0, on_step=advance)
+    _log.info("Exchange pilot: acceptance %.2f, posterior mean %s (unconstrained).",
+              chain.acceptance_rate, np.round(chain.pilot(), 3).tolist())
+    return chain
 
 
 def _posterior(model, compiled, theta, attrs) -> xr.Dataset:
@@ -279,7 +286,9 @@ def sample_unnormalized_evidence(
         Split into independent child streams for the pilot, the importance run and the bounds
         (:func:`pymc_bdmc.pipeline.seeding.streams`); a fixed seed gives identical results.
     progressbar : bool, default True
-        Log one INFO line per stage (there is no progress bar yet).
+        Show one progress row per stage (exchange pilot, bounds on ``log Z(θ̂)``, the importance
+        draws or SMC rows), with PyMC's progress bar; never in CI (environment variable
+        ``CI``), as for the other drivers.
     compile_kwargs : dict, optional
         Passed to PyTensor's compilation of ``log p(θ)``, ``η(θ)`` and the constrained values.
 
@@ -365,72 +374,93 @@ def sample_unnormalized_evidence(
     model = pm.modelcontext(model)
     name = _check_model(model)
     sim = unnormalized_simulator(name, model)
-    say = _log.info if progressbar else _log.debug
+    opts = dict(draws=int(draws), pilot_draws=int(pilot_draws), pilot_tune=int(pilot_tune),
+                n_aux=int(n_aux), n_bridges=int(n_bridges), sweeps=int(sweeps),
+                n_moves=int(n_moves), n_sim=int(n_sim), epsilon=epsilon,
+                bound_chains=int(bound_chains), bound_bridges=int(bound_bridges),
+                proposal_scale=float(proposal_scale))
     if method == "rwsmc":
         if not isinstance(sim, IsingSimulator):
             raise BDMCInputError(
                 f"method='rwsmc' tempers an Ising field row by row; {name!r} is not a pmb.Ising "
                 "likelihood. Use method='savis' or 'mavis'."
             )
-        return _rwsmc(model, name, sim, int(draws), int(n_aux), int(n_moves), random_seed,
-                      compile_kwargs, say)
-    if method in SUMMARY_METHODS:
-        summary_fn, summary_name = _summary(sim, summary)
-        return _summary_evidence(model, name, sim, method, summary_fn, summary_name,
-                                 dict(draws=int(draws), pilot_draws=int(pilot_draws),
-                                      pilot_tune=int(pilot_tune), n_sim=int(n_sim),
-                                      epsilon=epsilon, proposal_scale=proposal_scale),
-                                 random_seed, compile_kwargs, say)
-    reference = _reference(sim)
-    if method == "auto":
-        method = "savis" if sim.exact else "mavis"
-    if method == "mavis" and reference is None:
-        raise BDMCInputError("MAVIS needs an MCMC kernel for its bridges, which a user's "
-                             "ExponentialFamily does not have; use method='savis'.")
-    zero = np.zeros_like(np.asarray(sim.statistics(model.rvs_to_values[model[name]].eval())))
-    if _exact_log_partition(sim, zero) is None and reference is None:
-        raise BDMCInputError(
-            f"{name!r} has neither an exact normaliser nor a reference with a known one, so "
-            "Z(θ̂) cannot be anchored; sample_unnormalized_evidence supports pmb.Ising and "
-            "pmb.ERGM, and a user's family only when it provides log_partition."
-        )
+        run = _rwsmc
+    elif method in SUMMARY_METHODS:
+        opts["summary"] = _summary(sim, summary)
+        run = _summary_evidence
+    else:
+        opts["reference"] = reference = _reference(sim)
+        if method == "auto":
+            method = "savis" if sim.exact else "mavis"
+        if method == "mavis" and reference is None:
+            raise BDMCInputError("MAVIS needs an MCMC kernel for its bridges, which a user's "
+                                 "ExponentialFamily does not have; use method='savis'.")
+        zero = np.zeros_like(np.asarray(sim.statistics(_observed(model, name))))
+        if _exact_log_partition(sim, zero) is None and reference is None:
+            raise BDMCInputError(
+                f"{name!r} has neither an exact normaliser nor a reference with a known one, so "
+                "Z(θ̂) cannot be anchored; sample_unnormalized_evidence supports pmb.Ising and "
+                "pmb.ERGM, and a user's family only when it provides log_partition."
+            )
+        run = _importance
+    # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
+    progress = create_simple_progress(progress_enabled(progressbar))
+    with progress:
+        tree = run(model, name, sim, method, opts, random_seed, compile_kwargs, progress)
+    ev = tree["evidence"]
+    _log.info("sample_unnormalized_evidence: %s, log %s = %.3f (%s).", method.upper(),
+              "p̂(S(y))" if method in SUMMARY_METHODS else "p̂(y)", float(ev["lower"]),
+              ev.attrs["estimate_kind"])
+    return tree
 
+
+def _observed(model, name) -> np.ndarray:
+    return np.asarray(model.rvs_to_values[model[name]].eval())
+
+
+def _importance(model, name, sim, method, opts, random_seed, compile_kwargs,
+                progress) -> xr.DataTree:
+    """Exchange pilot, bounds on log Z(θ̂), then SAVIS or MAVIS."""
+    reference = opts["reference"]
     compiled = _Compiled(model, name, compile_kwargs)
-    stats_y = np.asarray(sim.statistics(model.rvs_to_values[model[name]].eval()), dtype=float)
+    stats_y = np.asarray(sim.statistics(_observed(model, name)), dtype=float)
     rngs = streams(random_seed)
 
-    say("sample_unnormalized_evidence: exchange pilot (%d + %d draws)", pilot_tune, pilot_draws)
-    chain = _pilot(compiled, sim, stats_y, rngs, int(pilot_draws), int(pilot_tune))
+    chain = _pilot(compiled, sim, stats_y, rngs, opts["pilot_draws"], opts["pilot_tune"],
+                   progress)
     theta_hat = chain.pilot()
     eta_hat = compiled.natural(theta_hat)
     log_z_hat = _exact_log_partition(sim, eta_hat)
     bounds = None
-    if reference is not None and bound_chains > 0:
-        say("sample_unnormalized_evidence: bounding log Z(θ̂) (%d chains each way)", bound_chains)
-        bounds = normaliser_bounds(sim, eta_hat, reference[0], reference[1], int(bound_chains),
-                                   rngs["reverse"], n_bridges=int(bound_bridges))
+    if reference is not None and opts["bound_chains"] > 0:
+        with phase(progress, "Bounds on log Z(θ̂)", 2 * (opts["bound_bridges"] + 1)) as advance:
+            bounds = normaliser_bounds(sim, eta_hat, reference[0], reference[1],
+                                       opts["bound_chains"], rngs["reverse"],
+                                       n_bridges=opts["bound_bridges"], on_step=advance)
     if log_z_hat is None and bounds is None:
         raise BDMCInputError("No exact log Z(θ̂) here: pass bound_chains > 0 to bound it.")
     log_z_ref = log_z_hat if log_z_hat is not None else bounds.upper
 
-    say("sample_unnormalized_evidence: %s with %d importance draws", method.upper(), draws)
-    q = chain.proposal(scale=proposal_scale)
+    q = chain.proposal(scale=opts["proposal_scale"])
     rng = rngs["forward"]
-    theta = np.asarray(q.rvs(size=int(draws), random_state=rng), dtype=float)
-    theta = theta.reshape(int(draws), -1)
+    theta = np.asarray(q.rvs(size=opts["draws"], random_state=rng), dtype=float)
+    theta = theta.reshape(opts["draws"], -1)
     eta = np.array([compiled.natural(t) for t in theta])
     log_prior = np.array([compiled.log_prior(t) for t in theta])
     args = (sim, stats_y, eta, log_prior, q.logpdf(theta).reshape(-1), eta_hat, log_z_ref)
-    if method == "savis":
-        result = savis(*args, n_aux=int(n_aux), rng=rng)
-    else:
-        result = mavis(*args, n_aux=int(n_aux), n_bridges=int(n_bridges), sweeps=int(sweeps),
-                       rng=rng)
+    with phase(progress, method.upper(), opts["draws"]) as advance:
+        if method == "savis":
+            result = savis(*args, n_aux=opts["n_aux"], rng=rng, on_step=advance)
+        else:
+            result = mavis(*args, n_aux=opts["n_aux"], n_bridges=opts["n_bridges"],
+                           sweeps=opts["sweeps"], rng=rng, on_step=advance)
     # log p̂ = log Â - log_z_ref, with Â unbiased for p(y) Z(θ̂): swap in the upper bound.
     certified = np.nan if bounds is None else result.log_evidence + log_z_ref - bounds.upper
     return _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
-                     bounds, dict(method=method, draws=int(draws), bound_chains=int(bound_chains),
-                                  bound_bridges=int(bound_bridges), exact=bool(sim.exact)))
+                     bounds, dict(method=method, draws=opts["draws"],
+                                  bound_chains=opts["bound_chains"],
+                                  bound_bridges=opts["bound_bridges"], exact=bool(sim.exact)))
 
 
 def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
@@ -464,21 +494,21 @@ def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log
                                   "auxiliary": auxiliary})
 
 
-def _rwsmc(model, name, sim, draws, n_aux, n_moves, random_seed, compile_kwargs,
-           say) -> xr.DataTree:
+def _rwsmc(model, name, sim, method, opts, random_seed, compile_kwargs,
+           progress) -> xr.DataTree:
     """Random-weight SMC over the rows of an Ising field, from exact prior draws."""
+    draws, n_aux, n_moves = opts["draws"], opts["n_aux"], opts["n_moves"]
     op = model[name].owner.op
-    data = np.asarray(model.rvs_to_values[model[name]].eval())
-    path = IsingRowPath(data, op.neighbourhood, exact=sim.exact, sweeps=sim.sweeps)
+    path = IsingRowPath(_observed(model, name), op.neighbourhood, exact=sim.exact,
+                        sweeps=sim.sweeps)
     compiled = _Compiled(model, name, compile_kwargs)
     rngs = streams(random_seed)
     prior = ModelSimulator(model, compiled.layout, compile_kwargs).draw_prior(
         draws, rngs["forward_init"])
-    say("sample_unnormalized_evidence: RWSMC, %d particles over %d rows", draws,
-        path.n_targets)
     rng = rngs["forward"]
-    result = random_weight_smc(path, compiled.natural, compiled.log_prior, prior, rng,
-                               n_aux=n_aux, n_moves=n_moves)
+    with phase(progress, "Random-weight SMC (rows)", path.n_targets) as advance:
+        result = random_weight_smc(path, compiled.natural, compiled.log_prior, prior, rng,
+                                   n_aux=n_aux, n_moves=n_moves, on_step=advance)
     weights = np.exp(result.log_weights - logsumexp(result.log_weights))
     resampled = result.theta[systematic_resample(rng, weights, draws)]
     exact = bool(result.exact)
@@ -502,10 +532,11 @@ def _rwsmc(model, name, sim, draws, n_aux, n_moves, random_seed, compile_kwargs,
                                   "auxiliary": auxiliary})
 
 
-def _summary_evidence(model, name, sim, method, summary_fn, summary_name, opts, random_seed,
-                      compile_kwargs, say) -> xr.DataTree:
+def _summary_evidence(model, name, sim, method, opts, random_seed, compile_kwargs,
+                      progress) -> xr.DataTree:
     """ABC or synthetic likelihood by importance sampling with the exchange pilot's proposal."""
-    data = np.asarray(model.rvs_to_values[model[name]].eval())
+    summary_fn, summary_name = opts["summary"]
+    data = _observed(model, name)
     s_obs = np.atleast_1d(np.asarray(summary_fn(data[None]), dtype=float)).reshape(-1)
     eps = np.asarray(opts["epsilon"], dtype=float)
     if method == "abc" and (np.ndim(eps) > 1 or np.size(eps) not in (1, len(s_obs))
@@ -518,12 +549,9 @@ def _summary_evidence(model, name, sim, method, summary_fn, summary_name, opts, 
     compiled = _Compiled(model, name, compile_kwargs)
     stats_y = np.asarray(sim.statistics(data), dtype=float)
     rngs = streams(random_seed)
-    say("sample_unnormalized_evidence: exchange pilot (%d + %d draws)", opts["pilot_tune"],
-        opts["pilot_draws"])
-    chain = _pilot(compiled, sim, stats_y, rngs, opts["pilot_draws"], opts["pilot_tune"])
+    chain = _pilot(compiled, sim, stats_y, rngs, opts["pilot_draws"], opts["pilot_tune"],
+                   progress)
     theta_hat = chain.pilot()
-    say("sample_unnormalized_evidence: %s with %d importance draws x %d simulations",
-        method.upper(), opts["draws"], opts["n_sim"])
     q = chain.proposal(scale=opts["proposal_scale"])
     rng = rngs["forward"]
     theta = np.asarray(q.rvs(size=opts["draws"], random_state=rng), dtype=float)
@@ -531,10 +559,13 @@ def _summary_evidence(model, name, sim, method, summary_fn, summary_name, opts, 
     eta = np.array([compiled.natural(t) for t in theta])
     log_prior = np.array([compiled.log_prior(t) for t in theta])
     args = (sim, summary_fn, s_obs, eta, log_prior, q.logpdf(theta).reshape(-1))
-    if method == "abc":
-        result = abc_evidence(*args, n_sim=opts["n_sim"], epsilon=opts["epsilon"], rng=rng)
-    else:
-        result = synthetic_likelihood_evidence(*args, n_sim=opts["n_sim"], rng=rng)
+    with phase(progress, method.upper(), opts["draws"]) as advance:
+        if method == "abc":
+            result = abc_evidence(*args, n_sim=opts["n_sim"], epsilon=opts["epsilon"],
+                                  rng=rng, on_step=advance)
+        else:
+            result = synthetic_likelihood_evidence(*args, n_sim=opts["n_sim"], rng=rng,
+                                                   on_step=advance)
     exact = bool(result.exact and chain.exact)
     variables = {"lower": result.log_evidence, "relative_se": result.relative_se,
                  "ess": result.ess, "log_weight": ("importance_draw", result.log_weights)}

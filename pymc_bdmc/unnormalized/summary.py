@@ -113,7 +113,8 @@ def _combine(log_prior, log_proposal, log_terms):
 
 
 def abc_evidence(simulator, summary: Callable, s_obs, eta, log_prior, log_proposal, *,
-                 n_sim: int = 50, epsilon=0.0, rng: np.random.Generator) -> SummaryEvidence:
+                 n_sim: int = 50, epsilon=0.0, rng: np.random.Generator,
+                 on_step: Callable[[], None] | None = None) -> SummaryEvidence:
     """Estimate ``p_ε(S(y))`` by ABC importance sampling (module docstring).
 
     Parameters
@@ -133,6 +134,8 @@ def abc_evidence(simulator, summary: Callable, s_obs, eta, log_prior, log_propos
     epsilon : float or array_like of shape (k,), default 0.0
         Tolerance on each statistic; 0 asks for an exact match (integer-valued statistics).
     rng : numpy.random.Generator
+    on_step : callable, optional
+        Called with no arguments after each importance draw ``θ_n`` (progress reporting).
 
     Returns
     -------
@@ -150,6 +153,8 @@ def abc_evidence(simulator, summary: Callable, s_obs, eta, log_prior, log_propos
                                  f"the observed summary {len(s_obs)}.")
         # a hair of slack for summaries computed in floating point
         hits[n] = np.count_nonzero(np.all(np.abs(s - s_obs) <= eps + 1e-9, axis=1))
+        if on_step is not None:
+            on_step()
     with np.errstate(divide="ignore"):
         log_terms = np.log(hits / int(n_sim))
     log_ev, log_w, ess, rse = _combine(log_prior, log_proposal, log_terms)
@@ -159,7 +164,9 @@ def abc_evidence(simulator, summary: Callable, s_obs, eta, log_prior, log_propos
 
 def synthetic_likelihood_evidence(simulator, summary: Callable, s_obs, eta, log_prior,
                                   log_proposal, *, n_sim: int = 50,
-                                  rng: np.random.Generator) -> SummaryEvidence:
+                                  rng: np.random.Generator,
+                                  on_step: Callable[[], None] | None = None
+                                  ) -> SummaryEvidence:
     """Estimate the synthetic-likelihood evidence ``∫ p(θ) N(S(y); μ̂_θ, Σ̂_θ) dθ``.
 
     Parameters
@@ -177,6 +184,8 @@ def synthetic_likelihood_evidence(simulator, summary: Callable, s_obs, eta, log_
     n_sim : int, default 50
         Simulations per ``θ_n`` for the mean and covariance (at least ``k + 2``).
     rng : numpy.random.Generator
+    on_step : callable, optional
+        Called with no arguments after each importance draw ``θ_n`` (progress reporting).
 
     Returns
     -------
@@ -201,6 +210,8 @@ def synthetic_likelihood_evidence(simulator, summary: Callable, s_obs, eta, log_
         z = np.linalg.solve(chol, s_obs - mean)
         log_terms[n] = (-0.5 * z @ z - np.log(np.diag(chol)).sum()
                         - 0.5 * k * np.log(2 * np.pi))
+        if on_step is not None:
+            on_step()
     log_ev, log_w, ess, rse = _combine(log_prior, log_proposal, log_terms)
     return SummaryEvidence(log_ev, log_w, ess, rse, "sl", int(n_sim), np.full(k, np.nan),
                            float("nan"), bool(simulator.exact))
