@@ -187,7 +187,7 @@ def bayes_factor(a, b) -> BayesFactor:
         summary or ABC tolerance.
     """
     ea, eb = _evidence(a), _evidence(b)
-    _check_comparable({"a": ea, "b": eb})
+    _check_comparable({"the first argument": ea, "the second argument": eb})
     lo_a, hi_a = ea.interval
     lo_b, hi_b = eb.interval
     log_bf = ea.estimate - eb.estimate
