@@ -163,3 +163,21 @@ def test_bad_summary_arguments_are_refused_before_sampling(models, monkeypatch, 
     _no_sampling(monkeypatch)
     with pytest.raises(BDMCInputError, match=match):
         pmb.sample_unnormalized_evidence(model=models["first"], **kwargs)
+
+
+class _NeverMatches:
+    """A simulator whose data sets all have summary 0."""
+
+    exact = True
+
+    def sample(self, eta, size, rng):
+        return np.zeros((size, 1))
+
+
+def test_abc_without_a_match_is_minus_infinity_not_an_error():
+    from pymc_bdmc.unnormalized import abc_evidence
+
+    result = abc_evidence(_NeverMatches(), lambda x: x, [1.0], np.zeros((3, 1)), np.zeros(3),
+                          np.zeros(3), n_sim=4, rng=np.random.default_rng(0))
+    assert result.log_evidence == -np.inf and result.ess == 0.0
+    assert result.acceptance_rate == 0.0 and np.all(np.isneginf(result.log_weights))
