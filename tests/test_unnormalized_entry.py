@@ -229,6 +229,10 @@ def test_inexact_simulation_picks_mavis_and_says_biased(field):
     assert ev.attrs["method"] == "mavis" and ev.attrs["exact"] == 0
     assert ev.attrs["estimate_kind"] == "biased" and tree["auxiliary"].attrs["exact"] == 0
     assert np.isfinite(float(ev["lower"]))
+    # pmb.bayes_factor claims no bound from a biased estimate.
+    bf = pmb.bayes_factor(tree, tree)
+    assert bf.kinds == ("biased estimate", "biased estimate")
+    assert bf.interval == (-np.inf, np.inf)
 
 
 class _Recorder:
