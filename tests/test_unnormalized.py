@@ -216,6 +216,31 @@ def test_normalised_drivers_refuse_unnormalised_likelihoods(driver, ising_model,
     assert "not available" not in message  # the entry point exists now
 
 
+@pytest.mark.parametrize("entry", ["compare_estimators", "ground_truth", "Problem",
+                                   *sorted(pmb.testbed.ESTIMATORS)])
+def test_testbed_refuses_unnormalised_likelihoods(entry, ising_model, monkeypatch):
+    # The testbed runs its estimators on a user's model too: the same refusal, same message,
+    # before anything is compiled; also for a hand-made Problem around such a model.
+    monkeypatch.setattr(FunctionMaker, "create", _no_compiling)
+    if entry == "compare_estimators":
+        def call():
+            return pmb.testbed.compare_estimators(ising_model, levels=(1,), trials=1)
+    elif entry == "ground_truth":
+        def call():
+            return pmb.testbed.ground_truth(ising_model)
+    elif entry == "Problem":
+        problem = pmb.testbed.Problem("ising", ising_model, log_evidence=-1.0)
+        def call():
+            return pmb.testbed.compare_estimators(problem, levels=(1,), trials=1)
+    else:
+        def call():
+            return pmb.testbed.ESTIMATORS[entry].fn(ising_model, 10, 0)
+    with pytest.raises(BDMCInputError) as err:
+        call()
+    message = str(err.value)
+    assert "pmb.sample_unnormalized_evidence" in message and "['y']" in message
+
+
 def test_heldout_likelihood_refuses_unnormalised_likelihoods(ising_model):
     # Refused before sampling, though after model/cases.py compiles its check of `params`.
     with pytest.raises(BDMCInputError, match="sample_unnormalized_evidence"):

@@ -26,6 +26,7 @@ __all__ = [
     "BDMCInputError",
     "check_finite_start",
     "check_model",
+    "check_normalized",
     "check_positive_int",
     "never_finite_message",
     "never_finite_terms",
@@ -164,14 +165,29 @@ def check_model(
                 "for them with `step=` (Gibbs-type steps such as pm.CategoricalGibbsMetropolis)."
             )
 
+    check_normalized(model)
+
+
+def check_normalized(model: pm.Model) -> None:
+    """Raise :class:`BDMCInputError` if any variable of ``model`` has an un-normalised density.
+
+    Every estimator that treats the model's logp as a normalised density (AIS, SMC, BDMC, the
+    testbed's estimators) calls this before compiling anything: with ``pmb.Ising``,
+    ``pmb.ERGM`` or ``pmb.ExponentialFamily`` the logp lacks ``-log Z(θ)``, and the estimate
+    would be of ``∫ gamma(y|θ) p(θ) dθ`` instead of ``p(y)``.
+
+    Parameters
+    ----------
+    model : pm.Model
+    """
     unnormalized = unnormalized_variables(model)
     if unnormalized:
         raise BDMCInputError(
             f"Variables {unnormalized} have un-normalised densities (pmb.Ising, pmb.ERGM, "
             "pmb.ExponentialFamily): their logp is log gamma(y|θ) without the intractable "
             "-log Z(θ), so AIS, SMC and BDMC would estimate ∫ gamma(y|θ) p(θ) dθ instead of the "
-            "evidence p(y). Use `pmb.sample_unnormalized_evidence` (SAVIS or MAVIS with an "
-            "exchange pilot), or the estimators of `pymc_bdmc.unnormalized`."
+            "evidence p(y). Use `pmb.sample_unnormalized_evidence` (SAVIS, MAVIS or "
+            "random-weight SMC), or the estimators of `pymc_bdmc.unnormalized`."
         )
 
 

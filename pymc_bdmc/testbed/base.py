@@ -18,6 +18,7 @@ import numpy as np
 import pymc as pm
 
 from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, tune_plan
+from pymc_bdmc.model.checks import check_normalized
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
@@ -108,14 +109,26 @@ def as_problem(obj) -> Problem:
     Problem
         Without ``generating_point`` (the data are not known to be simulated); with the exact
         ``log_evidence`` of an AnalyticModel's own data.
+
+    Raises
+    ------
+    BDMCInputError
+        If the model has an un-normalised likelihood (or prior), before anything is compiled:
+        every testbed estimator treats the logp as normalised
+        (:func:`~pymc_bdmc.model.checks.check_normalized`).
     """
     if isinstance(obj, Problem):
-        return obj
-    if isinstance(obj, AnalyticModel):
-        return Problem("analytic", obj.model, None, obj.log_evidence())
-    if isinstance(obj, pm.Model):
-        return Problem("model", obj)
-    raise TypeError(f"Expected a Problem, pm.Model or AnalyticModel, got {type(obj).__name__}.")
+        problem = obj
+    elif isinstance(obj, AnalyticModel):
+        problem = Problem("analytic", obj.model, None, obj.log_evidence())
+    elif isinstance(obj, pm.Model):
+        problem = Problem("model", obj)
+    else:
+        raise TypeError(
+            f"Expected a Problem, pm.Model or AnalyticModel, got {type(obj).__name__}."
+        )
+    check_normalized(problem.model)
+    return problem
 
 
 _CACHE: dict[int, tuple[pm.Model, ModelDensity, ModelSimulator, float]] = {}

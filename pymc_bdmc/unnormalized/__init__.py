@@ -18,9 +18,12 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   the pilot ``θ̂`` and importance proposal that SAVIS and MAVIS need;
 * :mod:`~pymc_bdmc.unnormalized.smc`: random-weight SMC with data-point tempering (Ising
   fields, one row at a time).
+* :mod:`~pymc_bdmc.unnormalized.summary`: ABC and synthetic-likelihood importance sampling,
+  which estimate summary-statistic numbers for Bayes factors, not evidences.
 * :mod:`~pymc_bdmc.unnormalized.sampling`: the entry point
   :func:`~pymc_bdmc.sample_unnormalized_evidence` (exported at the top level), which checks a
-  PyMC model and runs the exchange pilot, SAVIS or MAVIS and the normaliser bounds on it.
+  PyMC model and runs the exchange pilot, SAVIS or MAVIS and the normaliser bounds on it, or
+  random-weight SMC (``method="rwsmc"``).
 """
 
 from pymc_bdmc.unnormalized.distributions import (
@@ -46,6 +49,11 @@ from pymc_bdmc.unnormalized.marker import (
     unnormalized_variables,
 )
 from pymc_bdmc.unnormalized.smc import IsingRowPath, SMCEvidence, random_weight_smc
+from pymc_bdmc.unnormalized.summary import (
+    SummaryEvidence,
+    abc_evidence,
+    synthetic_likelihood_evidence,
+)
 
 __all__ = [
     "ERGM",
@@ -58,6 +66,8 @@ __all__ = [
     "IsingRowPath",
     "IsingSimulator",
     "SMCEvidence",
+    "SummaryEvidence",
+    "abc_evidence",
     "exchange_sampler",
     "is_unnormalized",
     "log_inverse_normaliser",
@@ -65,6 +75,7 @@ __all__ = [
     "normaliser_bounds",
     "random_weight_smc",
     "savis",
+    "synthetic_likelihood_evidence",
     "unnormalized_likelihoods",
     "unnormalized_simulator",
     "unnormalized_variables",

@@ -81,7 +81,8 @@ class ExchangeChain:
 
 def exchange_sampler(simulator, stats_y, natural: Callable, log_prior: Callable, theta0,
                      n_draws: int, rng: np.random.Generator, *, step_size=0.1,
-                     burn_in: int = 500) -> ExchangeChain:
+                     burn_in: int = 500,
+                     on_step: Callable[[], None] | None = None) -> ExchangeChain:
     """Sample ``p(θ | y)`` by the exchange algorithm with a Gaussian random walk.
 
     Parameters
@@ -104,6 +105,8 @@ def exchange_sampler(simulator, stats_y, natural: Callable, log_prior: Callable,
         Cholesky factor).
     burn_in : int, default 500
         Iterations discarded first.
+    on_step : callable, optional
+        Called with no arguments after each iteration, burn-in included (progress reporting).
 
     Returns
     -------
@@ -140,4 +143,6 @@ def exchange_sampler(simulator, stats_y, natural: Callable, log_prior: Callable,
                 accepted += it >= burn_in
         if it >= burn_in:
             draws[it - burn_in] = theta
+        if on_step is not None:
+            on_step()
     return ExchangeChain(draws, accepted / int(n_draws), bool(simulator.exact))

@@ -60,6 +60,7 @@ lower bound instead would *not* be unbiased (``E[1/Ẑ] >= 1/Z``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,7 +147,8 @@ def _bridges(n_bridges: int) -> np.ndarray:
 
 def log_inverse_normaliser(simulator, eta, eta_ref, log_z_ref: float, n_aux: int,
                            rng: np.random.Generator, n_bridges: int = 0,
-                           sweeps: int = 1) -> np.ndarray:
+                           sweeps: int = 1, on_step: Callable[[], None] | None = None
+                           ) -> np.ndarray:
     """Return ``M`` independent log-estimates of ``1/Z(η)``, each unbiased in ``1/Z`` space.
 
     Parameters
@@ -167,6 +169,8 @@ def log_inverse_normaliser(simulator, eta, eta_ref, log_z_ref: float, n_aux: int
         Intermediate bridges ``K`` (0: SAVIS, a single auxiliary draw per chain).
     sweeps : int, default 1
         MCMC sweeps per intermediate bridge.
+    on_step : callable, optional
+        Called with no arguments after each bridge, ``K + 1`` times (progress reporting).
 
     Returns
     -------
@@ -182,6 +186,8 @@ def log_inverse_normaliser(simulator, eta, eta_ref, log_z_ref: float, n_aux: int
         if k > 0:  # u_k from u_{k-1} by a kernel leaving f(· | η_k) invariant
             u = simulator.mcmc(u, (1 - betas[k]) * eta + betas[k] * eta_ref, rng, sweeps)
         log_w += (betas[k + 1] - betas[k]) * (simulator.statistics(u) @ (eta_ref - eta))
+        if on_step is not None:
+            on_step()
     return log_w - float(log_z_ref)
 
 
@@ -220,7 +226,7 @@ def importance_evidence(log_prior, log_proposal, log_gamma_y,
 
 
 def _evidence(method, simulator, stats_y, eta, log_prior, log_proposal, eta_ref, log_z_ref,
-              n_aux, rng, n_bridges, sweeps) -> ImportanceEvidence:
+              n_aux, rng, n_bridges, sweeps, on_step) -> ImportanceEvidence:
     eta = np.atleast_2d(np.asarray(eta, dtype=float))
     stats_y = np.asarray(stats_y, dtype=float)
     if eta.shape[-1] != stats_y.shape[-1] or np.shape(eta_ref) != stats_y.shape:
@@ -232,11 +238,12 @@ def _evidence(method, simulator, stats_y, eta, log_prior, log_proposal, eta_ref,
         raise BDMCInputError("`log_prior` and `log_proposal` need one entry per row of `eta`.")
     if int(n_aux) < 1 or int(n_bridges) < 0 or int(sweeps) < 1:
         raise BDMCInputError("Need n_aux >= 1, n_bridges >= 0 and sweeps >= 1.")
-    log_inv_z = np.array([
-        logsumexp(log_inverse_normaliser(simulator, e, eta_ref, log_z_ref, n_aux, rng,
-                                         n_bridges, sweeps)) - np.log(n_aux)
-        for e in eta
-    ])
+    log_inv_z = np.empty(len(eta))
+    for n, e in enumerate(eta):
+        log_inv_z[n] = logsumexp(log_inverse_normaliser(simulator, e, eta_ref, log_z_ref, n_aux,
+                                                        rng, n_bridges, sweeps)) - np.log(n_aux)
+        if on_step is not None:
+            on_step()
     log_ev, log_w, ess, rse = importance_evidence(log_prior, log_proposal, eta @ stats_y,
                                                   log_inv_z)
     return ImportanceEvidence(log_ev, log_w, log_inv_z, ess, rse, method, int(n_aux),
@@ -244,7 +251,8 @@ def _evidence(method, simulator, stats_y, eta, log_prior, log_proposal, eta_ref,
 
 
 def savis(simulator, stats_y, eta, log_prior, log_proposal, eta_ref, log_z_ref: float, *,
-          n_aux: int = 1, rng: np.random.Generator) -> ImportanceEvidence:
+          n_aux: int = 1, rng: np.random.Generator,
+          on_step: Callable[[], None] | None = None) -> ImportanceEvidence:
     """Estimate the evidence by single auxiliary variable importance sampling (SAVIS).
 
     Parameters
@@ -265,18 +273,21 @@ def savis(simulator, stats_y, eta, log_prior, log_proposal, eta_ref, log_z_ref: 
     n_aux : int, default 1
         Auxiliary draws per ``θ_n`` (the paper's ``M``).
     rng : numpy.random.Generator
+    on_step : callable, optional
+        Called with no arguments after each importance draw ``θ_n`` (progress reporting).
 
     Returns
     -------
     ImportanceEvidence
     """
     return _evidence("savis", simulator, stats_y, eta, log_prior, log_proposal, eta_ref,
-                     log_z_ref, n_aux, rng, 0, 1)
+                     log_z_ref, n_aux, rng, 0, 1, on_step)
 
 
 def mavis(simulator, stats_y, eta, log_prior, log_proposal, eta_ref, log_z_ref: float, *,
           n_aux: int = 1, n_bridges: int = 10, sweeps: int = 1,
-          rng: np.random.Generator) -> ImportanceEvidence:
+          rng: np.random.Generator,
+          on_step: Callable[[], None] | None = None) -> ImportanceEvidence:
     """Estimate the evidence by multiple auxiliary variable importance sampling (MAVIS).
 
     As :func:`savis`, but each ``1/Z(η_n)`` estimate anneals from an exact draw at ``η_n``
@@ -304,18 +315,21 @@ def mavis(simulator, stats_y, eta, log_prior, log_proposal, eta_ref, log_z_ref: 
     sweeps : int, default 1
         MCMC sweeps per bridge.
     rng : numpy.random.Generator
+    on_step : callable, optional
+        Called with no arguments after each importance draw ``θ_n`` (progress reporting).
 
     Returns
     -------
     ImportanceEvidence
     """
     return _evidence("mavis", simulator, stats_y, eta, log_prior, log_proposal, eta_ref,
-                     log_z_ref, n_aux, rng, n_bridges, sweeps)
+                     log_z_ref, n_aux, rng, n_bridges, sweeps, on_step)
 
 
 def normaliser_bounds(simulator, eta, eta_ref, log_z_ref: float, n_chains: int,
                       rng: np.random.Generator, n_bridges: int = 200, sweeps: int = 1,
-                      confidence: float = 0.95) -> EvidenceBounds:
+                      confidence: float = 0.95,
+                      on_step: Callable[[], None] | None = None) -> EvidenceBounds:
     """Return stochastic lower and upper bounds on ``log Z(η)`` by annealing in y-space.
 
     Forward chains start from exact draws at ``η_ref`` (known ``Z``) and anneal to ``η``;
@@ -340,6 +354,9 @@ def normaliser_bounds(simulator, eta, eta_ref, log_z_ref: float, n_chains: int,
         MCMC sweeps per bridge.
     confidence : float, default 0.95
         Level of the Markov-inequality bounds in the result.
+    on_step : callable, optional
+        Called with no arguments after each bridge of either direction, ``2 (K + 1)``
+        times in all (progress reporting).
 
     Returns
     -------
@@ -348,7 +365,7 @@ def normaliser_bounds(simulator, eta, eta_ref, log_z_ref: float, n_chains: int,
         ``1/Z(η)``, so ``upper`` can be passed as ``log_z_ref`` to :func:`savis`/:func:`mavis`.
     """
     forward = log_inverse_normaliser(simulator, eta_ref, eta, 0.0, n_chains, rng, n_bridges,
-                                     sweeps) + float(log_z_ref)
+                                     sweeps, on_step) + float(log_z_ref)
     reverse = log_inverse_normaliser(simulator, eta, eta_ref, log_z_ref, n_chains, rng,
-                                     n_bridges, sweeps)
+                                     n_bridges, sweeps, on_step)
     return evidence_bounds(rng, forward, reverse, confidence)

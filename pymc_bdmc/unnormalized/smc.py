@@ -147,7 +147,8 @@ def _exchange_moves(path, t, theta, eta, lp, natural, log_prior, n_moves, chol, 
 
 def random_weight_smc(path: IsingRowPath, natural: Callable, log_prior: Callable, prior_draws,
                       rng: np.random.Generator, *, n_aux: int = 1, n_moves: int = 2,
-                      ess_threshold: float = 0.5) -> SMCEvidence:
+                      ess_threshold: float = 0.5,
+                      on_step: Callable[[], None] | None = None) -> SMCEvidence:
     """Estimate ``p(y)`` by random-weight SMC along a data-point tempering path.
 
     Parameters
@@ -168,6 +169,8 @@ def random_weight_smc(path: IsingRowPath, natural: Callable, log_prior: Callable
         covariance, ``2.38² / d``).
     ess_threshold : float, default 0.5
         Resample when the ESS falls below this fraction of ``N``.
+    on_step : callable, optional
+        Called with no arguments after each target, i.e. row (progress reporting).
 
     Returns
     -------
@@ -206,5 +209,7 @@ def random_weight_smc(path: IsingRowPath, natural: Callable, log_prior: Callable
             accepted += _exchange_moves(path, t, theta, eta, lp, natural, log_prior,
                                         int(n_moves), chol, rng)
             tried += int(n_moves) * n
+        if on_step is not None:
+            on_step()
     return SMCEvidence(float(np.sum(increments)), np.array(increments), theta, log_w,
                        n_resamples, accepted / max(tried, 1), path.exact)
