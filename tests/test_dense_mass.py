@@ -8,7 +8,7 @@ from scipy import integrate, stats
 import pymc_bdmc as pmb
 from pymc_bdmc import testing, testing_quadrature
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, hmc_step
-from pymc_bdmc.kernels.mass import dense_mass_factor, shrunk_correlation
+from pymc_bdmc.kernels.mass import dense_mass_factor, shrunk_correlation, stiffness
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.verification import Verifier
 
@@ -195,3 +195,76 @@ def test_dense_kernels_give_the_same_chains_in_batches_and_worker_processes(rand
             # equal up to BLAS round-off in the batched matrix products (bit-identical here)
             np.testing.assert_allclose(other["evidence"][key].values,
                                        here["evidence"][key].values, rtol=1e-12, err_msg=key)
+
+
+def test_stiffness_is_one_in_a_gaussians_own_metric_and_the_inverse_smallest_correlation_eigenvalue_in_the_diagonal_one():
+    rng = np.random.default_rng(5)
+    x, cov = _correlated_draws(40000, rng, rho=0.9, d=4)
+    scores = -np.linalg.solve(cov, x.T).T  # grad log N(0, cov)
+    weights = np.full(len(x), 1.0 / len(x))
+    assert stiffness(scores, weights, np.linalg.cholesky(cov)) == pytest.approx(1.0, rel=0.03)
+    # Diagonal metric (unit variances here): the whitened Fisher matrix is cov^-1.
+    expected = 1.0 / np.linalg.eigvalsh(cov)[0]
+    assert stiffness(scores, weights, np.ones(4)) == pytest.approx(expected, rel=0.03)
+
+
+def _label_switching_population(n, rng, a=5.0, narrow=0.1, wide=1.5):
+    """Two mirrored modes at +-(a, a), each narrow along (1, 1) and wide along (1, -1)."""
+    along, across = np.array([1.0, 1.0]) / np.sqrt(2), np.array([1.0, -1.0]) / np.sqrt(2)
+    cov = narrow**2 * np.outer(along, along) + wide**2 * np.outer(across, across)
+    sign = rng.choice([-1.0, 1.0], size=n)
+    x = sign[:, None] * a + rng.multivariate_normal(np.zeros(2), cov, size=n)
+    precision = np.linalg.inv(cov)
+    # Scores of the equal mixture: responsibilities times each component's score.
+    log_r = np.stack([-0.5 * np.einsum("ni,ij,nj->n", x - s * a, precision, x - s * a)
+                      for s in (-1.0, 1.0)], axis=1)
+    r = np.exp(log_r - log_r.max(axis=1, keepdims=True))
+    r /= r.sum(axis=1, keepdims=True)
+    scores = sum(r[:, [k]] * -(x - s * a) @ precision for k, s in enumerate((-1.0, 1.0)))
+    return x, scores
+
+
+def test_dense_metric_is_refused_where_the_population_spreads_across_symmetric_modes():
+    # The population's correlation comes from the modes' placement, not the local curvature:
+    # its covariance would make HMC stiffer than the diagonal metric does.
+    rng = np.random.default_rng(6)
+    x, scores = _label_switching_population(4000, rng)
+    weights = np.full(len(x), 1.0 / len(x))
+    variance = x.var(axis=0)
+    movable = np.ones(2, bool)
+    assert dense_mass_factor(x, weights, variance, movable) is not None  # strongly correlated
+    assert dense_mass_factor(x, weights, variance, movable, scores) is None
+    # A correlated Gaussian population keeps its dense metric with the same rule.
+    g, cov = _correlated_draws(4000, rng, rho=0.95, d=5)
+    g_scores = -np.linalg.solve(cov, g.T).T
+    w = np.full(len(g), 1.0 / len(g))
+    assert dense_mass_factor(g, w, g.var(axis=0), np.ones(5, bool), g_scores) is not None
+
+
+def test_pilot_is_enlarged_only_for_a_dense_metric_on_more_coordinates_than_particles():
+    import dataclasses
+
+    from pymc_bdmc.kernels.tuning import PilotResult
+    from pymc_bdmc.pipeline.pilot import enlarged_pilot_size
+
+    empty = np.zeros((2, 1))
+    diagonal = PilotResult(0.0, np.array([0.0, 1.0]), np.ones(2), np.ones(2), empty,
+                           np.ones(2), mass_factor=(None, None))
+    dense = dataclasses.replace(diagonal, mass_factor=(None, np.eye(1)))
+    assert enlarged_pilot_size(diagonal, 64, 200) is None
+    assert enlarged_pilot_size(dense, 64, 200) == 256  # 1.25 per coordinate, multiple of 8
+    assert enlarged_pilot_size(dense, 256, 200) is None
+    assert enlarged_pilot_size(dense, 64, 40) is None
+    assert enlarged_pilot_size(dense, 64, 10_000) is None  # above DENSE_MAX_DIM: no dense
+
+
+def test_random_walk_pilot_grows_with_the_dimension_unless_pilot_chains_is_given():
+    am = testing_quadrature.gaussian_random_walk(89, seed=3)
+    with am.model:
+        auto = pmb.sample_ais(n_steps=20, chains=8, random_seed=1, progressbar=False)
+        fixed = pmb.sample_ais(n_steps=20, chains=8, pilot_chains=64, random_seed=1,
+                               progressbar=False)
+    assert "mass_factor" in auto["annealing"]
+    # 90 coordinates x 1.25 = 112.5 particles, rounded up to a multiple of 8.
+    assert auto["evidence"].attrs["pilot_chains"] == 120
+    assert fixed["evidence"].attrs["pilot_chains"] == 64
