@@ -75,7 +75,7 @@ _COMMON_DOC = """
         Leapfrog steps per HMC transition. By default the pilot run chooses among 3, 6 and 12
         the one that moves its population furthest per gradient evaluation (squared jumps in
         the metric of the mass matrix), then freezes it: short on near-Gaussian posteriors,
-        longer on correlated or funnel-shaped ones. Models with more than 100 movable
+        longer on correlated or funnel-shaped ones. Models with more than 400 movable
         coordinates get 3.
     transitions_per_step : int, default 2
         HMC transitions at each temperature.
@@ -84,7 +84,9 @@ _COMMON_DOC = """
     step_size_jitter : float, default 0.5
         Relative jitter of the step size, drawn independently of the state.
     pilot_chains : int, optional
-        Size of the pilot population (default ``max(chains, 64)``).
+        Size of the pilot population (default ``max(chains, 64)``, and, where the pilot
+        chooses a dense mass matrix, at least 1.25 particles per movable coordinate: it then
+        runs again on that many fresh prior draws). A value given is used as it is.
     confidence : float, default 0.95
         Level of the Markov-inequality bounds ``lower_markov`` / ``upper_markov``.
     random_seed : int, array_like of int, SeedSequence or Generator, optional

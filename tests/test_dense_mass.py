@@ -197,7 +197,7 @@ def test_dense_kernels_give_the_same_chains_in_batches_and_worker_processes(rand
                                        here["evidence"][key].values, rtol=1e-12, err_msg=key)
 
 
-def test_stiffness_is_one_in_a_gaussians_own_metric_and_the_inverse_smallest_correlation_eigenvalue_in_the_diagonal_one():
+def test_stiffness_is_one_in_a_gaussians_own_metric_and_1_over_min_eigenvalue_in_a_diagonal_one():
     rng = np.random.default_rng(5)
     x, cov = _correlated_draws(40000, rng, rho=0.9, d=4)
     scores = -np.linalg.solve(cov, x.T).T  # grad log N(0, cov)
