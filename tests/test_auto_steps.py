@@ -23,14 +23,15 @@ def _fake_run(gaps, calls, interrupt_at=None):
     return run
 
 
-def test_doubles_until_the_gap_is_within_the_target():
+def test_lengthens_until_the_gap_is_within_the_target():
     calls = []
-    result = search_n_steps(_fake_run([2.0, -0.9, 0.3, 0.1], calls), target_gap=0.5,
+    result = search_n_steps(_fake_run([0.9, -0.9, 0.3, 0.1], calls), target_gap=0.5,
                             max_time=None, started=time.perf_counter())
+    # 0.9 nats at 1000 steps: 1/n decay predicts 1800, so at least double; then -0.9 at 2000.
     assert calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS, 4 * FIRST_N_STEPS]
     attrs = result["evidence"].attrs
     np.testing.assert_array_equal(attrs["auto_n_steps"], calls)
-    np.testing.assert_array_equal(attrs["auto_gaps"], [2.0, -0.9, 0.3])
+    np.testing.assert_array_equal(attrs["auto_gaps"], [0.9, -0.9, 0.3])
     assert attrs["certified"] == 1 and attrs["auto_stop"] == "certified"
     assert float(result["evidence"]["gap"]) == 0.3
 
@@ -57,6 +58,45 @@ def test_stops_when_the_next_run_would_exceed_the_budget(caplog):
     attrs = result["evidence"].attrs
     assert attrs["certified"] == 0 and "max_time" in attrs["auto_stop"]
     assert "did not certify" in caplog.text and "max_time" in caplog.text
+
+
+class _Clock:
+    """Stands in for ``time`` in the search: a run of n steps takes ``per_step * n`` seconds."""
+
+    def __init__(self, per_step):
+        self.now, self.per_step = 0.0, per_step
+
+    def perf_counter(self):
+        return self.now
+
+    def run(self, gaps, calls):
+        fake = _fake_run(gaps, calls)
+
+        def run(n_steps):
+            self.now += self.per_step * n_steps
+            return fake(n_steps)
+        return run
+
+
+def test_a_gap_far_from_the_target_jumps_to_the_predicted_length_within_the_budget(monkeypatch):
+    from pymc_bdmc.pipeline import auto_steps
+
+    clock = _Clock(per_step=0.01)  # 10 s per 1000 steps
+    monkeypatch.setattr(auto_steps, "time", clock)
+    calls = []
+    result = search_n_steps(clock.run([1.8, 0.2], calls), target_gap=0.5, max_time=100.0,
+                            started=0.0)
+    assert calls == [1000, 4000]  # 1.8 nats: 1/n decay predicts 3600 steps (36 s of 90 left)
+    assert result["evidence"].attrs["certified"] == 1
+    # Far from the target: the longest run the remaining 90 s allow, not a ladder of doublings.
+    clock = _Clock(per_step=0.01)
+    monkeypatch.setattr(auto_steps, "time", clock)
+    calls = []
+    result = search_n_steps(clock.run([30.0, 2.0], calls), target_gap=0.5, max_time=100.0,
+                            started=0.0)
+    assert calls == [1000, 9000]
+    assert result["evidence"].attrs["certified"] == 0
+    assert "max_time" in result["evidence"].attrs["auto_stop"]
 
 
 def test_without_a_budget_the_length_is_still_bounded():
