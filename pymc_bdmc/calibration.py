@@ -59,7 +59,9 @@ def calibrate(
         Free variables to hold at given values (e.g. estimates from the real data) while
         simulating, through ``pm.do``, so that simulated data resemble the real data. The
         certified model then differs from ``model``, so its plan cannot be transferred: the
-        real-data run tunes its own plan with the certified ``n_steps``.
+        real-data run tunes its own plan with the certified ``n_steps``. The same holds where
+        the certified run annealed from a Gaussian fitted to the simulated data's posterior
+        (``base="auto"``): the real-data run fits its own.
     random_seed : int, optional
         Seeds both stages; the integer seeds used are recorded in the ``calibration`` group so
         that each stage can be rerun on its own.
@@ -108,9 +110,12 @@ def calibrate(
                        "steps); the estimate below is not certified.", tolerance, rows[-1][3],
                        rows[-1][0])
 
-    # A frozen HMC plan transfers to the real data; PyMC step-method runs (discrete models) and
-    # pm.do-fixed simulation models re-tune with the certified n_steps instead.
-    transferable = not fix and result["evidence"].attrs.get("kernel") == "hmc"
+    # A frozen HMC plan from the prior transfers to the real data; PyMC step-method runs
+    # (discrete models), pm.do-fixed simulation models and paths from a base fitted to the
+    # simulated data's posterior re-tune with the certified n_steps instead.
+    attrs = result["evidence"].attrs
+    transferable = (not fix and attrs.get("kernel") == "hmc"
+                    and attrs.get("path_start", "prior") == "prior")
     if not transferable:
         real = sample_ais(n_steps=rows[-1][0], model=model, random_seed=estimation_seed,
                           **common)

@@ -161,6 +161,7 @@ def sample_ais(
     executor=None,
     chains_per_batch: int | None = None,
     fused_kernel: bool | None = None,
+    base: Literal["auto", "prior"] = "auto",
 ) -> xr.DataTree:
     """Estimate a stochastic lower bound on ``log p(y)`` by annealed importance sampling.
 
@@ -170,6 +171,13 @@ def sample_ais(
 
     Parameters
     ----------%s
+    base : {"auto", "prior"}, default "auto"
+        Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian to its
+        final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta`` from it,
+        which it keeps (with the result's ``evidence.attrs["path_start"]`` saying so) where
+        its measured thermodynamic length is at most half the prior path's; the bounds stay
+        exact, since ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
+        prior. Continuous models on the vectorized kernels with an adaptive schedule only.
     potentials_in_likelihood : bool, default False
         Declare that the model's ``pm.Potential`` terms are likelihood terms (tempered with it).
         Without it, a model with Potentials is refused.
@@ -203,7 +211,7 @@ def sample_ais(
     """
     model = modelcontext(model)
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
-                         target_accept, step_size_jitter, pilot_chains, confidence)
+                         target_accept, step_size_jitter, pilot_chains, confidence, base)
     gibbs = vectorized_discrete(model, step)
     specs = None if gibbs else resolve_step_methods(model, step)
     check_model(model, potentials_in_likelihood=potentials_in_likelihood,
@@ -261,6 +269,7 @@ def sample_bdmc(
     fused_kernel: bool | None = None,
     target_gap: float = 0.5,
     max_time: float | None = 60.0,
+    base: Literal["auto", "prior"] = "auto",
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -284,6 +293,14 @@ def sample_bdmc(
     ess_threshold : float, default 0.5
         ``method="smc"`` only: resample a population when its ESS falls below this fraction
         of ``particles``.
+    base : {"auto", "prior"}, default "auto"
+        Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian to its
+        final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta`` from it,
+        which it keeps (with the result's ``evidence.attrs["path_start"]`` saying so) where
+        its measured thermodynamic length is at most half the prior path's; the bounds stay
+        exact, since ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
+        prior. ``method="ais"`` and continuous models on the vectorized kernels with an
+        adaptive schedule only.
     target_gap : float, default 0.5
         With ``n_steps="auto"`` (AIS with the built-in kernels and a named schedule): BDMC runs
         at 1000 steps, then runs again, longer, until ``|gap| <= target_gap`` nats, while the
@@ -339,7 +356,7 @@ def sample_bdmc(
         method, n_steps, chains, transitions_per_step, schedule
     )
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
-                         target_accept, step_size_jitter, pilot_chains, confidence)
+                         target_accept, step_size_jitter, pilot_chains, confidence, base)
     smc = None
     if method == "smc":
         smc = sampling_smc.validate_smc(
@@ -387,7 +404,7 @@ def sample_bdmc(
     def run(n: int) -> xr.DataTree:
         run_settings = settings if n == settings.n_steps else validate(
             n, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
-            step_size_jitter, pilot_chains, confidence)
+            step_size_jitter, pilot_chains, confidence, base)
         return run_ais(model=model, settings=run_settings, density=density,
                        simulator=simulator, streams=streams, truth=truth,
                        progressbar=progressbar, attrs={"compile_time": compile_time},

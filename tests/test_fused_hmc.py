@@ -78,8 +78,9 @@ def test_fused_transition_on_a_regression(seed=5):
 def test_sampling_with_the_fused_kernel_gives_the_same_bounds():
     am = testing.normal_inverse_gamma_regression(20, 2, seed=3)
     with am.model:
+        # The compiled kernel runs the prior's path (a fitted base's has none).
         runs = {fused: pmb.sample_bdmc(n_steps=60, chains=16, random_seed=4, progressbar=False,
-                                       fused_kernel=fused)
+                                       fused_kernel=fused, base="prior")
                 for fused in (False, True)}
     off, on = runs[False]["evidence"], runs[True]["evidence"]
     assert on.attrs["fused_kernel"] and not off.attrs["fused_kernel"]

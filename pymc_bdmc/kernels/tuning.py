@@ -33,6 +33,7 @@ from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM, dense_mass_factor
+from pymc_bdmc.model.base_distribution import GaussianBase
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 #: (e.g. :meth:`pymc_bdmc.kernels.gibbs.ChromaticGibbs.sweep` on a model's terms).
 DiscreteSweep = Callable[[np.random.Generator, np.ndarray, float, bool], np.ndarray]
 
-__all__ = ["AnnealingPlan", "PilotResult", "thermodynamic_schedule", "tune_plan"]
+__all__ = ["AnnealingPlan", "PilotResult", "thermodynamic_length", "thermodynamic_schedule",
+           "tune_plan"]
 
 #: Smallest variance allowed in the diagonal inverse mass matrix (guards collapsed pilots).
 MIN_VARIANCE = 1e-12
@@ -81,6 +83,10 @@ class AnnealingPlan:
     mass_index : ndarray of int, shape (n_steps + 1,), optional
         Which of ``mass_factors`` the kernel at each step uses; -1 for the diagonal
         ``inv_mass``. (``inv_mass`` always holds the diagonal of the mass matrix used.)
+    base : GaussianBase, optional
+        Where the path starts: None for the prior, or a fitted normalised base distribution
+        (:mod:`pymc_bdmc.model.base_distribution`). Runs then start from its exact draws and
+        evaluate the densities through :meth:`path_parts`.
     """
 
     betas: np.ndarray
@@ -91,6 +97,7 @@ class AnnealingPlan:
     transitions_per_step: int = 1
     mass_factors: np.ndarray | None = None
     mass_index: np.ndarray | None = None
+    base: GaussianBase | None = None
 
     @property
     def is_dense(self) -> bool:
@@ -112,10 +119,15 @@ class AnnealingPlan:
         """The frozen plan a result was produced with (its ``annealing`` group).
 
         Reusing it (``sample_ais(plan=...)``) runs exactly the same kernels on other data, e.g.
-        the plan certified by BDMC on simulated data applied to the real data.
+        the plan certified by BDMC on simulated data applied to the real data. A plan whose
+        path starts at a fitted base distribution (``base``) stays valid on other data but
+        starts near the posterior of the data it was fitted on, so it suits those data only.
         """
         ann = result["annealing"]
         dense = "mass_factor" in ann
+        base = None
+        if "base_mean" in ann:
+            base = GaussianBase(ann["base_mean"].values.copy(), ann["base_factor"].values.copy())
         return cls(
             betas=ann["beta"].values.copy(),
             step_size=ann["step_size"].values.copy(),
@@ -125,7 +137,16 @@ class AnnealingPlan:
             transitions_per_step=int(ann.attrs.get("transitions_per_step", 1)),
             mass_factors=ann["mass_factor"].values.copy() if dense else None,
             mass_index=ann["mass_index"].values.copy() if dense else None,
+            base=base,
         )
+
+    def path_parts(self, parts_fn: PartsFn) -> PartsFn:
+        """The batched densities of this plan's path, from the model's ``parts_fn``."""
+        return parts_fn if self.base is None else self.base.parts_fn(parts_fn)
+
+    def start(self, rng: np.random.Generator, n: int) -> np.ndarray | None:
+        """``n`` exact draws from the base distribution, or None for a path from the prior."""
+        return None if self.base is None else self.base.sample(rng, n)
 
     def kernel(self, t: int) -> HMCParams:
         """The frozen HMC parameters of the transition targeting ``betas[t]``."""
@@ -145,7 +166,8 @@ class AnnealingPlan:
         one compiled call; the kernels and their random draws are the same. With ``discrete``
         (Gibbs sweeps of the discrete coordinates, which the plan's zero inverse masses pin
         during HMC), each step is the palindrome ``sweep, HMC transitions, reversed sweep``:
-        reversible, so reverse runs apply the same kernel.
+        reversible, so reverse runs apply the same kernel. ``parts_fn`` must be the path's
+        (:meth:`path_parts`).
         """
 
         def apply(rng, x, parts, t):
@@ -193,7 +215,8 @@ class AnnealingPlan:
 
     def _hmc(self, rng, x, parts, beta, params, parts_fn, fused=None):
         def step(x, parts):
-            if fused is not None and params.mass_factor is None:  # compiled: diagonal only
+            # The compiled kernel evaluates the prior path with a diagonal metric only.
+            if fused is not None and params.mass_factor is None and self.base is None:
                 return fused.step(rng, x, parts, beta, params)
             return hmc_step(rng, x, parts, beta, params, parts_fn)
 
@@ -235,6 +258,13 @@ class PilotResult:
         of each candidate at each temperature.
     n_particles : int
         The pilot's population size.
+    final_x, final_weights : ndarray, optional
+        The population at ``beta = 1`` and its normalised weights (to fit a base distribution).
+    path_choice : dict
+        Where both paths were piloted (:func:`pymc_bdmc.pipeline.pilot.tune`): their
+        thermodynamic lengths and pilot estimates of ``log p(y)``
+        (``thermodynamic_length_prior``, ``thermodynamic_length_fitted``,
+        ``pilot_log_z_prior``, ``pilot_log_z_fitted``); empty otherwise.
     """
 
     log_z: float
@@ -248,6 +278,9 @@ class PilotResult:
     n_leapfrog: int = 3
     jump_per_gradient: np.ndarray | None = field(default=None, repr=False)
     n_particles: int = 0
+    final_x: np.ndarray | None = field(default=None, repr=False)
+    final_weights: np.ndarray | None = field(default=None, repr=False)
+    path_choice: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_record(cls, log_z: float, record: dict, n_resampled: int,
@@ -269,6 +302,11 @@ class PilotResult:
     def n_steps(self) -> int:
         """Number of pilot temperatures after 0."""
         return len(self.betas) - 1
+
+    @property
+    def thermodynamic_length(self) -> float:
+        """The path's estimated thermodynamic length (see :func:`thermodynamic_length`)."""
+        return float(thermodynamic_length(self.betas, self.sd_log_likelihood)[-1])
 
 
 def normalized_weights(log_w: np.ndarray) -> np.ndarray:
@@ -397,7 +435,8 @@ def run_pilot(
     record["eps"] = [eps[candidates.index(best)] for eps in record["eps"]]
     return PilotResult.from_record(log_z, record, n_resampled, n_leapfrog=best,
                                    jump_per_gradient=jump if n_leapfrog is None else None,
-                                   n_particles=n_chains)
+                                   n_particles=n_chains, final_x=x,
+                                   final_weights=normalized_weights(log_w))
 
 
 def _squared_jump(step: np.ndarray, variance: np.ndarray, factor: np.ndarray | None) -> float:
@@ -422,18 +461,29 @@ def _best_candidate(candidates: tuple[int, ...], jump: np.ndarray) -> int:
     return candidates[int(np.argmax(score))]
 
 
+def thermodynamic_length(betas: np.ndarray, sd_log_likelihood: np.ndarray) -> np.ndarray:
+    """Cumulative thermodynamic length ``Lambda(beta) = integral sd_beta(log-likelihood)``.
+
+    Integrated over the pilot's temperatures with the geometric mean of the two ends of each
+    interval (exact when ``sd`` is proportional to ``1 / beta``, the usual behaviour once the
+    likelihood dominates the prior). For a fixed number of steps on an optimal schedule, the
+    variance of the log weights grows as its square.
+    """
+    sd = np.maximum(np.nan_to_num(sd_log_likelihood, nan=0.0, posinf=0.0), 0.0)
+    if len(sd) < 2:
+        return np.zeros(len(sd))
+    sd_interval = np.sqrt(sd[:-1] * sd[1:])
+    sd_interval[0] = 0.5 * (sd[0] + sd[1])  # from beta = 0, where 1/beta behaviour cannot hold
+    return np.concatenate([[0.0], np.cumsum(np.diff(betas) * sd_interval)])
+
+
 def thermodynamic_schedule(betas: np.ndarray, sd_log_likelihood: np.ndarray,
                            n_steps: int) -> np.ndarray:
     """Place ``n_steps + 1`` temperatures at equal increments of thermodynamic length.
 
-    ``Lambda(beta)`` is integrated from the pilot's measured ``sd_beta(log-likelihood)``, with
-    the geometric mean of the two ends on each interval (exact when ``sd`` is proportional to
-    ``1 / beta``, the usual behaviour once the likelihood dominates the prior).
+    ``Lambda(beta)`` is :func:`thermodynamic_length` of the pilot's measurements.
     """
-    sd = np.maximum(np.nan_to_num(sd_log_likelihood, nan=0.0, posinf=0.0), 0.0)
-    sd_interval = np.sqrt(sd[:-1] * sd[1:])
-    sd_interval[0] = 0.5 * (sd[0] + sd[1])  # from beta = 0, where 1/beta behaviour cannot hold
-    length = np.concatenate([[0.0], np.cumsum(np.diff(betas) * sd_interval)])
+    length = thermodynamic_length(betas, sd_log_likelihood)
     if not length[-1] > 0:  # the likelihood does not vary: any path is exact
         return np.linspace(0.0, 1.0, n_steps + 1)
     # Ties in length (flat stretches) would make interpolation ill-defined; keep them increasing.

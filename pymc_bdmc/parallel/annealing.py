@@ -140,13 +140,14 @@ def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
         update = (density.fused_gibbs(task.gibbs.max_size)
                   if task.fused_kernel and task.gibbs.fusable else None)
         discrete = task.gibbs.bound_to(density.terms, update)
-    transition = task.plan.transition(density.parts, fused, discrete)
+    parts_fn = task.plan.path_parts(density.parts)  # the prior's path, or a fitted base's
+    transition = task.plan.transition(parts_fn, fused, discrete)
     if task.direction == "forward":
-        run = ais_forward(rng, task.start, density.parts(task.start), task.plan.betas,
+        run = ais_forward(rng, task.start, parts_fn(task.start), task.plan.betas,
                           transition, on_step=on_step)
     else:
         run = ais_reverse(rng, task.start, task.blocks.n_chains, task.plan.betas, transition,
-                          density.parts, on_step=on_step,
+                          parts_fn, on_step=on_step,
                           spread_transitions=task.spread_transitions)
     return run, (density.n_evaluations - calls_before[0],
                  density.n_term_evaluations - calls_before[1])

@@ -6,6 +6,7 @@ shared stages of :mod:`pymc_bdmc.pipeline`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -98,8 +99,7 @@ def run_ais(
                                         streams["pilot_init"])
     # Every block of chains has its own streams, so results do not depend on how chains are
     # grouped into batches or split across processes (parallel/streams.py).
-    x0, _ = prior_start_blocks(simulator, density,
-                                ChainBlocks.spawn(streams["forward_init"], s.chains))
+    init_blocks = ChainBlocks.spawn(streams["forward_init"], s.chains)
     forward_blocks = ChainBlocks.spawn(streams["forward"], s.chains)
     reverse_blocks = ChainBlocks.spawn(streams["reverse"], s.chains)
 
@@ -118,10 +118,15 @@ def run_ais(
                                discrete=None if gibbs is None else gibbs.bound_to(density.terms),
                                pinned=None if gibbs is None else gibbs.pinned,
                                draw_pilot=lambda n: prior_start(simulator, density, n,
-                                                                streams["pilot_init"]))
+                                                                streams["pilot_init"]),
+                               fit_base=s.base == "auto" and gibbs is None and s.adaptive)
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
+        # Each block of chains starts from exact draws of the path's first distribution.
+        x0 = (prior_start_blocks(simulator, density, init_blocks)[0] if plan.base is None
+              else np.concatenate([plan.start(g, n) for n, g in
+                                   zip(init_blocks.sizes, init_blocks.generators, strict=True)]))
         directions = 1 if truth is None else 2
         n_transitions = count_transitions(plan, directions, s.reverse_spread)
         auto = parallel.fused_kernel is None or (parallel.cores is None
@@ -153,6 +158,10 @@ def run_ais(
                                                          on_group=on_group)),
             cancel=lambda: runner.cancel(pending_reverse))
     sampling_time = time.perf_counter() - start
+    if plan.base is not None:  # report the model's densities, not the path's
+        forward = dataclasses.replace(forward, parts=density.parts(forward.x))
+        if reverse is not None:
+            reverse = dataclasses.replace(reverse, parts=density.parts(reverse.x))
 
     bounds = evidence_bounds(
         streams["summary"], forward.log_weight,
@@ -170,6 +179,7 @@ def run_ais(
             chain_groups=n_groups,
             fused_kernel=fused,
             schedule="given plan" if pilot is None else "adaptive" if s.adaptive else "fixed",
+            path_start="prior" if plan.base is None else "fitted gaussian",
         ),
     }
     if gibbs is not None:

@@ -188,6 +188,11 @@ def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: Kernel
     """
     if setting is False:
         return False
+    if getattr(plan, "base", None) is not None:
+        if setting:
+            logger.info("No fused kernel on a path from a fitted base distribution; using the "
+                        "NumPy kernel.")
+        return False
     if not density.can_fuse_hmc:
         if setting:
             logger.info("No fused kernel for this model (its densities are evaluated chain by "

@@ -37,9 +37,17 @@ def run_attrs(settings: Settings, density: ModelDensity, pilot, sampling_time: f
         "pilot_chains": settings.pilot_chains if pilot is None else pilot.n_particles,
         "pilot_log_z": np.nan if pilot is None else pilot.log_z,
         "pilot_steps": 0 if pilot is None else pilot.n_steps,
+        **_path_attrs(pilot),
         "target_accept": settings.target_accept,
         "sampling_time": sampling_time,
         "model_evaluations": density.n_evaluations,
         "batching": density.batching,
         **specific,
     }
+
+
+def _path_attrs(pilot) -> dict:
+    """The pilot's comparison of the paths from the prior and from a fitted base, if made."""
+    if pilot is None:
+        return {}
+    return {name: float(value) for name, value in pilot.path_choice.items()}

@@ -10,11 +10,14 @@ from pymc_bdmc.model.checks import BDMCInputError, check_positive_int
 from pymc_bdmc.parallel.executors import resolve_workers
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
 
-__all__ = ["REVERSE_SPREAD_TRANSITIONS", "Parallel", "Settings", "parallel_settings", "validate"]
+__all__ = ["BASES", "REVERSE_SPREAD_TRANSITIONS", "Parallel", "Settings", "parallel_settings",
+           "validate"]
 
 #: HMC transitions at beta=1 that spread reverse chains out from the exact sample (they keep
 #: each chain's start an exact posterior draw, and decorrelate the reverse weights).
 REVERSE_SPREAD_TRANSITIONS = 10
+#: Accepted values of ``base`` (where AIS paths start).
+BASES = ("auto", "prior")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,9 @@ class Settings:
     confidence : float
     adaptive : bool
         Whether the schedule is placed from the pilot.
+    base : {"auto", "prior"}
+        Where AIS paths start: ``"auto"`` lets the pilot choose between the prior and a fitted
+        Gaussian (:mod:`pymc_bdmc.pipeline.pilot`); ``"prior"`` always starts at the prior.
     pilot_chains_given : bool
         Whether the user fixed ``pilot_chains``; otherwise the pilot may enlarge its population
         where it measures a dense metric on more coordinates than it has particles for
@@ -53,16 +59,17 @@ class Settings:
     confidence: float
     adaptive: bool
     pilot_chains_given: bool = False
+    base: str = "prior"
 
 
 def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
-             step_size_jitter, pilot_chains, confidence) -> Settings:
+             step_size_jitter, pilot_chains, confidence, base="prior") -> Settings:
     """Check the annealing arguments of an entry point and return them as :class:`Settings`.
 
     Parameters
     ----------
     n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept : see sample_ais
-    step_size_jitter, pilot_chains, confidence : see sample_ais
+    step_size_jitter, pilot_chains, confidence, base : see sample_ais
 
     Returns
     -------
@@ -86,6 +93,8 @@ def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target
         raise BDMCInputError(f"`step_size_jitter` must be in [0, 1), got {step_size_jitter}.")
     if not 0 < confidence < 1:
         raise BDMCInputError(f"`confidence` must be in (0, 1), got {confidence}.")
+    if base not in BASES:
+        raise BDMCInputError(f"`base` must be one of {BASES}, got {base!r}.")
     given_pilot_chains = pilot_chains
     pilot_chains = check_positive_int(
         max(chains, 64) if pilot_chains is None else pilot_chains, "pilot_chains", minimum=2
@@ -94,7 +103,7 @@ def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target
                     REVERSE_SPREAD_TRANSITIONS, float(target_accept),
                     float(step_size_jitter), pilot_chains, float(confidence),
                     isinstance(schedule, str) and schedule == ADAPTIVE,
-                    pilot_chains_given=given_pilot_chains is not None)
+                    pilot_chains_given=given_pilot_chains is not None, base=base)
 
 
 @dataclass(frozen=True)

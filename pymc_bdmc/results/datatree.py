@@ -104,6 +104,7 @@ def annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | No
             "n_failed_reverse": ("step", _n_failed(reverse)),
         }
     data |= _dense_mass_variables(plan, "step")
+    data |= _base_variables(plan)
     # Plans of other kernels (PyMC step methods) describe themselves.
     attrs = getattr(plan, "attrs", None)
     if attrs is None:
@@ -120,9 +121,18 @@ def _dense_mass_variables(plan, dim: str) -> dict:
             "mass_index": (dim, plan.mass_index)}
 
 
+def _base_variables(plan) -> dict:
+    """The fitted base distribution the path starts from, if any (not the prior)."""
+    base = getattr(plan, "base", None)
+    if base is None:
+        return {}
+    return {"base_mean": ("parameter", base.mean),
+            "base_factor": (("parameter", "parameter_column"), base.factor)}
+
+
 def _parameter_coords(plan, labels: list[str], **coords) -> dict:
     coords["parameter"] = labels
-    if getattr(plan, "is_dense", False):
+    if getattr(plan, "is_dense", False) or getattr(plan, "base", None) is not None:
         coords["parameter_column"] = labels
     return coords
 

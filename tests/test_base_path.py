@@ -1,0 +1,208 @@
+"""The path from a fitted Gaussian base: its density, its exactness in Z-space, the pilot's
+choice, and the plan's round trip through a result."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import pymc_bdmc as pmb
+from pymc_bdmc import BDMCInputError, testing
+from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
+from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
+from pymc_bdmc.model.base_distribution import GaussianBase
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.pipeline.pilot import BASE_LOG_Z_TOLERANCE, BASE_PATH_GAIN
+
+# Monte Carlo tolerance for Z-space means: 4 standard errors (false alarm ~6e-5 per check).
+N_SE = 4.0
+
+
+def _base(rng, d=3):
+    a = rng.normal(size=(d, d))
+    cov = a @ a.T + d * np.eye(d)
+    return GaussianBase(rng.normal(size=d), np.linalg.cholesky(cov)), cov
+
+
+def test_gaussian_base_density_is_normalised_and_its_gradient_exact():
+    rng = np.random.default_rng(0)
+    base, cov = _base(rng)
+    x = rng.normal(size=(5, 3)) * 3
+    logp, grad = base.logpdf_and_grad(x)
+    np.testing.assert_allclose(logp, stats.multivariate_normal(base.mean, cov).logpdf(x),
+                               rtol=1e-12)
+    np.testing.assert_allclose(grad, -np.linalg.solve(cov, (x - base.mean).T).T, rtol=1e-10)
+    draws = base.sample(rng, 200_000)
+    np.testing.assert_allclose(draws.mean(axis=0), base.mean, atol=0.03)
+    np.testing.assert_allclose(np.cov(draws.T), cov, rtol=0.02, atol=0.02)
+
+
+def test_fit_recovers_a_gaussian_population_and_keeps_independence_above_the_dense_limit():
+    rng = np.random.default_rng(1)
+    cov = np.array([[1.0, 0.8], [0.8, 2.0]])
+    x = rng.multivariate_normal([1.0, -2.0], cov, size=50_000)
+    base = GaussianBase.fit(x, np.full(len(x), 1 / len(x)))
+    np.testing.assert_allclose(base.mean, [1.0, -2.0], atol=0.03)
+    np.testing.assert_allclose(base.factor @ base.factor.T, cov, atol=0.05)
+    wide = rng.normal(size=(64, 500))
+    fitted = GaussianBase.fit(wide, np.full(64, 1 / 64))
+    np.testing.assert_array_equal(fitted.factor, np.diag(np.diag(fitted.factor)))
+
+
+@pytest.fixture(scope="module")
+def small_regression():
+    am = testing.linear_regression(n_obs=8, n_coef=2, prior_sd=1.0, noise_sd=1.0, seed=3)
+    density = ModelDensity(am.model)
+    return am, density, ModelSimulator(am.model, density.layout)
+
+
+def _exact_posterior_moments(am):
+    x, t, s = (am.constants[k] for k in ("x", "prior_sd", "noise_sd"))
+    cov = np.linalg.inv(np.eye(x.shape[1]) / t**2 + x.T @ x / s**2)
+    return cov @ x.T @ am.data["y"] / s**2, cov
+
+
+def test_the_path_runs_from_the_base_to_the_posterior(small_regression):
+    am, density, simulator = small_regression
+    rng = np.random.default_rng(2)
+    base, _ = _base(rng, d=2)
+    x = simulator.draw_prior(6, rng)
+    model_parts, path_parts = density.parts(x), base.parts_fn(density.parts)(x)
+    np.testing.assert_allclose(path_parts.tempered_logp(0.0), base.logpdf_and_grad(x)[0])
+    np.testing.assert_allclose(path_parts.tempered_logp(1.0), model_parts.tempered_logp(1.0))
+    np.testing.assert_allclose(path_parts.tempered_grad(1.0), model_parts.tempered_grad(1.0))
+
+
+def _shifted_base_plan(am, density, rng, base):
+    # A base deliberately off the posterior (mean shifted, covariance widened): exactness must
+    # not rest on a good fit. Linear temperatures keep every weight factor's moments finite.
+    parts_fn = base.parts_fn(density.parts)
+    pilot = base.sample(rng, 128)
+    plan, _ = tune_plan(rng, pilot, parts_fn(pilot), parts_fn,
+                        schedule=np.linspace(0.0, 1.0, 31), n_steps=30, n_leapfrog=3)
+    return AnnealingPlan(plan.betas, plan.step_size, plan.inv_mass, plan.n_leapfrog,
+                         plan.jitter, base=base)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_forward_and_reverse_weights_from_a_fitted_base_are_unbiased_in_z_space(
+        small_regression, seed):
+    am, density, _ = small_regression
+    rng = np.random.default_rng(sum(map(ord, "base path")) + seed)
+    mean, cov = _exact_posterior_moments(am)
+    sd = np.sqrt(np.diag(cov))
+    base = GaussianBase(mean + 0.3 * sd, np.linalg.cholesky(1.2 * cov))
+    plan = _shifted_base_plan(am, density, rng, base)
+    parts_fn = plan.path_parts(density.parts)
+    log_z = am.log_evidence()
+    k = 40_000
+    x0 = plan.start(rng, k)
+    fwd = ais_forward(rng, x0, parts_fn(x0), plan.betas, plan.transition(parts_fn))
+    w = np.exp(fwd.log_weight - log_z)  # E[w] = p(y) / 1
+    assert abs(w.mean() - 1) < N_SE * w.std() / np.sqrt(k)
+
+    x_star = rng.multivariate_normal(mean, cov, size=k)
+    rev = ais_reverse(rng, x_star, k, plan.betas, plan.transition(parts_fn), parts_fn)
+    v = np.exp(rev.log_weight + log_z)  # E[v] = 1 / p(y)
+    assert abs(v.mean() - 1) < N_SE * v.std() / np.sqrt(k)
+
+
+def test_an_unnormalised_base_would_be_caught(small_regression):
+    # A test of the test: a base density off by 0.3 nats shifts E[w] by a factor exp(0.3).
+    am, density, _ = small_regression
+    rng = np.random.default_rng(11)
+    mean, cov = _exact_posterior_moments(am)
+
+    class Unnormalised(GaussianBase):
+        def logpdf_and_grad(self, x):
+            logp, grad = super().logpdf_and_grad(x)
+            return logp + 0.3, grad
+
+    base = Unnormalised(mean, np.linalg.cholesky(1.2 * cov))
+    plan = _shifted_base_plan(am, density, rng, base)
+    parts_fn = plan.path_parts(density.parts)
+    k = 20_000
+    x0 = plan.start(rng, k)
+    fwd = ais_forward(rng, x0, parts_fn(x0), plan.betas, plan.transition(parts_fn))
+    w = np.exp(fwd.log_weight - am.log_evidence())
+    assert abs(w.mean() - 1) > N_SE * w.std() / np.sqrt(k)
+
+
+def test_the_pilot_chooses_the_fitted_base_where_it_is_shorter_and_the_plan_round_trips():
+    # A 20-coefficient regression: the prior path is long (a narrow posterior), the fitted
+    # Gaussian is nearly the posterior itself.
+    am = testing.linear_regression(n_obs=50, n_coef=20, seed=1)
+    with am.model:
+        bd = pmb.sample_bdmc(n_steps=200, chains=16, random_seed=2, progressbar=False,
+                             fused_kernel=True)
+        prior = pmb.sample_bdmc(n_steps=200, chains=16, random_seed=2, progressbar=False,
+                                base="prior")
+    attrs = bd["evidence"].attrs
+    assert attrs["path_start"] == "fitted gaussian"
+    assert not attrs["fused_kernel"]  # the compiled kernel runs the prior's path only
+    assert attrs["thermodynamic_length_fitted"] <= (
+        BASE_PATH_GAIN * attrs["thermodynamic_length_prior"])
+    assert attrs["pilot_log_z_fitted"] >= attrs["pilot_log_z_prior"] - BASE_LOG_Z_TOLERANCE
+    assert prior["evidence"].attrs["path_start"] == "prior"
+    assert "base_mean" not in prior["annealing"] and "base_mean" in bd["annealing"]
+    truth = am.log_evidence({"y": bd["observed_data"]["y"].values})
+    ev = bd["evidence"]
+    # Both bounds within 0.3 nats of the truth (a stochastic bound misses by b w.p. < e^-b).
+    assert float(ev["lower"]) - 0.3 <= truth <= float(ev["upper"]) + 0.3
+    assert abs(float(ev["gap"])) < 0.3
+    # The sampled posterior and its statistics are the model's, not the path's.
+    lp = bd["sample_stats"]["lp"].values.ravel()
+    assert np.all(np.isfinite(lp))
+
+    # On the model's own data: the pilot fits its own base; the frozen plan, base included,
+    # round-trips through the result.
+    with am.model:
+        real = pmb.sample_ais(n_steps=200, chains=16, random_seed=3, progressbar=False)
+    assert real["evidence"].attrs["path_start"] == "fitted gaussian"
+    assert abs(float(real["evidence"]["lower"]) - am.log_evidence()) < 0.3
+    plan = AnnealingPlan.from_result(real)
+    np.testing.assert_array_equal(plan.base.mean, real["annealing"]["base_mean"].values)
+    np.testing.assert_array_equal(plan.base.factor, real["annealing"]["base_factor"].values)
+    with am.model:
+        again = pmb.sample_ais(chains=16, plan=plan, random_seed=4, progressbar=False)
+    assert again["evidence"].attrs["path_start"] == "fitted gaussian"
+    assert abs(float(again["evidence"]["lower"]) - am.log_evidence()) < 0.3
+
+
+def test_calibrate_refits_the_base_on_the_real_data():
+    am = testing.linear_regression(n_obs=50, n_coef=20, seed=1)
+    with am.model:
+        real = pmb.calibrate(tolerance=0.5, n_steps=(200,), chains=16, random_seed=5,
+                             progressbar=False)
+    assert real["evidence"].attrs["path_start"] == "fitted gaussian"
+    assert abs(float(real["evidence"]["lower"]) - am.log_evidence()) < 0.3
+
+
+def test_an_unknown_base_is_refused_before_sampling():
+    am = testing.linear_regression(n_obs=5, n_coef=1, seed=0)
+    with am.model, pytest.raises(BDMCInputError, match="base"):
+        pmb.sample_ais(base="gaussian", progressbar=False)
+
+
+def _pilot(length, log_z):
+    from pymc_bdmc.kernels.tuning import PilotResult
+
+    # One step from 0 to 1 with sd(l) = length at both ends: thermodynamic length = length.
+    return PilotResult(log_z, np.array([0.0, 1.0]), np.full(2, float(length)), np.ones(2),
+                       np.ones((2, 1)), np.ones(2))
+
+
+def test_the_fitted_base_must_be_shorter_and_lose_no_mass_in_the_pilot():
+    from pymc_bdmc.pipeline.pilot import prefer_fitted_base
+
+    prior = _pilot(12.0, -170.0)
+    assert _pilot(12.0, 0.0).thermodynamic_length == pytest.approx(12.0)
+    # The random walk's pattern: shorter, and the pilot's estimate higher.
+    assert prefer_fitted_base(prior, _pilot(8.0, -165.0))
+    # The clustering pattern: half as long, but the pilot finds 15 nats less mass.
+    assert not prefer_fitted_base(prior, _pilot(6.0, -185.0))
+    # Not shorter by enough (the prior's path keeps its compiled kernel).
+    assert not prefer_fitted_base(prior, _pilot(10.0, -165.0))
+    # Within the tolerance on the pilot's noisy estimate.
+    assert prefer_fitted_base(prior, _pilot(8.0, -170.0 - 0.9 * BASE_LOG_Z_TOLERANCE))
+    assert not prefer_fitted_base(prior, _pilot(8.0, float("nan")))
