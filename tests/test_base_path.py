@@ -192,17 +192,18 @@ def _pilot(length, log_z):
                        np.ones((2, 1)), np.ones(2))
 
 
-def test_the_fitted_base_must_be_shorter_and_lose_no_mass_in_the_pilot():
-    from pymc_bdmc.pipeline.pilot import prefer_fitted_base
+def test_the_pilots_estimates_decide_first_then_the_lengths():
+    from pymc_bdmc.pipeline.pilot import BASE_LOG_Z_GAIN, prefer_fitted_base
 
     prior = _pilot(12.0, -170.0)
     assert _pilot(12.0, 0.0).thermodynamic_length == pytest.approx(12.0)
-    # The random walk's pattern: shorter, and the pilot's estimate higher.
-    assert prefer_fitted_base(prior, _pilot(8.0, -165.0))
     # The clustering pattern: half as long, but the pilot finds 15 nats less mass.
     assert not prefer_fitted_base(prior, _pilot(6.0, -185.0))
-    # Not shorter by enough (the prior's path keeps its compiled kernel).
-    assert not prefer_fitted_base(prior, _pilot(10.0, -165.0))
-    # Within the tolerance on the pilot's noisy estimate.
+    # The random walk's pattern: the prior's pilot loses mass in its funnel (and so its path
+    # looks short); the fitted one's estimate is 8 nats higher, whatever the lengths say.
+    assert prefer_fitted_base(prior, _pilot(13.0, -162.0))
+    # Comparable estimates: the length decides.
     assert prefer_fitted_base(prior, _pilot(8.0, -170.0 - 0.9 * BASE_LOG_Z_TOLERANCE))
+    assert prefer_fitted_base(prior, _pilot(BASE_PATH_GAIN * 12.0, -170.0 + BASE_LOG_Z_GAIN))
+    assert not prefer_fitted_base(prior, _pilot(10.0, -169.5))
     assert not prefer_fitted_base(prior, _pilot(8.0, float("nan")))
