@@ -401,6 +401,8 @@ def sample_bdmc(
                                     progressbar=progressbar, attrs={"compile_time": compile_time},
                                     parallel=parallel)
 
+    pilot_memo = {}  # the search's attempts share one pilot (and its choice of path)
+
     def run(n: int) -> xr.DataTree:
         run_settings = settings if n == settings.n_steps else validate(
             n, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
@@ -408,7 +410,7 @@ def sample_bdmc(
         return run_ais(model=model, settings=run_settings, density=density,
                        simulator=simulator, streams=streams, truth=truth,
                        progressbar=progressbar, attrs={"compile_time": compile_time},
-                       parallel=parallel)
+                       parallel=parallel, pilot_memo=pilot_memo)
 
     if not search:
         return run(settings.n_steps)

@@ -146,3 +146,28 @@ def test_bad_search_settings_are_refused(kwargs, message):
         pm.Normal("y", mu, 1.0, observed=[0.2, -0.1])
         with pytest.raises(BDMCInputError, match=message):
             pmb.sample_bdmc(progressbar=False, **kwargs)
+
+
+def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monkeypatch):
+    from pymc_bdmc.pipeline import ais as ais_stage
+    from pymc_bdmc.pipeline import auto_steps
+
+    calls = []
+    original = ais_stage.tune
+
+    def counting_tune(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ais_stage, "tune", counting_tune)
+    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 20)
+    monkeypatch.setattr(auto_steps, "MAX_N_STEPS", 80)
+    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    with am.model:
+        result = pmb.sample_bdmc(chains=8, target_gap=1e-6, max_time=None, random_seed=3,
+                                 progressbar=False, base="prior")
+    tried = result["evidence"].attrs["auto_n_steps"]
+    assert list(tried) == [20, 80] and len(calls) == 1  # a jump to the longest allowed
+    # The last attempt ran the first attempt's pilot on its own number of temperatures.
+    assert result["annealing"].sizes["step"] == tried[-1] + 1
+    assert np.isfinite(result["evidence"].attrs["pilot_log_z"])

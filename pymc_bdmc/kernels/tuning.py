@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 #: (e.g. :meth:`pymc_bdmc.kernels.gibbs.ChromaticGibbs.sweep` on a model's terms).
 DiscreteSweep = Callable[[np.random.Generator, np.ndarray, float, bool], np.ndarray]
 
-__all__ = ["AnnealingPlan", "PilotResult", "thermodynamic_length", "thermodynamic_schedule",
-           "tune_plan"]
+__all__ = ["AnnealingPlan", "PilotResult", "plan_from_pilot", "thermodynamic_length",
+           "thermodynamic_schedule", "tune_plan"]
 
 #: Smallest variance allowed in the diagonal inverse mass matrix (guards collapsed pilots).
 MIN_VARIANCE = 1e-12

@@ -30,7 +30,7 @@ from pymc_bdmc.pipeline.execution import (
     use_fused_kernel,
 )
 from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
-from pymc_bdmc.pipeline.pilot import tune
+from pymc_bdmc.pipeline.pilot import refreeze, tune
 from pymc_bdmc.pipeline.progress import StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import run_attrs
 from pymc_bdmc.pipeline.runs import forward_and_reverse, start_runner
@@ -62,6 +62,7 @@ def run_ais(
     attrs: dict,
     plan: AnnealingPlan | None = None,
     parallel: Parallel | None = None,
+    pilot_memo: dict | None = None,
 ) -> xr.DataTree:
     """Forward AIS (and reverse AIS from ``truth``) on the vectorized kernels, as a DataTree.
 
@@ -87,6 +88,10 @@ def run_ais(
     plan : AnnealingPlan, optional
         A frozen plan replacing the pilot.
     parallel : Parallel, optional
+    pilot_memo : dict, optional
+        Shared by the runs of one call at several lengths (``n_steps="auto"``): the first run
+        stores its pilot and plan here, later ones re-freeze them onto their own number of
+        temperatures (:func:`pymc_bdmc.pipeline.pilot.refreeze`) instead of piloting again.
 
     Returns
     -------
@@ -112,7 +117,11 @@ def run_ais(
     if gibbs is not None and plan is not None:
         check_plan_pins(plan, gibbs)
     with progress, no_bound_if_interrupted(done, n_steps):
-        if plan is None:
+        if plan is None and pilot_memo:
+            pilot = pilot_memo["pilot"]
+            plan = refreeze(pilot_memo["plan"], pilot, s)
+            logger.info("Plan re-frozen on %d steps from the first attempt's pilot.", s.n_steps)
+        elif plan is None:
             plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
                                ADAPTIVE if s.adaptive else s.betas,
                                discrete=None if gibbs is None else gibbs.bound_to(density.terms),
@@ -120,6 +129,8 @@ def run_ais(
                                draw_pilot=lambda n: prior_start(simulator, density, n,
                                                                 streams["pilot_init"]),
                                fit_base=s.base == "auto" and gibbs is None and s.adaptive)
+            if pilot_memo is not None:
+                pilot_memo.update(plan=plan, pilot=pilot)
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)

@@ -8,8 +8,11 @@ most the longest run that fits in what is left of ``max_time`` (predicted from t
 time per step). A run that is far from the target therefore spends the rest of the budget on
 one long attempt rather than on a ladder of short ones: on a 201-coordinate random walk the
 doubling search stopped at 2000 steps with 40 s spent, where the budget allowed 4000.
-Every attempt sandwiches the same simulated ``y*`` with fresh randomness
-(its own pilot, chains and kernels' draws): each attempt's bounds are valid on their own. The
+Every attempt sandwiches the same simulated ``y*`` with fresh randomness (its chains and
+kernels' draws) through the first attempt's pilot, re-frozen onto more temperatures: the pilot
+sees neither ``theta*`` nor any measured chain, so each attempt's bounds are valid on their own,
+the path chosen once stays the same, and the time per step predicted from one attempt holds for
+the next (two attempts on different paths once took 77 s of a 60 s budget). The
 search stops at the first attempt within the target, as :func:`pymc_bdmc.calibrate` does; that
 choice slightly favours attempts whose noise narrowed the gap, which is why a certificate is a
 measured gap, not a proof.

@@ -44,13 +44,19 @@ from collections.abc import Callable
 import numpy as np
 
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
-from pymc_bdmc.kernels.tuning import PilotResult, tune_plan
+from pymc_bdmc.kernels.tuning import (
+    AnnealingPlan,
+    PilotResult,
+    plan_from_pilot,
+    thermodynamic_schedule,
+    tune_plan,
+)
 from pymc_bdmc.model.base_distribution import GaussianBase
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
 
 __all__ = ["BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE", "BASE_PATH_GAIN", "PILOT_PARTICLES_PER_COORDINATE",
-           "enlarged_pilot_size", "prefer_fitted_base", "tune"]
+           "enlarged_pilot_size", "prefer_fitted_base", "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -145,6 +151,29 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     logger.info("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
     return plan, pilot
+
+
+def refreeze(plan: AnnealingPlan, pilot: PilotResult, s: Settings) -> AnnealingPlan:
+    """The plan ``pilot`` froze, frozen again onto ``s.n_steps`` temperatures (same path).
+
+    Parameters
+    ----------
+    plan : AnnealingPlan
+        A plan frozen from ``pilot`` (its base, if any, is kept).
+    pilot : PilotResult
+        The pilot of ``plan``'s path.
+    s : Settings
+        Settings with the new ``n_steps`` (and ``betas`` for a fixed schedule).
+
+    Returns
+    -------
+    AnnealingPlan
+    """
+    betas = (thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, s.n_steps)
+             if s.adaptive else s.betas)
+    fresh = plan_from_pilot(pilot, betas, pilot.n_leapfrog, s.step_size_jitter,
+                            s.transitions_per_step)
+    return dataclasses.replace(fresh, base=plan.base)
 
 
 def prefer_fitted_base(prior: PilotResult, fitted: PilotResult) -> bool:
