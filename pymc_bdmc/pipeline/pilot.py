@@ -55,8 +55,9 @@ from pymc_bdmc.model.base_distribution import GaussianBase
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
 
-__all__ = ["BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE", "BASE_PATH_GAIN", "PILOT_PARTICLES_PER_COORDINATE",
-           "enlarged_pilot_size", "prefer_fitted_base", "refreeze", "tune"]
+__all__ = ["BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE", "BASE_PATH_GAIN",
+           "PILOT_PARTICLES_PER_COORDINATE", "enlarged_pilot_size", "prefer_fitted_base",
+           "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
