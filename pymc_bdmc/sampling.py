@@ -128,6 +128,16 @@ _COMMON_DOC = """
         draws, so results agree to round-off. Compiling costs about as much again as compiling
         the model. Default: only when timing the model predicts that the runs save more than
         that (long runs, cheap models); the chosen setting is stored in ``evidence.attrs``.
+    base : {"auto", "prior"}, default "auto"
+        Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian ``q0`` to
+        its final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta``, which
+        it keeps where its own estimate of ``log p(y)`` is more than 2 nats above the prior
+        pilot's or, between 0.5 nats below and 2 above it, where its thermodynamic length is at
+        most 0.75 times the prior path's (``evidence.attrs``: ``path_start`` and both pilots'
+        numbers). The bounds
+        stay exact: ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
+        prior. AIS on the vectorized kernels of continuous models with an adaptive schedule
+        only; the fitted path has no compiled (fused) kernel.
 """
 
 _PARALLEL_NOTES = """
@@ -171,13 +181,6 @@ def sample_ais(
 
     Parameters
     ----------%s
-    base : {"auto", "prior"}, default "auto"
-        Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian to its
-        final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta`` from it,
-        which it keeps (with the result's ``evidence.attrs["path_start"]`` saying so) where
-        its measured thermodynamic length is at most half the prior path's; the bounds stay
-        exact, since ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
-        prior. Continuous models on the vectorized kernels with an adaptive schedule only.
     potentials_in_likelihood : bool, default False
         Declare that the model's ``pm.Potential`` terms are likelihood terms (tempered with it).
         Without it, a model with Potentials is refused.
@@ -293,14 +296,6 @@ def sample_bdmc(
     ess_threshold : float, default 0.5
         ``method="smc"`` only: resample a population when its ESS falls below this fraction
         of ``particles``.
-    base : {"auto", "prior"}, default "auto"
-        Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian to its
-        final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta`` from it,
-        which it keeps (with the result's ``evidence.attrs["path_start"]`` saying so) where
-        its measured thermodynamic length is at most half the prior path's; the bounds stay
-        exact, since ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
-        prior. ``method="ais"`` and continuous models on the vectorized kernels with an
-        adaptive schedule only.
     target_gap : float, default 0.5
         With ``n_steps="auto"`` (AIS with the built-in kernels and a named schedule): BDMC runs
         at 1000 steps, then runs again, longer, until ``|gap| <= target_gap`` nats, while the
