@@ -24,6 +24,7 @@ from typing import Literal
 
 import cloudpickle
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse, merge_runs
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
@@ -128,8 +129,15 @@ def run_group(task: GroupTask, density: ModelDensity | BatchedParts,
     """Run one group on ``density``; return the run and the batched calls it made.
 
     The calls are ``(model calls, term calls)``: densities with gradients, and the elementwise
-    terms of Gibbs sweeps.
+    terms of Gibbs sweeps. BLAS runs on one thread meanwhile, as in ``pm.sample``: a group's
+    matrices (dense mass matrices, a fitted base) are small, and on 2 cores BLAS threads made
+    a 201-coordinate random walk's AIS run 2x slower (workers already use every core).
     """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _run_group(task, density, on_step)
+
+
+def _run_group(task, density, on_step):
     if task.observed is not None:
         density.set_observed(task.observed)
     calls_before = density.n_evaluations, density.n_term_evaluations

@@ -42,6 +42,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
 from pymc_bdmc.kernels.tuning import (
@@ -137,7 +138,8 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             on_step=report, discrete=discrete, pinned=pinned,
         )
 
-    with pilot_phase(progress) as report:
+    # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
+    with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
         plan, pilot = run(x_pilot, parts_pilot, report)
         n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
         wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable)
