@@ -362,13 +362,16 @@ class ExponentialFamilyRV(UnnormalizedRV):
     name = "exponential_family"
     dtype = "floatX"
     _print_name = ("ExponentialFamily", "\\operatorname{ExponentialFamily}")
-    __props__ = ("name", "signature", "dtype", "inplace", "statistic", "sampler", "exact")
+    __props__ = ("name", "signature", "dtype", "inplace", "statistic", "sampler", "exact",
+                 "log_partition")
 
-    def __init__(self, *args, statistic=None, sampler=None, exact=True, **kwargs):
+    def __init__(self, *args, statistic=None, sampler=None, exact=True, log_partition=None,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.statistic = statistic
         self.sampler = sampler
         self.exact = bool(exact)
+        self.log_partition = log_partition
 
     def _supp_shape_from_params(self, dist_params, param_shapes=None):
         return tuple(dist_params[1:])
@@ -401,7 +404,9 @@ class ExponentialFamilySimulator:
 
     Gives ``sample(eta, size, rng)`` (the user's sampler), ``statistics(y)`` (the user's
     statistic, compiled once) and ``exact``, as :class:`~pymc_bdmc.unnormalized.IsingSimulator`
-    does; there is no MCMC kernel, so MAVIS bridges are unavailable (SAVIS works).
+    does; there is no MCMC kernel, so MAVIS bridges are unavailable (SAVIS works). When the
+    family was given ``log_partition=``, :meth:`log_partition` returns it, which lets
+    :func:`~pymc_bdmc.sample_unnormalized_evidence` anchor SAVIS at ``Z(θ̂)``.
 
     Parameters
     ----------
@@ -432,6 +437,12 @@ class ExponentialFamilySimulator:
             raise BDMCInputError("This ExponentialFamily has no `sampler=`, so no simulator.")
         eta = np.asarray(eta, dtype=float)
         return np.stack([np.asarray(self.op.sampler(eta, rng)) for _ in range(int(size))])
+
+    def log_partition(self, eta) -> float:
+        """Return the user's exact ``log Z(η)`` at one ``η``, or raise if none was given."""
+        if self.op.log_partition is None:
+            raise BDMCInputError("This ExponentialFamily has no `log_partition=`.")
+        return float(self.op.log_partition(np.asarray(eta, dtype=float)))
 
     def mcmc(self, y, eta, rng, sweeps=1):
         """Refuse: a user's family has no MCMC kernel (use SAVIS, i.e. no bridges)."""
@@ -493,6 +504,10 @@ class ExponentialFamily(Distribution):
         shape. Without it the model has no simulator.
     exact : bool, default True
         Whether ``sampler`` draws exactly from ``f(· | η)`` (False for an MCMC-based sampler).
+    log_partition : callable, optional
+        ``log_partition(natural)`` returns the exact ``log Z(η)`` (a float; ``inf`` where ``η``
+        is outside the natural parameter space). Only
+        :func:`~pymc_bdmc.sample_unnormalized_evidence` uses it, to anchor SAVIS at ``Z(θ̂)``.
     observed : array_like
         The data ``y``; its shape is the shape of one draw.
     **kwargs
@@ -512,19 +527,23 @@ class ExponentialFamily(Distribution):
 
     rv_type = ExponentialFamilyRV
 
-    def __new__(cls, name, natural, *, statistic, sampler=None, exact=True, observed=None,
-                **kwargs):
+    def __new__(cls, name, natural, *, statistic, sampler=None, exact=True, log_partition=None,
+                observed=None, **kwargs):
         """Add the family to the model on the context stack (see the class docstring)."""
         return super().__new__(cls, name, natural, statistic=statistic, sampler=sampler,
-                               exact=exact, observed=observed, **kwargs)
+                               exact=exact, log_partition=log_partition, observed=observed,
+                               **kwargs)
 
     @classmethod
-    def dist(cls, natural, *, statistic, sampler=None, exact=True, shape=None, **kwargs):
+    def dist(cls, natural, *, statistic, sampler=None, exact=True, log_partition=None,
+             shape=None, **kwargs):
         """Create an unregistered family whose one draw has ``shape``."""
         if not callable(statistic):
             raise BDMCInputError("`statistic` must be a function y -> s(y) (a PyTensor vector).")
         if sampler is not None and not callable(sampler):
             raise BDMCInputError("`sampler` must be a function (natural, rng) -> y, or None.")
+        if log_partition is not None and not callable(log_partition):
+            raise BDMCInputError("`log_partition` must be a function natural -> log Z, or None.")
         if shape is None:
             raise BDMCInputError("An ExponentialFamily needs `observed=` data or a `shape=`.")
         natural = pt.as_tensor_variable(natural)
@@ -536,7 +555,7 @@ class ExponentialFamily(Distribution):
         letters = ",".join(f"d{i}" for i in range(len(core)))
         signature = "(k)" + ",()" * len(core) + f"->({letters})"
         op = ExponentialFamilyRV(signature=signature, statistic=statistic, sampler=sampler,
-                                 exact=exact)
+                                 exact=exact, log_partition=log_partition)
         return super().dist([natural, *core], shape=shape, rv_op_instance=op, **kwargs)
 
     @classmethod
