@@ -1,3 +1,4 @@
+# ruff: noqa: RUF002  (Greek letters are the paper's notation)
 """A Gaussian with a Wishart prior on its precision, written as a user's exponential family.
 
 Issue 18 lists this among the cases with exact evidence (Everitt et al. 2017, §3.2). Data
