@@ -155,7 +155,8 @@ def test_ising_refuses_bad_options():
     with pm.Model():
         c = pm.Normal("c")
         with pytest.raises(BDMCInputError, match="exact=False"):
-            pmb.Ising("y", c, observed=np.ones((13, 13), int))
+            pmb.Ising("y", c, observed=np.ones((13, 13), int), neighbourhood="second")
+        assert pmb.Ising("f", c, observed=np.ones((13, 13), int)).owner.op.exact  # by CFTP
         wide = pmb.Ising("w", c, observed=np.ones((13, 13), int), exact=False)
         assert wide.owner.op.exact is False
         with pytest.raises(BDMCInputError, match="boundary"):

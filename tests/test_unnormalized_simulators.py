@@ -115,7 +115,7 @@ def test_swendsen_wang_leaves_the_ising_distribution_invariant():
 
 def test_inexact_ising_simulator_for_wide_grids():
     with pytest.raises(BDMCInputError, match="exact=False"):
-        IsingSimulator((13, 20))
+        IsingSimulator((13, 20), "second")  # first order is exact by CFTP (test_unnormalized_cftp)
     sim = IsingSimulator((13, 14), exact=False, sweeps=3)
     assert sim.exact is False
     draws = sim.sample((0.2, 0.0), 2, np.random.default_rng(0))

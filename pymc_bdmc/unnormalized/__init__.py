@@ -9,6 +9,8 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   un-normalised (:func:`unnormalized_likelihoods`);
 * :mod:`~pymc_bdmc.unnormalized.ising` and :mod:`~pymc_bdmc.unnormalized.ergm`: their
   simulators, exact where possible, and exact normalisers for test oracles;
+* :mod:`~pymc_bdmc.unnormalized.cftp`: coupling from the past, exact draws of first-order
+  ferromagnetic Ising fields too wide for the transfer matrix;
 * :mod:`~pymc_bdmc.unnormalized.marker`: the marker that the AIS, SMC and BDMC drivers use to
   refuse such models;
 * :mod:`~pymc_bdmc.unnormalized.importance`: SAVIS and MAVIS evidence estimators and
@@ -26,6 +28,7 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   random-weight SMC (``method="rwsmc"``).
 """
 
+from pymc_bdmc.unnormalized.cftp import ising_cftp
 from pymc_bdmc.unnormalized.distributions import (
     ERGM,
     ExponentialFamily,
@@ -70,6 +73,7 @@ __all__ = [
     "abc_evidence",
     "exchange_sampler",
     "is_unnormalized",
+    "ising_cftp",
     "log_inverse_normaliser",
     "mavis",
     "normaliser_bounds",

@@ -16,9 +16,12 @@ within-row pairs and ``T`` the pairs between consecutive rows. Forward filtering
 ``Z(η) = Σ α_H`` and backward sampling gives exact draws at any ``η`` (ordered phase included).
 The grid is transposed when that makes rows shorter, so the cost is ``O(H · 4^min(H, W))``
 time and ``O(4^min(H, W))`` memory per ``η`` (measured: about 20 ms at width 10; about 4 s and
-450 MB peak at width 12); ``min(H, W) <= MAX_EXACT_WIDTH`` is accepted. Wider grids need
-``exact=False``: Swendsen-Wang sweeps (valid for couplings of either sign), whose draws are only
-approximately from ``f(·|η)``.
+450 MB peak at width 12); ``min(H, W) <= MAX_EXACT_WIDTH`` is accepted. Wider first-order
+grids are still sampled exactly, by coupling from the past
+(:func:`~pymc_bdmc.unnormalized.cftp.ising_cftp`: monotone heat-bath Gibbs from the all-up and
+all-down fields), but only at couplings ``>= 0`` and with no exact normaliser. Wider
+second-order grids need ``exact=False``: Swendsen-Wang sweeps (valid for couplings of either
+sign), whose draws are only approximately from ``f(·|η)``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.special import logsumexp
 
 from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.unnormalized.cftp import ising_cftp
 
 __all__ = [
     "MAX_ENUMERATION_SITES",
@@ -172,9 +176,11 @@ class IsingSimulator:
         Grid shape ``(H, W)``.
     neighbourhood : {"first", "second"}
     exact : bool, optional
-        ``None`` (default) or ``True``: exact transfer-matrix sampling, refused (with a
-        :class:`BDMCInputError`) when ``min(H, W) > MAX_EXACT_WIDTH``. ``False``: Swendsen-Wang
-        sweeps from a uniform random start; every result that uses these draws is inexact.
+        ``None`` (default) or ``True``: exact sampling, by the transfer matrix when
+        ``min(H, W) <= MAX_EXACT_WIDTH``, else (first order only) by coupling from the past,
+        which refuses negative couplings when sampling; a wider second-order grid is refused
+        with a :class:`BDMCInputError`. ``False``: Swendsen-Wang sweeps from a uniform random
+        start; every result that uses these draws is inexact.
     sweeps : int, default 500
         Swendsen-Wang sweeps per draw when ``exact=False``.
     """
@@ -192,14 +198,15 @@ class IsingSimulator:
         self.shape = (int(shape[0]), int(shape[1]))
         self.neighbourhood = neighbourhood
         narrow = min(self.shape)
-        if exact is None or exact:
-            if narrow > MAX_EXACT_WIDTH:
-                raise BDMCInputError(
-                    f"A {self.shape[0]}x{self.shape[1]} Ising grid is too large for exact "
-                    f"transfer-matrix sampling (needs min(H, W) <= {MAX_EXACT_WIDTH}). Pass "
-                    "`exact=False` to use Swendsen-Wang sweeps; results are then flagged inexact."
-                )
         self.exact = bool(exact is None or exact)
+        self.cftp = self.exact and narrow > MAX_EXACT_WIDTH
+        if self.cftp and neighbourhood != "first":
+            raise BDMCInputError(
+                f"A {self.shape[0]}x{self.shape[1]} second-order Ising grid is too large for "
+                f"exact transfer-matrix sampling (needs min(H, W) <= {MAX_EXACT_WIDTH}; coupling "
+                "from the past covers first-order grids only). Pass `exact=False` to use "
+                "Swendsen-Wang sweeps; results are then flagged inexact."
+            )
         if int(sweeps) < 1:
             raise BDMCInputError(f"`sweeps` must be a positive integer, got {sweeps}.")
         self.sweeps = int(sweeps)
@@ -239,6 +246,10 @@ class IsingSimulator:
         if not self.exact:
             start = rng.choice(np.array([-1, 1]), size=(size, *self.shape))
             return self.mcmc(start, eta, rng, self.sweeps)
+        if self.cftp:
+            if eta[1] != 0.0:
+                raise BDMCInputError("Coupling from the past samples first-order fields only.")
+            return ising_cftp(self.shape, eta[0], size, rng)
         alpha, _, transposed, t = self._transfer(eta)
         n_rows = alpha.shape[0]
         states = _row_states(min(self.shape)).astype(np.int64)
