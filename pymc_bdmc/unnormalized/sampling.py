@@ -396,12 +396,14 @@ def sample_unnormalized_evidence(
         if method == "mavis" and reference is None:
             raise BDMCInputError("MAVIS needs an MCMC kernel for its bridges, which a user's "
                                  "ExponentialFamily does not have; use method='savis'.")
-        zero = np.zeros_like(np.asarray(sim.statistics(_observed(model, name))))
-        if _exact_log_partition(sim, zero) is None and reference is None:
+        # Ising and ERGM have a reference; a user's family needs its own `log_partition=`
+        # (not probed at η = 0, which may lie outside its natural parameter space).
+        if reference is None and getattr(getattr(sim, "op", None), "log_partition", None) is None:
             raise BDMCInputError(
                 f"{name!r} has neither an exact normaliser nor a reference with a known one, so "
                 "Z(θ̂) cannot be anchored; sample_unnormalized_evidence supports pmb.Ising and "
-                "pmb.ERGM, and a user's family only when it provides log_partition."
+                "pmb.ERGM, and a user's pmb.ExponentialFamily only when it is given "
+                "`log_partition=`."
             )
         run = _importance
     # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
