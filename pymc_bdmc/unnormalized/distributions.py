@@ -143,8 +143,9 @@ class Ising(Distribution):
     boundary : {"free"}
         Only free boundaries are implemented.
     exact : bool, optional
-        Simulation by the exact transfer-matrix sampler (default; refused when
-        ``min(H, W) > 12``), or with ``exact=False`` by Swendsen-Wang sweeps (inexact).
+        Exact simulation (default): the transfer-matrix sampler when ``min(H, W) <= 12``,
+        else coupling from the past (first order and couplings ``>= 0`` only; a wider
+        second-order grid is refused). ``exact=False``: Swendsen-Wang sweeps (inexact).
     sweeps : int, default 500
         Swendsen-Wang sweeps per draw when ``exact=False``.
     **kwargs
