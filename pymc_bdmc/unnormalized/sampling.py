@@ -152,6 +152,16 @@ def _pilot(compiled, sim, stats_y, rngs, pilot_draws, pilot_tune, progress):
     return chain
 
 
+def _pilot_tree(model, compiled, chain, evidence: xr.Dataset,
+                auxiliary: xr.Dataset) -> xr.DataTree:
+    """The result of an estimator piloted by the exchange algorithm (its draws: posterior)."""
+    posterior = _posterior(model, compiled, chain.theta,
+                           {"sampler": "exchange algorithm (pilot)",
+                            "acceptance_rate": float(chain.acceptance_rate)})
+    return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
+                                  "auxiliary": auxiliary})
+
+
 def _posterior(model, compiled, theta, attrs) -> xr.Dataset:
     rows = [compiled.constrained(t) for t in theta]
     data = {}
@@ -489,11 +499,7 @@ def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log
          "n_bound_chains": info["bound_chains"], "n_bound_bridges": info["bound_bridges"]},
         attrs={"exact": int(exact)},
     )
-    posterior = _posterior(model, compiled, chain.theta,
-                           {"sampler": "exchange algorithm (pilot)",
-                            "acceptance_rate": float(chain.acceptance_rate)})
-    return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
-                                  "auxiliary": auxiliary})
+    return _pilot_tree(model, compiled, chain, evidence, auxiliary)
 
 
 def _rwsmc(model, name, sim, method, opts, random_seed, compile_kwargs,
@@ -585,8 +591,4 @@ def _summary_evidence(model, name, sim, method, opts, random_seed, compile_kwarg
          "n_sim": result.n_sim, "n_simulations": opts["draws"] * result.n_sim},
         attrs={"exact": int(exact)},
     )
-    posterior = _posterior(model, compiled, chain.theta,
-                           {"sampler": "exchange algorithm (pilot)",
-                            "acceptance_rate": float(chain.acceptance_rate)})
-    return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
-                                  "auxiliary": auxiliary})
+    return _pilot_tree(model, compiled, chain, evidence, auxiliary)
