@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 #: (e.g. :meth:`pymc_bdmc.kernels.gibbs.ChromaticGibbs.sweep` on a model's terms).
 DiscreteSweep = Callable[[np.random.Generator, np.ndarray, float, bool], np.ndarray]
 
-__all__ = ["AnnealingPlan", "PilotResult", "plan_from_pilot", "thermodynamic_length",
-           "thermodynamic_schedule", "tune_plan"]
+__all__ = ["AnnealingPlan", "PilotResult", "freeze_plan", "plan_from_pilot",
+           "thermodynamic_length", "thermodynamic_schedule", "tune_plan"]
 
 #: Smallest variance allowed in the diagonal inverse mass matrix (guards collapsed pilots).
 MIN_VARIANCE = 1e-12
@@ -601,8 +601,30 @@ def tune_plan(
     pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
                       target_accept=target_accept, jitter=jitter, on_step=on_step,
                       discrete=discrete, pinned=pinned, dense=dense)
+    return freeze_plan(pilot, schedule, n_steps, jitter, transitions_per_step), pilot
+
+
+def freeze_plan(pilot: PilotResult, schedule: np.ndarray | str, n_steps: int, jitter: float,
+                transitions_per_step: int = 1) -> AnnealingPlan:
+    """Freeze ``pilot``'s kernels onto ``n_steps`` temperatures of ``schedule``.
+
+    Parameters
+    ----------
+    pilot : PilotResult
+    schedule : "adaptive" or ndarray
+        ``"adaptive"`` places the temperatures at equal thermodynamic length; an array is used
+        as it is.
+    n_steps : int
+    jitter : float
+    transitions_per_step : int, default 1
+
+    Returns
+    -------
+    AnnealingPlan
+        On the prior's path (a caller that piloted another path attaches its base).
+    """
     if isinstance(schedule, str):
         betas = thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, n_steps)
     else:
         betas = np.asarray(schedule, dtype=float)
-    return plan_from_pilot(pilot, betas, pilot.n_leapfrog, jitter, transitions_per_step), pilot
+    return plan_from_pilot(pilot, betas, pilot.n_leapfrog, jitter, transitions_per_step)

@@ -45,16 +45,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
-from pymc_bdmc.kernels.tuning import (
-    AnnealingPlan,
-    PilotResult,
-    plan_from_pilot,
-    thermodynamic_schedule,
-    tune_plan,
-)
+from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, freeze_plan, tune_plan
 from pymc_bdmc.model.base_distribution import GaussianBase
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
+from pymc_bdmc.schedules import ADAPTIVE
 
 __all__ = ["BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE", "BASE_PATH_GAIN",
            "PILOT_PARTICLES_PER_COORDINATE", "enlarged_pilot_size", "prefer_fitted_base",
@@ -121,8 +116,8 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         (and ``pilot_chains`` not fixed by the user), the pilot may be re-run on a larger
         population (see the module docstring).
     fit_base : bool, default False
-        Also try the path from a Gaussian fitted to the pilot's final population, and keep it
-        where it is shorter (see the module docstring). Only for continuous models.
+        Also pilot the path from a Gaussian fitted to the pilot's final population, and keep
+        it where :func:`prefer_fitted_base` says so. Only for continuous models.
 
     Returns
     -------
@@ -149,7 +144,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             x_pilot, parts_pilot = draw_pilot(wanted)
             plan, pilot = run(x_pilot, parts_pilot, report)
         if fit_base and pilot.final_x is not None:
-            plan, pilot = _shorter_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
+            plan, pilot = _choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
                                         rng, parts_fn)
     logger.info("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
@@ -172,10 +167,8 @@ def refreeze(plan: AnnealingPlan, pilot: PilotResult, s: Settings) -> AnnealingP
     -------
     AnnealingPlan
     """
-    betas = (thermodynamic_schedule(pilot.betas, pilot.sd_log_likelihood, s.n_steps)
-             if s.adaptive else s.betas)
-    fresh = plan_from_pilot(pilot, betas, pilot.n_leapfrog, s.step_size_jitter,
-                            s.transitions_per_step)
+    fresh = freeze_plan(pilot, ADAPTIVE if s.adaptive else s.betas, s.n_steps,
+                        s.step_size_jitter, s.transitions_per_step)
     return dataclasses.replace(fresh, base=plan.base)
 
 
@@ -198,8 +191,8 @@ def prefer_fitted_base(prior: PilotResult, fitted: PilotResult) -> bool:
     return bool(fitted.thermodynamic_length <= BASE_PATH_GAIN * prior.thermodynamic_length)
 
 
-def _shorter_path(plan, pilot, run, rng, parts_fn):
-    """Pilot the path from a Gaussian fitted to ``pilot``'s final population; keep the shorter."""
+def _choose_path(plan, pilot, run, rng, parts_fn):
+    """Pilot the path from a Gaussian fitted to ``pilot``'s final population; keep the better."""
     prior_length = pilot.thermodynamic_length
     try:
         base = GaussianBase.fit(pilot.final_x, pilot.final_weights)
