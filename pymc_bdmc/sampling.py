@@ -125,9 +125,11 @@ _COMMON_DOC = """
         function, which removes most of the Python around every model call: on small models
         several times faster per step. With discrete variables on the vectorized Gibbs kernel,
         each color's update is compiled too. These are the same kernels with the same random
-        draws, so results agree to round-off. Compiling costs about as much again as compiling
-        the model. Default: only when timing the model predicts that the runs save more than
-        that (long runs, cheap models); the chosen setting is stored in ``evidence.attrs``.
+        draws, so results agree to round-off, on either path (from the prior or a fitted
+        base) and with diagonal or dense mass matrices. Compiling costs about as much again as
+        compiling the model, per form used. Default: only when timing the model predicts that
+        the runs save more than that (long runs, cheap models); the chosen setting is stored in
+        ``evidence.attrs``.
     base : {"auto", "prior"}, default "auto"
         Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian ``q0`` to
         its final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta``, which

@@ -11,6 +11,7 @@ import pymc_bdmc as pmb
 from pymc_bdmc import testing
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
+from pymc_bdmc.model.base_distribution import GaussianBase
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.pipeline.execution import KernelTiming, use_fused_kernel
 
@@ -27,13 +28,14 @@ def scale_model_density():
     return ModelDensity(model)
 
 
-def _assert_same_transition(density, x, beta, params, seed):
-    parts = density.parts(x)
+def _assert_same_transition(density, x, beta, params, seed, base=None):
+    parts_fn = density.parts if base is None else base.parts_fn(density.parts)
+    parts = parts_fn(x)
     x_np, parts_np, info_np = hmc_step(np.random.default_rng(seed), x, parts, beta, params,
-                                       density.parts)
+                                       parts_fn)
     calls = density.n_evaluations
     x_f, parts_f, info_f = density.fused_hmc().step(np.random.default_rng(seed), x, parts, beta,
-                                                    params)
+                                                    params, base)
     assert density.n_evaluations - calls == params.n_leapfrog
     np.testing.assert_array_equal(info_f.accepted, info_np.accepted)
     np.testing.assert_allclose(x_f, x_np, rtol=ROUND_OFF, atol=ROUND_OFF)
@@ -58,6 +60,26 @@ def test_fused_transition_matches_numpy_kernel(scale_model_density, n_leapfrog, 
     assert 0 < info.accepted.sum() < len(x) or n_leapfrog == 1
 
 
+@pytest.mark.parametrize(("dense", "with_base"), [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("beta", [0.0, 0.6])
+def test_dense_and_fitted_base_forms_match_numpy_kernel(scale_model_density, dense, with_base,
+                                                         beta):
+    density = scale_model_density
+    rng = np.random.default_rng(6)
+    d = density.n_dim
+    a = rng.normal(size=(d, d))
+    covariance = a @ a.T / d + 0.5 * np.eye(d)
+    base = GaussianBase(0.3 * rng.normal(size=d), np.linalg.cholesky(0.2 * covariance))
+    x = base.sample(rng, 24)
+    factor = np.linalg.cholesky(0.05 * covariance) if dense else None
+    params = HMCParams(0.4, np.diag(0.05 * covariance), 4, jitter=0.2, mass_factor=factor)
+    info = _assert_same_transition(density, x, beta, params, seed=7,
+                                   base=base if with_base else None)
+    # Some moves accepted and some rejected (at beta = 0 the Gaussian base accepts them all).
+    assert 0 < info.accepted.sum() < len(x) or beta == 0.0
+    assert density.has_fused_hmc(dense=dense, base=with_base)
+
+
 def test_fused_transition_rejects_impossible_states_chain_by_chain(scale_model_density):
     density = scale_model_density
     x = 0.3 * np.random.default_rng(3).normal(size=(8, density.n_dim))
@@ -73,6 +95,19 @@ def test_fused_transition_on_a_regression(seed=5):
     x = 0.2 * np.random.default_rng(seed).normal(size=(32, density.n_dim))
     params = HMCParams(0.05, np.full(density.n_dim, 0.3), 5, jitter=0.2)
     _assert_same_transition(density, x, 0.7, params, seed=seed)
+
+
+def test_fused_kernel_on_the_fitted_path_gives_the_same_bounds():
+    am = testing.normal_inverse_gamma_regression(20, 2, seed=3)
+    with am.model:
+        runs = {fused: pmb.sample_bdmc(n_steps=60, chains=16, random_seed=4, progressbar=False,
+                                       fused_kernel=fused)
+                for fused in (False, True)}
+    off, on = runs[False]["evidence"], runs[True]["evidence"]
+    assert on.attrs["path_start"] == off.attrs["path_start"] == "fitted gaussian"
+    assert on.attrs["fused_kernel"] and not off.attrs["fused_kernel"]
+    for bound in ("lower", "upper"):
+        np.testing.assert_allclose(float(on[bound]), float(off[bound]), rtol=1e-9)
 
 
 def test_sampling_with_the_fused_kernel_gives_the_same_bounds():
@@ -94,14 +129,17 @@ def test_sampling_with_the_fused_kernel_gives_the_same_bounds():
 @dataclass
 class _StubDensity:
     can_fuse_hmc: bool = True
-    has_fused_hmc: bool = False
+    compiled: bool = False
     compile_seconds: float = 1.0
+
+    def has_fused_hmc(self, *, dense=False, base=False):
+        return self.compiled
 
 
 @pytest.mark.parametrize(("setting", "density", "n_transitions", "expected"), [
     (None, _StubDensity(), 100, False),  # saves 100 x 150 us: far less than compiling
     (None, _StubDensity(), 100_000, True),  # saves 15 s
-    (None, _StubDensity(has_fused_hmc=True), 10, True),  # already compiled: free
+    (None, _StubDensity(compiled=True), 10, True),  # already compiled: free
     (None, _StubDensity(can_fuse_hmc=False), 100_000, False),
     (True, _StubDensity(can_fuse_hmc=False), 10, False),  # not available: NumPy kernel
     (True, _StubDensity(), 10, True),

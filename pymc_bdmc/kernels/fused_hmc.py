@@ -16,6 +16,7 @@ densities, which only long runs repay; :mod:`pymc_bdmc.pipeline.execution` decid
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytensor
@@ -31,11 +32,20 @@ from pymc_bdmc.kernels.hmc import (
 from pymc_bdmc.model.batching import checks_to_switches, register_fused_kernel
 from pymc_bdmc.model.layout import DensityParts
 
+if TYPE_CHECKING:
+    from pymc_bdmc.model.base_distribution import GaussianBase
+
 __all__ = ["FusedHMC"]
 
 
 class FusedHMC:
     """One compiled HMC transition over a batch of chains.
+
+    Each form of the kernel is compiled on first use and kept: a diagonal or a dense inverse
+    mass matrix (:class:`~pymc_bdmc.kernels.hmc.HMCParams` ``mass_factor``), on the prior's
+    path or on the path from a fitted Gaussian base
+    (:class:`~pymc_bdmc.model.base_distribution.GaussianBase`, whose mean and whitening matrix
+    are inputs, so one compilation serves every fitted base).
 
     Parameters
     ----------
@@ -52,22 +62,44 @@ class FusedHMC:
 
     def __init__(self, x, outputs: Sequence, compile_fn: Callable,
                  count: Callable[[int], None] | None = None):
-        self._fn = compile_fn(*_transition_graph(x, checks_to_switches(list(outputs))))
+        self._x = x
+        self._outputs = checks_to_switches(list(outputs))
+        self._compile_fn = compile_fn
+        self._fns: dict[tuple[bool, bool], Callable] = {}
         self._count = count
         self._cache: dict[int, np.ndarray] = {}
 
+    def is_compiled(self, *, dense: bool = False, base: bool = False) -> bool:
+        """Whether this form of the kernel is compiled already (so using it costs nothing more)."""
+        return (dense, base) in self._fns
+
+    def compiled(self, *, dense: bool = False, base: bool = False) -> Callable:
+        """The compiled function of one form of the kernel (compiling it the first time)."""
+        key = (dense, base)
+        if key not in self._fns:
+            self._fns[key] = self._compile_fn(*_transition_graph(self._x, self._outputs,
+                                                                 dense=dense, base=base))
+        return self._fns[key]
+
     def step(self, rng, x: np.ndarray, parts: DensityParts, beta: float,
-             params: HMCParams) -> tuple[np.ndarray, DensityParts, HMCInfo]:
-        """Same contract as :func:`~pymc_bdmc.kernels.hmc.hmc_step`, without ``parts_fn``."""
+             params: HMCParams, base: GaussianBase | None = None,
+             ) -> tuple[np.ndarray, DensityParts, HMCInfo]:
+        """Same contract as :func:`~pymc_bdmc.kernels.hmc.hmc_step`, without ``parts_fn``.
+
+        With ``base``, ``parts`` and the returned parts are those of the path from ``base``
+        (:meth:`GaussianBase.rebase`), as :func:`hmc_step` with ``base.parts_fn(...)`` would.
+        """
         # The same draws as hmc_step; their transformations (momentum scale, log of the
         # uniform) are compiled.
         eps, normals, uniforms = draw_transition_noise(rng, x.shape, params)
+        dense = params.mass_factor is not None
+        metric = params.mass_factor if dense else params.inv_mass
+        extra = () if base is None else (base.mean, base.whitening, np.float64(base.log_norm))
         (x_new, prior, lik, grad_prior, grad_lik, accepted, acceptance_rate,
-         divergent) = self._fn(np.ascontiguousarray(x, dtype=float), normals, eps,
-                               params.inv_mass, np.float64(beta),
-                               parts.log_prior, parts.log_likelihood, parts.grad_log_prior,
-                               parts.grad_log_likelihood, uniforms,
-                               self._coefficients(params.n_leapfrog))
+         divergent) = self.compiled(dense=dense, base=base is not None)(
+            np.ascontiguousarray(x, dtype=float), normals, eps, metric, np.float64(beta),
+            parts.log_prior, parts.log_likelihood, parts.grad_log_prior,
+            parts.grad_log_likelihood, uniforms, self._coefficients(params.n_leapfrog), *extra)
         if self._count is not None:
             self._count(params.n_leapfrog)
         return (x_new, DensityParts(prior, lik, grad_prior, grad_lik),
@@ -83,34 +115,67 @@ class FusedHMC:
         return coefficients
 
 
-def _transition_graph(x, outputs):
-    """Inputs and outputs of one batched HMC transition (see :func:`hmc_step` for the maths)."""
+def _transition_graph(x, outputs, *, dense: bool = False, base: bool = False):
+    """Inputs and outputs of one batched HMC transition (see :func:`hmc_step` for the maths).
+
+    ``dense``: the metric input is the factor ``L`` of a dense inverse mass matrix and the
+    momentum is kept whitened, as in :func:`~pymc_bdmc.kernels.hmc.hmc_step`'s dense form.
+    ``base``: the densities are those of the path from a Gaussian base (three more inputs: its
+    mean, whitening matrix and log normaliser; :meth:`GaussianBase.rebase`).
+    """
     q0 = pt.matrix("q0", dtype=x.dtype)
     normals = pt.matrix("standard_normals", dtype=x.dtype)
     eps = pt.vector("eps", dtype=x.dtype)
-    inv_mass = pt.vector("inv_mass", dtype=x.dtype)
+    metric = (pt.matrix("mass_factor", dtype=x.dtype) if dense
+              else pt.vector("inv_mass", dtype=x.dtype))
     beta = pt.scalar("beta", dtype=x.dtype)
     prior0, lik0 = pt.vector("log_prior0"), pt.vector("log_likelihood0")
     grad_prior0, grad_lik0 = pt.matrix("grad_log_prior0"), pt.matrix("grad_log_likelihood0")
     uniforms = pt.vector("uniforms")
     coefficients = pt.vector("momentum_coefficients")  # 1, ..., 1, 0.5 (one per leapfrog)
-    # A zero inverse mass pins a coordinate (a discrete one): no momentum, as in hmc.py.
-    scale = pt.sqrt(inv_mass)
-    momentum = pt.switch(scale > 0, normals / pt.switch(scale > 0, scale, 1.0), 0.0)
-
+    base_inputs = ([pt.vector("base_mean", dtype=x.dtype),
+                    pt.matrix("base_whitening", dtype=x.dtype),
+                    pt.scalar("base_log_norm", dtype=x.dtype)] if base else [])
     step = eps[:, None]
-    drift = step * inv_mass
+    if dense:
+        # Whitened momentum r = L^T p ~ N(0, I): moves eps L r, kicks eps L^T grad.
+        momentum = normals
+
+        def drift(p):
+            return step * (p @ metric.T)
+
+        def kick(grad):
+            return grad @ metric
+
+        def kinetic(p):
+            return 0.5 * pt.sum(p**2, axis=1)
+    else:
+        # A zero inverse mass pins a coordinate (a discrete one): no momentum, as in hmc.py.
+        scale = pt.sqrt(metric)
+        momentum = pt.switch(scale > 0, normals / pt.switch(scale > 0, scale, 1.0), 0.0)
+
+        def drift(p):
+            return step * metric * p
+
+        def kick(grad):
+            return grad
+
+        def kinetic(p):
+            return 0.5 * pt.sum(p**2 * metric, axis=1)
 
     def leapfrog(coefficient, q, p, *_previous):
-        q = q + drift * p
+        q = q + drift(p)
         prior, lik, grad_prior, grad_lik = vectorize_graph(outputs, replace={x: q})
         # NaN densities are impossible states (as in ModelDensity.parts).
         prior = pt.switch(pt.isnan(prior), -np.inf, prior)
         lik = pt.switch(pt.isnan(lik), -np.inf, lik)
-        p = p + (grad_prior + beta * grad_lik) * (coefficient * step)
+        if base:
+            prior, lik, grad_prior, grad_lik = _rebased(q, prior, lik, grad_prior, grad_lik,
+                                                        *base_inputs)
+        p = p + kick(grad_prior + beta * grad_lik) * (coefficient * step)
         return q, p, prior, lik, grad_prior, grad_lik
 
-    p_half = momentum + 0.5 * step * (grad_prior0 + beta * grad_lik0)
+    p_half = momentum + 0.5 * step * kick(grad_prior0 + beta * grad_lik0)
     trajectory = pytensor.scan(
         leapfrog, sequences=[coefficients],
         outputs_info=[q0, p_half, prior0, lik0, grad_prior0, grad_lik0],
@@ -118,8 +183,8 @@ def _transition_graph(x, outputs):
     )
     q, p, prior, lik, grad_prior, grad_lik = (out[-1] for out in trajectory)
 
-    kinetic0 = 0.5 * pt.sum(momentum**2 * inv_mass, axis=1)
-    kinetic1 = 0.5 * pt.sum(p**2 * inv_mass, axis=1)
+    kinetic0 = kinetic(momentum)
+    kinetic1 = kinetic(p)
     # At beta = 0 the target is the prior alone, even where the likelihood is -inf.
     logp1 = pt.switch(pt.eq(beta, 0), prior, prior + beta * lik)
     logp0 = pt.switch(pt.eq(beta, 0), prior0, prior0 + beta * lik0)
@@ -128,13 +193,21 @@ def _transition_graph(x, outputs):
     log_ratio = pt.switch(pt.isnan(log_ratio) | ~pt.isfinite(logp1), -np.inf, log_ratio)
     accepted = pt.log(uniforms) < log_ratio
     row = accepted[:, None]
-    inputs = [q0, normals, eps, inv_mass, beta, prior0, lik0, grad_prior0, grad_lik0, uniforms,
-              coefficients]
+    inputs = [q0, normals, eps, metric, beta, prior0, lik0, grad_prior0, grad_lik0, uniforms,
+              coefficients, *base_inputs]
     new = [pt.switch(row, q, q0), pt.switch(accepted, prior, prior0),
            pt.switch(accepted, lik, lik0), pt.switch(row, grad_prior, grad_prior0),
            pt.switch(row, grad_lik, grad_lik0), accepted,
            pt.exp(pt.minimum(log_ratio, 0.0)), ~(log_ratio > -DIVERGENCE_THRESHOLD)]
     return inputs, new
+
+
+def _rebased(q, prior, lik, grad_prior, grad_lik, mean, whitening, log_norm):
+    """The model's densities as parts of the path from a Gaussian base (GaussianBase.rebase)."""
+    whitened = (q - mean) @ whitening.T
+    log_q = log_norm - 0.5 * pt.sum(whitened**2, axis=1)
+    grad_q = -(whitened @ whitening)
+    return log_q, prior + lik - log_q, grad_q, grad_prior + grad_lik - grad_q
 
 
 register_fused_kernel("hmc", FusedHMC)  # ModelDensity.fused_hmc builds this

@@ -215,9 +215,8 @@ class AnnealingPlan:
 
     def _hmc(self, rng, x, parts, beta, params, parts_fn, fused=None):
         def step(x, parts):
-            # The compiled kernel evaluates the prior path with a diagonal metric only.
-            if fused is not None and params.mass_factor is None and self.base is None:
-                return fused.step(rng, x, parts, beta, params)
+            if fused is not None:  # the same kernel, compiled (dense or not, either path)
+                return fused.step(rng, x, parts, beta, params, self.base)
             return hmc_step(rng, x, parts, beta, params, parts_fn)
 
         x, parts, info = step(x, parts)

@@ -206,9 +206,9 @@ class ModelDensity:
     def fused_hmc(self):
         """The HMC transition compiled into one function, or None where it cannot be.
 
-        A :class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`, compiled on first use and kept: the
-        same kernel as :func:`~pymc_bdmc.kernels.hmc.hmc_step` with far less Python per
-        transition. None unless the densities have gradients and a validated vectorized graph
+        A :class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`, kept (each of its forms is compiled
+        on first use): the same kernel as :func:`~pymc_bdmc.kernels.hmc.hmc_step` with far less
+        Python per transition. None unless the densities have gradients and a validated vectorized graph
         (the per-chain loop fallback is not fused).
         """
         if self._fused is None and self.can_fuse_hmc:
@@ -220,10 +220,9 @@ class ModelDensity:
         """Whether :meth:`fused_hmc` can be built (gradients and a vectorized graph)."""
         return self.gradients and self.batching == "vectorized"
 
-    @property
-    def has_fused_hmc(self) -> bool:
-        """Whether :meth:`fused_hmc` is already compiled (so using it costs nothing more)."""
-        return self._fused is not None
+    def has_fused_hmc(self, *, dense: bool = False, base: bool = False) -> bool:
+        """Whether this form of :meth:`fused_hmc` is compiled already (so costs nothing more)."""
+        return self._fused is not None and self._fused.is_compiled(dense=dense, base=base)
 
     def batched_parts(self) -> BatchedParts:
         """The hot path alone, as a picklable :class:`BatchedParts` (for worker processes)."""

@@ -23,6 +23,7 @@ __all__ = [
     "choose_workers",
     "count_sweeps",
     "count_transitions",
+    "fused_forms",
     "predicted_seconds",
     "use_fused_kernel",
 ]
@@ -79,7 +80,8 @@ class KernelTiming:
         """
         calls_before = density.n_evaluations  # timing is not part of the run's cost
         terms_before = density.n_term_evaluations
-        parts = density.parts(x)
+        parts_fn = plan.path_parts(density.parts)  # the prior's path, or a fitted base's
+        parts = parts_fn(x)
         rng = np.random.default_rng(0)  # a throwaway stream: the chains' own are untouched
         beta, params = float(plan.betas[-1]), plan.kernel(plan.n_steps)
         calls, transitions = [], []
@@ -88,7 +90,7 @@ class KernelTiming:
             density.parts(x)
             calls.append(time.perf_counter() - start)
             start = time.perf_counter()
-            hmc_step(rng, x, parts, beta, params, density.parts)
+            hmc_step(rng, x, parts, beta, params, parts_fn)
             transitions.append(time.perf_counter() - start)
         sweep = 0.0
         if gibbs is not None:
@@ -188,21 +190,26 @@ def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: Kernel
     """
     if setting is False:
         return False
-    if getattr(plan, "base", None) is not None:
-        if setting:
-            logger.info("No fused kernel on a path from a fitted base distribution; using the "
-                        "NumPy kernel.")
-        return False
     if not density.can_fuse_hmc:
         if setting:
             logger.info("No fused kernel for this model (its densities are evaluated chain by "
                         "chain); using the NumPy kernel.")
         return False
-    if setting or density.has_fused_hmc:  # asked for, or already compiled (free)
+    forms = fused_forms(plan)
+    if setting or all(density.has_fused_hmc(**form) for form in forms):  # asked for, or free
         return True
     saving = (n_transitions * (timing.transition - timing.fused_transition(plan.n_leapfrog))
               + n_sweeps * FUSED_SWEEP_SAVING * timing.sweep)
-    return saving > FUSED_PAYBACK * density.compile_seconds
+    # Each form of the kernel the plan uses (diagonal, dense) is one more compilation.
+    return saving > FUSED_PAYBACK * density.compile_seconds * len(forms)
+
+
+def fused_forms(plan: AnnealingPlan) -> list[dict]:
+    """The forms of the compiled kernel a plan's steps use (``FusedHMC.compiled`` keywords)."""
+    base = getattr(plan, "base", None) is not None
+    index = getattr(plan, "mass_index", None)
+    steps = np.zeros(1, dtype=int) - 1 if index is None else np.asarray(index)[1:]
+    return [{"dense": bool(dense), "base": base} for dense in np.unique(steps >= 0)]
 
 
 def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int) -> Workers:
