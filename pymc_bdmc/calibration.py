@@ -20,9 +20,32 @@ from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.checks import BDMCInputError, check_positive_int
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
 
-__all__ = ["calibrate"]
+__all__ = ["TRANSFER_MIN_BIAS_SCALE", "TRANSFER_SPREAD_FACTOR", "calibrate", "forward_spread",
+           "harder_than_certified"]
 
 logger = logging.getLogger(__name__)
+
+
+#: The real data are flagged as harder than the simulated data where the spread (sd) of their
+#: forward log weights exceeds the certified run's by this factor ...
+TRANSFER_SPREAD_FACTOR = 2.0
+#: ... and the bias it allows (``sd^2 / 2`` nats for log-normal weights) exceeds the tolerance.
+TRANSFER_MIN_BIAS_SCALE = 1.0
+
+
+def forward_spread(result: xr.DataTree) -> float:
+    """Standard deviation of a run's finite forward log weights (NaN if fewer than two)."""
+    log_w = np.asarray(result["evidence"]["log_weight_forward"].values, dtype=float)
+    log_w = log_w[np.isfinite(log_w)]
+    return float(np.std(log_w)) if log_w.size >= 2 else float("nan")
+
+
+def harder_than_certified(real_sd: float, simulated_sd: float, tolerance: float) -> bool:
+    """Whether the real-data run looks harder than the certified simulated one (see notes)."""
+    if not np.isfinite(real_sd):
+        return True
+    return bool(real_sd > TRANSFER_SPREAD_FACTOR * simulated_sd
+                and real_sd**2 / 2 > TRANSFER_MIN_BIAS_SCALE * tolerance)
 
 
 def _within(gap: float, tolerance: float) -> bool:
@@ -59,7 +82,9 @@ def calibrate(
         Free variables to hold at given values (e.g. estimates from the real data) while
         simulating, through ``pm.do``, so that simulated data resemble the real data. The
         certified model then differs from ``model``, so its plan cannot be transferred: the
-        real-data run tunes its own plan with the certified ``n_steps``. The same holds where
+        real-data run tunes its own plan with the certified ``n_steps``. Variables held fixed
+        are not annealed on the simulated data, so the certificate says nothing about them
+        (the transfer check in the notes flags a real-data run they make harder). The same holds where
         the certified run annealed from a Gaussian fitted to the simulated data's posterior
         (``base="auto"``): the real-data run fits its own.
     random_seed : int, optional
@@ -76,12 +101,23 @@ def calibrate(
         The real-data :func:`~pymc_bdmc.sample_ais` result, plus a ``calibration`` group: per
         attempt (dim ``attempt``) ``n_steps``, ``lower``, ``upper`` and ``gap`` on simulated data;
         attrs ``tolerance``, ``certified`` (whether the tolerance was met), ``certified_n_steps``,
-        ``certified_gap``, ``simulation_seed`` and ``estimation_seed``.
+        ``certified_gap``, ``simulation_seed`` and ``estimation_seed``, and the transfer check:
+        ``forward_log_weight_sd_simulated``, ``forward_log_weight_sd_real`` and
+        ``real_data_harder``.
 
     Notes
     -----
     The certificate is evidence, not proof, about the real data: it measures the estimator on
     data drawn from the model, which the real data resemble only as far as the model fits them.
+    Real data far in the tails of the prior predictive make a longer, harder path than typical
+    simulated data. The one measurement both runs share is the spread of their forward log
+    weights, whose variance bounds the lower bound's bias for log-normal weights (``E log w =
+    log E w - var / 2``). Where the real data's spread is more than twice the certified run's
+    and its ``sd^2 / 2`` exceeds ``tolerance``, the result says ``real_data_harder=1`` and a
+    warning names what to do: simulate data closer to the real data (``fix=``, e.g. at
+    posterior means, in the spirit of Grosse, Ancha & Roy 2016) or raise ``n_steps``. The check
+    can miss a harder data set whose difficulty the forward chains never see (mass they do not
+    reach); it does not widen the certificate.
     """
     model = modelcontext(model)
     steps = [check_positive_int(n, "n_steps") for n in n_steps]
@@ -89,6 +125,15 @@ def calibrate(
         raise BDMCInputError("`n_steps` must be a non-empty increasing sequence.")
     if not tolerance > 0:
         raise BDMCInputError(f"`tolerance` must be positive, got {tolerance}.")
+    if fix:
+        free = {rv.name for rv in model.free_RVs}
+        unknown = sorted(set(fix) - free)
+        if unknown:
+            raise BDMCInputError(f"`fix` names {unknown}, which are not free variables of the "
+                                 f"model (free: {sorted(free)}).")
+        if free <= set(fix):
+            raise BDMCInputError("`fix` holds every free variable, which leaves nothing to "
+                                 "anneal on the simulated data: leave at least one free.")
     root = np.random.default_rng(random_seed)
     simulation_seed, estimation_seed = (int(s) for s in root.integers(2**31, size=2))
     simulation_model = model if not fix else pm.do(model, dict(fix))
@@ -123,6 +168,14 @@ def calibrate(
         plan = AnnealingPlan.from_result(result)
         real = sample_ais(model=model, plan=plan, random_seed=estimation_seed, **common)
 
+    simulated_sd, real_sd = forward_spread(result), forward_spread(real)
+    harder = harder_than_certified(real_sd, simulated_sd, tolerance)
+    if harder:
+        logger.warning(
+            "The real data's forward log weights spread more (sd %.2f) than those of the "
+            "certified simulated data (sd %.2f): the real data look harder, and the certificate "
+            "may not transfer. Simulate data closer to them (`fix=`, e.g. at posterior means) or "
+            "raise `n_steps`.", real_sd, simulated_sd)
     n_tried, lower, upper, gap = (np.array(col) for col in zip(*rows, strict=True))
     real["calibration"] = xr.Dataset(
         {"n_steps": ("attempt", n_tried), "lower": ("attempt", lower),
@@ -131,6 +184,8 @@ def calibrate(
         attrs={"tolerance": float(tolerance), "certified": int(certified),
                "certified_n_steps": int(rows[-1][0]), "certified_gap": float(rows[-1][3]),
                "simulation_seed": simulation_seed, "estimation_seed": estimation_seed,
-               "plan_transferred": int(transferable)},
+               "plan_transferred": int(transferable),
+               "forward_log_weight_sd_simulated": simulated_sd,
+               "forward_log_weight_sd_real": real_sd, "real_data_harder": int(harder)},
     )
     return real

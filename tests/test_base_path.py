@@ -10,7 +10,7 @@ from pymc_bdmc import BDMCInputError, testing
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
 from pymc_bdmc.model.base_distribution import GaussianBase
-from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.pipeline.pilot import BASE_LOG_Z_TOLERANCE, BASE_PATH_GAIN
 
@@ -207,3 +207,76 @@ def test_the_pilots_estimates_decide_first_then_the_lengths():
     assert prefer_fitted_base(prior, _pilot(BASE_PATH_GAIN * 12.0, -170.0 + BASE_LOG_Z_GAIN))
     assert not prefer_fitted_base(prior, _pilot(10.0, -169.5))
     assert not prefer_fitted_base(prior, _pilot(8.0, float("nan")))
+
+
+def _scripted_runs(log_zs, d=2, n=32):
+    """A stand-in for the pilot run that returns pilots with the given estimates, in turn."""
+    from pymc_bdmc.kernels.tuning import PilotResult
+
+    calls = []
+
+    def run(x, parts, path_parts):
+        log_z = log_zs[len(calls)]
+        calls.append(x)
+        plan = AnnealingPlan(np.array([0.0, 1.0]), np.array([np.nan, 0.5]), np.ones((2, d)), 3,
+                             0.2)
+        pilot = PilotResult(log_z, np.array([0.0, 1.0]), np.full(2, 5.0), np.ones(2),
+                            np.ones((2, d)), np.ones(2), n_particles=n,
+                            final_x=x + 1.0, final_weights=np.full(n, 1.0 / n))
+        return plan, pilot
+
+    return run, calls
+
+
+@pytest.mark.parametrize(("fitted_log_zs", "n_runs", "kept"), [
+    ((-198.0, -190.0, -189.5), 3, -189.5),   # gains 2 and 8 nats: refit; then 0.5: stop
+    ((-197.0, -198.0), 2, -197.0),           # the second fit lost: keep the first
+    ((-201.0,), 1, None),                    # the first fit lost 1 nat: the prior's path
+    (tuple(-200.0 + 5.0 * k for k in range(1, 9)), None, None),  # gains forever: capped
+])
+def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_zs, n_runs,
+                                                                    kept):
+    from pymc_bdmc.pipeline.pilot import BASE_REFIT_GAIN, MAX_BASE_FITS, choose_path
+
+    assert BASE_REFIT_GAIN == 1.0 and MAX_BASE_FITS >= 3  # the script above assumes these
+    if n_runs is None:
+        n_runs, kept = MAX_BASE_FITS, fitted_log_zs[MAX_BASE_FITS - 1]
+    run, calls = _scripted_runs(fitted_log_zs)
+    prior_plan, _ = _scripted_runs([0.0])[0](np.zeros((32, 2)), None, None)
+    prior_pilot = _scripted_runs([-200.0])[0](np.random.default_rng(1).normal(size=(32, 2)) - 1.0,
+                                              None, None)[1]
+    def flat(x):  # the model's densities are not looked at by the scripted pilots
+        zeros = np.zeros(len(x))
+        return DensityParts(zeros, zeros, np.zeros_like(x), np.zeros_like(x))
+
+    plan, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat)
+    assert len(calls) == n_runs
+    # Each Gaussian is fitted to the previous final population (the prior pilot's at 0, and
+    # each scripted pilot moves its draws by +1).
+    for k, x in enumerate(calls):
+        np.testing.assert_allclose(x.mean(axis=0), np.full(2, float(k)), atol=0.75)
+    if kept is None:
+        assert plan.base is None and pilot.log_z == -200.0
+    else:
+        assert plan.base is not None and pilot.log_z == kept
+    assert pilot.path_choice["pilot_log_z_prior"] == -200.0
+
+
+def test_final_moves_change_the_final_population_only(small_regression):
+    from pymc_bdmc.kernels.tuning import run_pilot
+
+    am, density, simulator = small_regression
+    x0 = simulator.draw_prior(64, np.random.default_rng(4))
+    pilots = [run_pilot(np.random.default_rng(5), x0, density.parts(x0), density.parts,
+                        n_leapfrog=3, target_accept=0.9, jitter=0.2, final_moves=moves)
+              for moves in (0, 20)]
+    still, moved = pilots
+    assert still.log_z == moved.log_z
+    np.testing.assert_array_equal(still.betas, moved.betas)
+    np.testing.assert_array_equal(still.step_size, moved.step_size)
+    assert not np.allclose(still.final_x, moved.final_x)
+    # The moves leave the posterior invariant: the weighted mean stays near the exact one
+    # (4 standard errors at an effective sample size of at least 16 of the 64).
+    mean, cov = _exact_posterior_moments(am)
+    moved_mean = moved.final_weights @ moved.final_x
+    assert np.all(np.abs(moved_mean - mean) <= 4 * np.sqrt(np.diag(cov) / 16))

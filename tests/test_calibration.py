@@ -94,3 +94,73 @@ def test_discrete_model_calibrates_with_step_methods():
     cal = r["calibration"]
     assert cal.attrs["plan_transferred"] == 0 and cal.attrs["certified_n_steps"] == 20
     assert abs(float(r["evidence"]["lower"]) - am.log_evidence()) < 5.0
+
+
+def _shifted_normal_mean(shift: float, n: int = 40):
+    """``mu ~ N(0, 1)``, ``y_i ~ N(mu, 1)``, real data centred at ``shift``; exact evidence."""
+    import pymc as pm
+    from scipy import stats
+
+    y = shift + np.random.default_rng(0).normal(size=n)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=y)
+    truth = stats.multivariate_normal(np.zeros(n), np.eye(n) + 1.0).logpdf(y)
+    return model, truth
+
+
+@pytest.mark.parametrize(("shift", "flagged"), [(0.5, False), (12.0, True)])
+def test_real_data_harder_than_the_simulated_data_are_flagged(shift, flagged, caplog):
+    model, truth = _shifted_normal_mean(shift)
+    with model, caplog.at_level("WARNING", logger="pymc_bdmc"):
+        r = pmb.calibrate(tolerance=0.5, n_steps=(10, 20, 40), chains=16, random_seed=3,
+                          progressbar=False, base="prior")
+    cal = r["calibration"].attrs
+    error = float(r["evidence"]["lower"]) - truth
+    assert cal["certified"] == 1
+    assert cal["real_data_harder"] == int(flagged)
+    assert ("look harder" in caplog.text) is flagged
+    if flagged:
+        # Data 12 prior sds out: 20 steps certify typical simulated data, not these. The flag
+        # is right to warn: the real-data estimate is far outside the certified tolerance.
+        assert error < -5.0
+        assert cal["forward_log_weight_sd_real"] > 4 * cal["forward_log_weight_sd_simulated"]
+    else:
+        assert abs(error) < 0.5
+
+
+def test_the_transfer_rule():
+    from pymc_bdmc.calibration import harder_than_certified
+
+    assert harder_than_certified(3.0, 1.0, 0.5)       # 3x the spread, bias scale 4.5 nats
+    assert not harder_than_certified(1.9, 1.0, 0.5)   # within twice the spread
+    assert not harder_than_certified(0.9, 0.3, 0.5)   # 3x, but sd^2/2 = 0.4 < the tolerance
+    assert harder_than_certified(np.nan, 1.0, 0.5)    # no finite forward weight at all
+
+
+def test_fix_must_leave_something_to_anneal():
+    model, _ = _shifted_normal_mean(0.0, n=5)
+    with model, pytest.raises(pmb.BDMCInputError, match="every free variable"):
+        pmb.calibrate(fix={"mu": 0.0}, progressbar=False)
+    with model, pytest.raises(pmb.BDMCInputError, match="not free variables"):
+        pmb.calibrate(fix={"sigma": 1.0}, progressbar=False)
+
+
+def test_holding_the_hard_parameter_fixed_is_flagged_too():
+    # ``fix`` simulates from a model with mu held constant: its certificate says nothing about
+    # annealing mu, which is what makes the real data (12 prior sds out) hard. The transfer
+    # check sees it.
+    import pymc as pm
+
+    model, _ = _shifted_normal_mean(12.0)
+    y_obs = np.asarray(model.rvs_to_values[model["y"]].data)
+    with pm.Model() as two_parameters:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        noise = pm.HalfNormal("noise", 0.1)
+        pm.Normal("y", mu, 1.0 + noise, observed=y_obs)
+    with two_parameters:
+        r = pmb.calibrate(tolerance=0.5, n_steps=(10, 20), chains=16, random_seed=3,
+                          progressbar=False, base="prior", fix={"mu": 11.7})
+    cal = r["calibration"].attrs
+    assert cal["plan_transferred"] == 0 and cal["certified"] == 1
+    assert cal["real_data_harder"] == 1
