@@ -82,11 +82,11 @@ def calibrate(
         Free variables to hold at given values (e.g. estimates from the real data) while
         simulating, through ``pm.do``, so that simulated data resemble the real data. The
         certified model then differs from ``model``, so its plan cannot be transferred: the
-        real-data run tunes its own plan with the certified ``n_steps``. Variables held fixed
-        are not annealed on the simulated data, so the certificate says nothing about them
-        (the transfer check in the notes flags a real-data run they make harder). The same holds where
+        real-data run tunes its own plan with the certified ``n_steps``. The same holds where
         the certified run annealed from a Gaussian fitted to the simulated data's posterior
-        (``base="auto"``): the real-data run fits its own.
+        (``base="auto"``): the real-data run fits its own. Variables held fixed are not
+        annealed on the simulated data, so the certificate says nothing about them (the
+        transfer check in the notes flags a real-data run they make harder).
     random_seed : int, optional
         Seeds both stages; the integer seeds used are recorded in the ``calibration`` group so
         that each stage can be rerun on its own.

@@ -235,8 +235,12 @@ def _scripted_runs(log_zs, d=2, n=32):
     (tuple(-200.0 + 5.0 * k for k in range(1, 9)), None, None),  # gains forever: capped
 ])
 def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_zs, n_runs,
-                                                                    kept):
+                                                                    kept, monkeypatch):
+    from pymc_bdmc.pipeline import pilot as pilot_module
     from pymc_bdmc.pipeline.pilot import BASE_REFIT_GAIN, MAX_BASE_FITS, choose_path
+
+    # The scripted pilots have no density to equilibrate on (tested on its own below).
+    monkeypatch.setattr(pilot_module, "BASE_FIT_MOVES", 0)
 
     assert BASE_REFIT_GAIN == 1.0 and MAX_BASE_FITS >= 3  # the script above assumes these
     if n_runs is None:
@@ -262,21 +266,19 @@ def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_
     assert pilot.path_choice["pilot_log_z_prior"] == -200.0
 
 
-def test_final_moves_change_the_final_population_only(small_regression):
-    from pymc_bdmc.kernels.tuning import run_pilot
+def test_equilibration_moves_the_population_and_keeps_the_posterior(small_regression):
+    from pymc_bdmc.kernels.tuning import tune_plan
+    from pymc_bdmc.pipeline.pilot import equilibrate
 
     am, density, simulator = small_regression
     x0 = simulator.draw_prior(64, np.random.default_rng(4))
-    pilots = [run_pilot(np.random.default_rng(5), x0, density.parts(x0), density.parts,
-                        n_leapfrog=3, target_accept=0.9, jitter=0.2, final_moves=moves)
-              for moves in (0, 20)]
-    still, moved = pilots
-    assert still.log_z == moved.log_z
-    np.testing.assert_array_equal(still.betas, moved.betas)
-    np.testing.assert_array_equal(still.step_size, moved.step_size)
-    assert not np.allclose(still.final_x, moved.final_x)
+    plan, pilot = tune_plan(np.random.default_rng(5), x0, density.parts(x0), density.parts,
+                            schedule="adaptive", n_steps=20, n_leapfrog=3)
+    moved = equilibrate(np.random.default_rng(6), pilot.final_x, plan, density.parts, 20)
+    assert moved.shape == pilot.final_x.shape and not np.allclose(moved, pilot.final_x)
+    assert equilibrate(np.random.default_rng(6), pilot.final_x, plan, density.parts,
+                       0) is pilot.final_x
     # The moves leave the posterior invariant: the weighted mean stays near the exact one
     # (4 standard errors at an effective sample size of at least 16 of the 64).
     mean, cov = _exact_posterior_moments(am)
-    moved_mean = moved.final_weights @ moved.final_x
-    assert np.all(np.abs(moved_mean - mean) <= 4 * np.sqrt(np.diag(cov) / 16))
+    assert np.all(np.abs(pilot.final_weights @ moved - mean) <= 4 * np.sqrt(np.diag(cov) / 16))

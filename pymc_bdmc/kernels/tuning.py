@@ -345,7 +345,6 @@ def run_pilot(
     discrete: DiscreteSweep | None = None,
     pinned: np.ndarray | None = None,
     dense: bool = True,
-    final_moves: int = 0,
 ) -> PilotResult:
     """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
 
@@ -358,9 +357,6 @@ def run_pilot(
     most :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` movable coordinates); the length
     with the largest squared jump per gradient (each temperature's values scaled by their
     maximum, then summed over temperatures) becomes the measured runs' trajectory length.
-    ``final_moves`` more transitions at ``beta = 1`` leave the final population
-    (``final_x``, the population a base distribution is fitted to) closer to the posterior;
-    they change none of the tuning and not the pilot's ``log_z``.
     """
     n_chains = len(x0)
     x, parts = x0, parts0
@@ -432,12 +428,6 @@ def run_pilot(
         record["jump"].append(np.where(moves > 0, jumps / np.maximum(moves, 1), np.nan))
         if on_step is not None:
             on_step(beta)
-    for _ in range(final_moves):
-        if discrete is not None:
-            x = discrete(rng, x, beta, False)
-            parts = parts_fn(x)
-        x, parts, _ = hmc_step(rng, x, parts, beta, HMCParams(
-            float(np.exp(log_eps[0])), variance, candidates[0], jitter, factor), parts_fn)
     log_z += float(log_mean_exp(log_w))
     jump = np.array(record["jump"])
     best = _best_candidate(candidates, jump)
@@ -569,7 +559,6 @@ def tune_plan(
     discrete: DiscreteSweep | None = None,
     pinned: np.ndarray | None = None,
     dense: bool = True,
-    final_moves: int = 0,
 ) -> tuple[AnnealingPlan, PilotResult]:
     """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
 
@@ -602,8 +591,6 @@ def tune_plan(
         Coordinates the HMC kernels must leave alone (the discrete ones).
     dense : bool, default True
         Allow dense mass matrices where the pilot population is strongly correlated.
-    final_moves : int, default 0
-        Transitions of the final population at ``beta = 1`` (see :func:`run_pilot`).
 
     Returns
     -------
@@ -612,7 +599,7 @@ def tune_plan(
     """
     pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
                       target_accept=target_accept, jitter=jitter, on_step=on_step,
-                      discrete=discrete, pinned=pinned, dense=dense, final_moves=final_moves)
+                      discrete=discrete, pinned=pinned, dense=dense)
     return freeze_plan(pilot, schedule, n_steps, jitter, transitions_per_step), pilot
 
 

@@ -28,19 +28,20 @@ nats off, so a clear margin is asked for):
   below the prior pilot's, and taken if it is more than :data:`BASE_LOG_Z_GAIN` above;
 * in between, it is taken where its thermodynamic length is at most :data:`BASE_PATH_GAIN`
   times the prior path's (for a fixed number of steps the variance of the log weights grows
-  as its square, and the prior's path keeps the compiled kernel where the fitted one has none).
+  as its square).
 
-A Gaussian is only as good as the population it is fitted to, and a pilot's final population
-can be far from the posterior: on a 201-step random walk the prior path's pilot came out 43
-nats short of the exact ``log p(y)``, and a Gaussian fitted to it gave a pilot still 42 short
-and a 1000-step gap of 7.3 nats. Two things fix that. Each pilot ends with
-:data:`BASE_FIT_MOVES` more transitions of its population at ``beta = 1`` (they tune nothing
-and change no estimate). And while a fitted path's pilot gains more than
-:data:`BASE_REFIT_GAIN` nats on the pilot it was fitted from, a new Gaussian is fitted to its
-final population, up to :data:`MAX_BASE_FITS` fits; the fit with the highest estimate is the
-fitted path the rules above compare with the prior's. On that random walk the three fits'
-pilots reached -199.7, -190.6 and -170.8 against the exact -169.5, and the gap closed to 0.40
-nats at 1000 steps. On near-Gaussian models the first fit gains nothing and no second is made.
+A Gaussian is only as good as the population it is fitted to, and a pilot's final population can
+be far from the posterior: on a 201-step random walk the prior path's pilot came out 43 nats
+short of the exact ``log p(y)``, and a Gaussian fitted to it gave a pilot still 42 short and a
+1000-step gap of 7.3 nats. Two things fix that. Before a Gaussian is fitted to a pilot's final
+population, that population makes :data:`BASE_FIT_MOVES` more transitions at ``beta = 1``
+(:func:`equilibrate`; they tune nothing and change no estimate). And while a fitted path's pilot
+gains more than :data:`BASE_REFIT_GAIN` nats on the pilot it was fitted from, a new Gaussian is
+fitted to its final population, up to :data:`MAX_BASE_FITS` fits; the fit with the highest
+estimate is the fitted path the rules above compare with the prior's. On that random walk the
+three fits' pilots reached -180.9, -169.9 and -169.8 against the exact -169.5, and the gap was
+-0.17 nats at 1000 steps (40 s in all). On near-Gaussian models the first fit gains nothing and
+no second is made.
 
 Every pilot sees only its own draws and ``y``, never the measured chains or ``theta*``, so
 the choice leaves the bounds valid.
@@ -56,6 +57,7 @@ from collections.abc import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from pymc_bdmc.kernels.hmc import hmc_step
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
 from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, freeze_plan, tune_plan
 from pymc_bdmc.model.base_distribution import GaussianBase
@@ -64,9 +66,8 @@ from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.schedules import ADAPTIVE
 
 __all__ = ["BASE_FIT_MOVES", "BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE", "BASE_PATH_GAIN",
-           "BASE_REFIT_GAIN", "MAX_BASE_FITS",
-           "PILOT_PARTICLES_PER_COORDINATE", "enlarged_pilot_size", "prefer_fitted_base",
-           "choose_path", "refreeze", "tune"]
+           "BASE_REFIT_GAIN", "MAX_BASE_FITS", "PILOT_PARTICLES_PER_COORDINATE", "choose_path",
+           "enlarged_pilot_size", "equilibrate", "prefer_fitted_base", "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -74,7 +75,7 @@ logger = logging.getLogger("pymc_bdmc")
 MAX_BASE_FITS = 3
 #: Another Gaussian is fitted while the last one's pilot estimate gained more than this (nats).
 BASE_REFIT_GAIN = 1.0
-#: Transitions of each pilot's final population at ``beta = 1`` before a Gaussian is fitted.
+#: Transitions of a pilot's final population at ``beta = 1`` before a Gaussian is fitted to it.
 BASE_FIT_MOVES = 60
 
 #: Pilot particles per movable coordinate where the pilot measures a dense metric.
@@ -151,7 +152,6 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
             jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
             on_step=report, discrete=discrete, pinned=pinned,
-            final_moves=BASE_FIT_MOVES if fit_base else 0,
         )
 
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
@@ -212,6 +212,40 @@ def prefer_fitted_base(prior: PilotResult, fitted: PilotResult) -> bool:
     return bool(fitted.thermodynamic_length <= BASE_PATH_GAIN * prior.thermodynamic_length)
 
 
+def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
+                path_parts: Callable, n_moves: int) -> np.ndarray:
+    """``n_moves`` transitions of a pilot's final population by its plan's kernel at ``beta = 1``.
+
+    The kernel leaves the posterior invariant, so importance weights stay valid; the moves only
+    bring a population that lagged behind the posterior closer to it before a Gaussian is
+    fitted to it (module docstring).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The pilot's stream.
+    x : numpy.ndarray, shape (n, n_dim)
+        The population (a pilot's ``final_x``).
+    plan : AnnealingPlan
+        The plan frozen from that pilot (its kernel at the last step targets ``beta = 1``).
+    path_parts : callable
+        The batched densities of that plan's path.
+    n_moves : int
+
+    Returns
+    -------
+    numpy.ndarray
+        The moved population.
+    """
+    if n_moves <= 0 or plan.n_steps < 1:
+        return x
+    parts = path_parts(x)
+    params = plan.kernel(plan.n_steps)
+    for _ in range(n_moves):
+        x, parts, _ = hmc_step(rng, x, parts, 1.0, params, path_parts)
+    return x
+
+
 def choose_path(plan, pilot, run, rng, parts_fn):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
@@ -233,10 +267,11 @@ def choose_path(plan, pilot, run, rng, parts_fn):
         ``pilot.path_choice`` records both paths' lengths and estimates.
     """
     fitted = None
-    source = pilot
+    source, source_plan, source_parts = pilot, plan, parts_fn
     for _ in range(MAX_BASE_FITS):
+        population = equilibrate(rng, source.final_x, source_plan, source_parts, BASE_FIT_MOVES)
         try:
-            base = GaussianBase.fit(source.final_x, source.final_weights)
+            base = GaussianBase.fit(population, source.final_weights)
         except np.linalg.LinAlgError:
             break
         based_parts = base.parts_fn(parts_fn)
@@ -249,7 +284,7 @@ def choose_path(plan, pilot, run, rng, parts_fn):
             fitted = (base, based_plan, based_pilot)
         if not gained > BASE_REFIT_GAIN:
             break
-        source = based_pilot
+        source, source_plan, source_parts = based_pilot, based_plan, based_parts
     if fitted is None:
         return plan, pilot
     base, based_plan, based_pilot = fitted
