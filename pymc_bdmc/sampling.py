@@ -135,8 +135,8 @@ _COMMON_DOC = """
         its final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta``, fitting
         a new Gaussian to that pilot's final population while its estimate of ``log p(y)``
         gains more than 1 nat (at most 3 fits). The best fitted path is kept where its
-        estimate is more than 2 nats above the prior pilot's or, between 0.5 nats below and 2
-        above it, where its thermodynamic length is at most 0.75 times the prior path's
+        estimate is more than 0.5 nats above the prior pilot's or, within 0.5 nats of it,
+        where its thermodynamic length is at most 0.75 times the prior path's
         (``evidence.attrs``: ``path_start`` and both paths' numbers). The bounds stay exact:
         ``q0`` is normalised and sampled exactly. ``"prior"``: always from the prior. AIS on
         the vectorized kernels of continuous models with an adaptive schedule only.
