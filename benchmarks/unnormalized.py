@@ -86,6 +86,7 @@ from scipy.special import logsumexp
 import pymc_bdmc as pmb
 from pymc_bdmc.unnormalized import ExchangeChain, IsingSimulator, savis
 from pymc_bdmc.unnormalized.ising import (
+    MAX_EXACT_WIDTH,
     enumerated_log_partition,
     ising_enumerate,
     ising_natural,
@@ -267,6 +268,8 @@ def main():
                         help="1 seed, budget 2600, 3 sweeps, overriding those options (2-3 min)")
     parser.add_argument("--markdown", help="also write the tables to this markdown file")
     args = parser.parse_args()
+    if not 2 <= args.size <= MAX_EXACT_WIDTH:  # exact data, truth and simulation counts
+        parser.error(f"--size must be between 2 and {MAX_EXACT_WIDTH} (the transfer matrix).")
     if args.quick:
         args.seeds, args.budgets, args.sweeps = 1, [2600], [3]
     logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)
