@@ -272,6 +272,9 @@ def choose_path(plan, pilot, run, rng, parts_fn):
     source, source_plan, source_parts = pilot, plan, parts_fn
     for _ in range(MAX_BASE_FITS):
         population = equilibrate(rng, source.final_x, source_plan, source_parts, BASE_FIT_MOVES)
+        # A population with impossible states or undefined weights has no Gaussian to give.
+        if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
+            break
         try:
             base = GaussianBase.fit(population, source.final_weights)
         except np.linalg.LinAlgError:
@@ -282,6 +285,8 @@ def choose_path(plan, pilot, run, rng, parts_fn):
         gained = based_pilot.log_z - source.log_z
         logger.debug("Pilot from a fitted Gaussian: log Z %.2f (%+.2f).", based_pilot.log_z,
                      gained)
+        if not np.isfinite(based_pilot.log_z):  # a failed pilot says nothing for its base
+            break
         if fitted is None or based_pilot.log_z > fitted[2].log_z:
             fitted = (base, based_plan, based_pilot)
         if not gained > BASE_REFIT_GAIN:
