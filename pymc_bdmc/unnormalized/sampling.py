@@ -31,12 +31,16 @@ from pymc_bdmc.unnormalized.distributions import unnormalized_simulator
 from pymc_bdmc.unnormalized.ergm import ERGMSimulator, ergm_statistics
 from pymc_bdmc.unnormalized.exchange import exchange_sampler
 from pymc_bdmc.unnormalized.importance import mavis, normaliser_bounds, savis
-from pymc_bdmc.unnormalized.ising import IsingSimulator, ising_statistics
+from pymc_bdmc.unnormalized.ising import (
+    IsingSimulator,
+    ising_pseudo_likelihood_estimate,
+    ising_statistics,
+)
 from pymc_bdmc.unnormalized.marker import unnormalized_likelihoods, unnormalized_variables
 from pymc_bdmc.unnormalized.smc import IsingRowPath, random_weight_smc
 from pymc_bdmc.unnormalized.summary import abc_evidence, synthetic_likelihood_evidence
 
-__all__ = ["METHODS", "sample_unnormalized_evidence"]
+__all__ = ["METHODS", "PILOT_DRIFT_TOLERANCE", "pilot_drift_check", "sample_unnormalized_evidence"]
 
 #: Accepted values of ``method``.
 METHODS = ("auto", "savis", "mavis", "rwsmc", "abc", "sl")
@@ -150,6 +154,36 @@ def _pilot(compiled, sim, stats_y, rngs, pilot_draws, pilot_tune, progress):
     _log.info("Exchange pilot: acceptance %.2f, posterior mean %s (unconstrained).",
               chain.acceptance_rate, np.round(chain.pilot(), 3).tolist())
     return chain
+
+
+#: An inexact simulator's exchange pilot is taken to have drifted where its posterior mean of a
+#: natural parameter is further than this from the data's maximum pseudo-likelihood estimate
+#: (whose own spread on 10 x 10 fields is 0.1-0.15; drifted pilots reached couplings of 13-20).
+PILOT_DRIFT_TOLERANCE = 1.0
+
+
+def pilot_drift_check(sim, data: np.ndarray, eta_hat: np.ndarray) -> dict:
+    """Compare an inexact Ising pilot's ``η̂`` with the maximum pseudo-likelihood estimate.
+
+    With approximate simulation the exchange pilot can drift to couplings the data do not
+    support (``docs/performance.md``, un-normalised likelihoods), and every estimate built on it
+    is then wrong. The pseudo-likelihood estimate needs no simulation. Returns auxiliary
+    variables (``eta_pseudo_likelihood``, ``pilot_drift``) for inexact Ising simulators, after
+    logging a warning where the pilot drifted; an empty dict otherwise.
+    """
+    if not isinstance(sim, IsingSimulator) or sim.exact:
+        return {}
+    eta_pl = ising_pseudo_likelihood_estimate(data, sim.neighbourhood)
+    distance = float(np.max(np.abs(np.asarray(eta_hat, dtype=float) - eta_pl)))
+    drifted = bool(np.isfinite(distance) and distance > PILOT_DRIFT_TOLERANCE)
+    if drifted:
+        _log.warning(
+            "The exchange pilot's natural parameters %s are %.1f from the data's maximum "
+            "pseudo-likelihood estimate %s: with inexact simulation (exact=False, %d sweeps per "
+            "draw) the pilot has likely drifted, and this evidence is unreliable. Raise `sweeps` "
+            "in pmb.Ising(...), or use an exact simulator where the grid allows.",
+            np.round(eta_hat, 2).tolist(), distance, np.round(eta_pl, 2).tolist(), sim.sweeps)
+    return {"eta_pseudo_likelihood": ("natural", eta_pl), "pilot_drift": int(drifted)}
 
 
 def _pilot_tree(model, compiled, chain, evidence: xr.Dataset,
@@ -443,6 +477,7 @@ def _importance(model, name, sim, method, opts, random_seed, compile_kwargs,
                    progress)
     theta_hat = chain.pilot()
     eta_hat = compiled.natural(theta_hat)
+    drift = pilot_drift_check(sim, _observed(model, name), eta_hat)
     log_z_hat = _exact_log_partition(sim, eta_hat)
     bounds = None
     if reference is not None and opts["bound_chains"] > 0:
@@ -472,7 +507,8 @@ def _importance(model, name, sim, method, opts, random_seed, compile_kwargs,
     return _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
                      bounds, dict(method=method, draws=opts["draws"],
                                   bound_chains=opts["bound_chains"],
-                                  bound_bridges=opts["bound_bridges"], exact=bool(sim.exact)))
+                                  bound_bridges=opts["bound_bridges"], exact=bool(sim.exact),
+                                  drift=drift))
 
 
 def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
@@ -496,7 +532,8 @@ def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log
          "n_pilot_draws": len(chain.theta), "n_importance_draws": info["draws"],
          "n_aux": result.n_aux, "n_aux_draws": info["draws"] * result.n_aux,
          "n_bridges": result.n_bridges, "sweeps": result.sweeps,
-         "n_bound_chains": info["bound_chains"], "n_bound_bridges": info["bound_bridges"]},
+         "n_bound_chains": info["bound_chains"], "n_bound_bridges": info["bound_bridges"],
+         **info["drift"]},
         attrs={"exact": int(exact)},
     )
     return _pilot_tree(model, compiled, chain, evidence, auxiliary)
@@ -560,6 +597,7 @@ def _summary_evidence(model, name, sim, method, opts, random_seed, compile_kwarg
     chain = _pilot(compiled, sim, stats_y, rngs, opts["pilot_draws"], opts["pilot_tune"],
                    progress)
     theta_hat = chain.pilot()
+    drift = pilot_drift_check(sim, data, compiled.natural(theta_hat))
     q = chain.proposal(scale=opts["proposal_scale"])
     rng = rngs["forward"]
     theta = np.asarray(q.rvs(size=opts["draws"], random_state=rng), dtype=float)
@@ -588,7 +626,7 @@ def _summary_evidence(model, name, sim, method, opts, random_seed, compile_kwarg
          "eta_hat": ("natural", compiled.natural(theta_hat)),
          "pilot_acceptance_rate": float(chain.acceptance_rate),
          "n_pilot_draws": len(chain.theta), "n_importance_draws": opts["draws"],
-         "n_sim": result.n_sim, "n_simulations": opts["draws"] * result.n_sim},
+         "n_sim": result.n_sim, "n_simulations": opts["draws"] * result.n_sim, **drift},
         attrs={"exact": int(exact)},
     )
     return _pilot_tree(model, compiled, chain, evidence, auxiliary)
