@@ -217,3 +217,18 @@ def test_healthy_runs_report_no_failures(normal_density):
                       _hmc(normal_density.parts, betas))
     assert run.n_failed_total == 0 and np.all(run.failed_step == -1)
     assert np.all(np.isfinite(run.log_weight))
+
+
+def test_reverse_chains_stuck_at_theta_star_are_reported(caplog):
+    # Seed 4 of the 60-step random walk simulates sigma* = 0.001: theta* sits deep in the
+    # funnel's neck and the reverse chains cannot leave it (measured acceptance 0.00 against
+    # 0.94 forward near beta = 1; gap 6 nats). Seed 0 is an ordinary draw.
+    from pymc_bdmc import testing_quadrature
+
+    walk = testing_quadrature.gaussian_random_walk(60)
+    for seed, stuck in ((4, True), (0, False)):
+        caplog.clear()
+        with walk.model, caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+            result = pmb.sample_bdmc(n_steps=300, random_seed=seed, progressbar=False)
+        assert ("reverse chains hardly moved" in caplog.text) is stuck
+        assert (float(result["evidence"]["gap"]) > 2.0) is stuck

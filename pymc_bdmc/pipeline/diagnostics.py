@@ -67,6 +67,34 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None) -> None:
             "The forward weights have an effective sample size of %.1f: the lower bound rests on "
             "one chain. Increase `n_steps`.", bounds.ess_forward,
         )
+    if reverse is not None:
+        _warn_if_reverse_stuck(forward, reverse)
+
+
+#: Share of the path, from beta = 1, where the reverse chains' acceptance is compared with the
+#: forward chains' at the same temperatures ...
+STUCK_SHARE = 0.1
+#: ... and warned about below this acceptance while the forward chains accept at least half.
+STUCK_ACCEPTANCE = 0.05
+
+
+def _warn_if_reverse_stuck(forward: AISRun, reverse: AISRun) -> None:
+    # The same kernels on the same temperatures: where the forward chains move and the reverse
+    # ones, started at theta*, do not, theta* lies where kernels tuned on the posterior's bulk
+    # cannot move (measured: a random walk's sigma* = 0.001, acceptance 0.00 against 0.94).
+    n_steps = len(forward.acceptance_rate) - 1
+    top = slice(max(1, int((1.0 - STUCK_SHARE) * n_steps)), n_steps)
+    with np.errstate(invalid="ignore"):
+        ahead = float(np.nanmean(forward.acceptance_rate[top])) if n_steps > 1 else np.nan
+        back = float(np.nanmean(reverse.acceptance_rate[top])) if n_steps > 1 else np.nan
+    if back < STUCK_ACCEPTANCE and ahead >= 0.5:
+        logger.warning(
+            "The reverse chains hardly moved near beta = 1 (acceptance %.2f over the last %d%% "
+            "of the path, against %.2f for the forward chains there): theta* lies where kernels "
+            "tuned on the bulk of the posterior cannot move (e.g. deep in a funnel's neck), so "
+            "the upper bound is loose. More steps help little; a non-centered "
+            "parameterisation helps.", back, int(100 * STUCK_SHARE), ahead,
+        )
 
 
 def log_smc_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun | None,
