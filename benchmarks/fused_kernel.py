@@ -10,18 +10,26 @@ the compiled kernel (diagonal or dense metric, path from the prior or from a Gau
 prints the mean seconds of one transition of each kernel and of one batched model call. The
 compilation is excluded (one untimed transition first); the two kernels make the same moves
 (``tests/test_fused_hmc.py``). One BLAS thread, as in the pipeline's runs.
+
+Then whole runs: ``sample_ais(n_steps=1000)`` at the defaults otherwise, with
+``fused_kernel=False`` and ``True``, each after clearing the model cache (so the compiled
+kernel is built or loaded from PyTensor's cache in every run, as a user's fresh call would);
+seconds per run, the mean of two.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+import pymc_bdmc as pmb
 from pymc_bdmc import testing, testing_quadrature
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.model.base_distribution import GaussianBase
+from pymc_bdmc.model.cache import clear_cache
 from pymc_bdmc.model.density import ModelDensity
 
 MODELS = {
@@ -72,6 +80,25 @@ def main() -> None:
                               flush=True)
 
 
+def whole_runs() -> None:
+    print("\nmodel | fused_kernel | seconds per sample_ais(n_steps=1000) run | path")
+    logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)
+    for name, factory in MODELS.items():
+        model = factory().model
+        for fused in (False, True):
+            seconds = []
+            for seed in (1, 2):
+                clear_cache()
+                start = time.perf_counter()
+                with model:
+                    result = pmb.sample_ais(n_steps=1000, random_seed=seed, progressbar=False,
+                                            fused_kernel=fused)
+                seconds.append(time.perf_counter() - start)
+            print(f"{name} | {fused} | {np.mean(seconds):.2f} | "
+                  f"{result['evidence'].attrs['path_start']}", flush=True)
+
+
 if __name__ == "__main__":
     with threadpool_limits(1, "blas"):  # as the pipeline runs its chains
         main()
+    whole_runs()

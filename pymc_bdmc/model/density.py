@@ -208,8 +208,8 @@ class ModelDensity:
 
         A :class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`, kept (each of its forms is compiled
         on first use): the same kernel as :func:`~pymc_bdmc.kernels.hmc.hmc_step` with far less
-        Python per transition. None unless the densities have gradients and a validated vectorized graph
-        (the per-chain loop fallback is not fused).
+        Python per transition. None unless the densities have gradients and a validated
+        vectorized graph (the per-chain loop fallback is not fused).
         """
         if self._fused is None and self.can_fuse_hmc:
             self._fused = build_fused_hmc(*self._hot_graph, self._compile, self)
