@@ -29,3 +29,17 @@ def test_no_private_names_imported_across_modules(report):
 
 def test_no_module_over_700_lines(report):
     assert report["long_modules"] == []
+
+
+def test_the_model_layer_never_imports_the_kernels():
+    # docs/architecture.md: kernels build on model/ (and register their compiled builders with
+    # it), never the other way round. The fitted base distribution once broke this.
+    import ast
+
+    offenders = []
+    for path in sorted((ROOT / "pymc_bdmc" / "model").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("pymc_bdmc.kernels")]
+    assert offenders == []

@@ -9,7 +9,7 @@ import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
-from pymc_bdmc.model.base_distribution import GaussianBase
+from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.pipeline.pilot import BASE_LOG_Z_TOLERANCE, BASE_PATH_GAIN

@@ -11,7 +11,7 @@ import pymc_bdmc as pmb
 from pymc_bdmc import testing
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
-from pymc_bdmc.model.base_distribution import GaussianBase
+from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.pipeline.execution import KernelTiming, use_fused_kernel
 

@@ -33,7 +33,7 @@ from pymc_bdmc.model.batching import checks_to_switches, register_fused_kernel
 from pymc_bdmc.model.layout import DensityParts
 
 if TYPE_CHECKING:
-    from pymc_bdmc.model.base_distribution import GaussianBase
+    from pymc_bdmc.kernels.base_distribution import GaussianBase
 
 __all__ = ["FusedHMC"]
 
@@ -44,7 +44,7 @@ class FusedHMC:
     Each form of the kernel is compiled on first use and kept: a diagonal or a dense inverse
     mass matrix (:class:`~pymc_bdmc.kernels.hmc.HMCParams` ``mass_factor``), on the prior's
     path or on the path from a fitted Gaussian base
-    (:class:`~pymc_bdmc.model.base_distribution.GaussianBase`, whose mean and whitening matrix
+    (:class:`~pymc_bdmc.kernels.base_distribution.GaussianBase`, whose mean and whitening matrix
     are inputs, so one compilation serves every fitted base).
 
     Parameters

@@ -33,7 +33,7 @@ from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM, dense_mass_factor
-from pymc_bdmc.model.base_distribution import GaussianBase
+from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -85,7 +85,7 @@ class AnnealingPlan:
         ``inv_mass``. (``inv_mass`` always holds the diagonal of the mass matrix used.)
     base : GaussianBase, optional
         Where the path starts: None for the prior, or a fitted normalised base distribution
-        (:mod:`pymc_bdmc.model.base_distribution`). Runs then start from its exact draws and
+        (:mod:`pymc_bdmc.kernels.base_distribution`). Runs then start from its exact draws and
         evaluate the densities through :meth:`path_parts`.
     """
 

@@ -12,7 +12,7 @@ movable coordinate. A user's ``pilot_chains`` is never changed.
 
 Where the path may start elsewhere than the prior (``base="auto"``, continuous models, adaptive
 schedules), the pilot then fits a Gaussian to its final population
-(:mod:`pymc_bdmc.model.base_distribution`), runs a second pilot from that base's exact draws
+(:mod:`pymc_bdmc.kernels.base_distribution`), runs a second pilot from that base's exact draws
 along ``q0^(1 - beta) (p(x) p(y|x))^beta``. Each pilot estimates ``log p(y)`` by SMC, and
 a path its particles cannot follow loses mass they never reach, so its estimate falls short;
 the thermodynamic length measured on those same particles cannot see that mass, and looks
@@ -62,7 +62,7 @@ from threadpoolctl import threadpool_limits
 from pymc_bdmc.kernels.hmc import hmc_step
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
 from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, freeze_plan, tune_plan
-from pymc_bdmc.model.base_distribution import GaussianBase
+from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.schedules import ADAPTIVE
