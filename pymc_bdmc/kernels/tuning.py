@@ -39,6 +39,7 @@ from pymc_bdmc.resampling import systematic_resample
 
 if TYPE_CHECKING:
     from pymc_bdmc.kernels.fused_hmc import FusedHMC
+    from pymc_bdmc.kernels.scale_moves import ScaleMoves
 
 #: A sweep of Gibbs updates of the discrete coordinates: ``(rng, x, beta, reverse) -> x_new``
 #: (e.g. :meth:`pymc_bdmc.kernels.gibbs.ChromaticGibbs.sweep` on a model's terms).
@@ -87,6 +88,9 @@ class AnnealingPlan:
         Where the path starts: None for the prior, or a fitted normalised base distribution
         (:mod:`pymc_bdmc.kernels.base_distribution`). Runs then start from its exact draws and
         evaluate the densities through :meth:`path_parts`.
+    scale_moves : bool, default False
+        Whether each step also makes the model's scale moves
+        (:mod:`pymc_bdmc.kernels.scale_moves`) before and after its HMC transitions.
     """
 
     betas: np.ndarray
@@ -98,6 +102,7 @@ class AnnealingPlan:
     mass_factors: np.ndarray | None = None
     mass_index: np.ndarray | None = None
     base: GaussianBase | None = None
+    scale_moves: bool = False
 
     @property
     def is_dense(self) -> bool:
@@ -138,6 +143,7 @@ class AnnealingPlan:
             mass_factors=ann["mass_factor"].values.copy() if dense else None,
             mass_index=ann["mass_index"].values.copy() if dense else None,
             base=base,
+            scale_moves=bool(ann.attrs.get("scale_moves", 0)),
         )
 
     def path_parts(self, parts_fn: PartsFn) -> PartsFn:
@@ -159,14 +165,18 @@ class AnnealingPlan:
                          factor)
 
     def transition(self, parts_fn: PartsFn, fused: FusedHMC | None = None,
-                   discrete: DiscreteSweep | None = None) -> Transition:
+                   discrete: DiscreteSweep | None = None,
+                   moves: ScaleMoves | None = None) -> Transition:
         """The plan's kernels as a :class:`~pymc_bdmc.kernels.base.Transition`.
 
         With ``fused`` (the compiled transition on the same densities) each HMC transition is
         one compiled call; the kernels and their random draws are the same. With ``discrete``
         (Gibbs sweeps of the discrete coordinates, which the plan's zero inverse masses pin
         during HMC), each step is the palindrome ``sweep, HMC transitions, reversed sweep``:
-        reversible, so reverse runs apply the same kernel. ``parts_fn`` must be the path's
+        reversible, so reverse runs apply the same kernel. With ``moves`` (the model's scale
+        moves, used where :attr:`scale_moves` is set), they come before the HMC transitions
+        and again, in reverse order, after them (the same palindrome). Their proposals scale
+        with the plan's inverse mass. ``parts_fn`` must be the path's
         (:meth:`path_parts`).
         """
 
@@ -175,7 +185,13 @@ class AnnealingPlan:
             if discrete is not None:
                 x = discrete(rng, x, beta, False)
                 parts = parts_fn(x)
+            if moves is not None:
+                x, parts, _ = moves.sweep(rng, x, parts, beta, np.sqrt(self.inv_mass[t]),
+                                          parts_fn)
             x, parts, info = self._hmc(rng, x, parts, beta, self.kernel(t), parts_fn, fused)
+            if moves is not None:
+                x, parts, _ = moves.sweep(rng, x, parts, beta, np.sqrt(self.inv_mass[t]),
+                                          parts_fn, reverse=True)
             if discrete is not None:
                 x = discrete(rng, x, beta, True)
                 parts = parts_fn(x)

@@ -34,6 +34,7 @@ __all__ = [
     "BatchedParts",
     "checks_to_switches",
     "compile_batched",
+    "compile_pair_batched",
     "register_fused_kernel",
 ]
 
@@ -151,6 +152,20 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
                       result if isinstance(result, list) else [result], **kwargs), "blockwise"
 
 
+def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):
+    """Compile a graph of one vector ``[x, x_other]`` (two points of ``n`` coordinates each)
+    over a batch of rows, validated on pairs of distinct ``points`` (see
+    :func:`compile_batched`). Used for the scale groups' map
+    (:mod:`pymc_bdmc.model.location_scale`)."""
+    z, outputs = graph
+    n = points.shape[1]
+    pairs = np.concatenate([points, points[::-1]], axis=1)
+    movable = np.arange(n) if movable is None else np.asarray(movable)
+    fn, _ = compile_batched(compile_fn, z, outputs, pairs,
+                            movable=np.concatenate([movable, movable + n]))
+    return fn
+
+
 #: Builders of the compiled kernels on a density's graphs, by name (``"hmc"``, ``"gibbs"``).
 #: The kernel modules register them (:mod:`pymc_bdmc.kernels.fused_hmc`,
 #: :mod:`pymc_bdmc.kernels.fused_gibbs`, both imported with :mod:`pymc_bdmc.kernels`): kernels
@@ -223,9 +238,12 @@ class BatchedParts:
 
     def __init__(self, x, outputs, data: Mapping[str, SharedVariable], points: np.ndarray,
                  compile_kwargs: Mapping | None = None, terms_graph: tuple | None = None,
-                 movable: np.ndarray | None = None):
+                 movable: np.ndarray | None = None, scale_map: tuple | None = None):
         self._graph = (x, list(outputs), dict(data), np.asarray(points),
-                       dict(compile_kwargs or {}), terms_graph, movable)
+                       dict(compile_kwargs or {}), terms_graph, movable, scale_map)
+        #: The model's scale groups (:mod:`pymc_bdmc.model.location_scale`), empty if none.
+        self.location_scale_groups = () if scale_map is None else scale_map[0]
+        self._scale_map_fn = None
         self._fn = None
         self._fused = None
         self._terms_fn = None
@@ -250,7 +268,7 @@ class BatchedParts:
     def compile(self) -> BatchedParts:
         """Compile (once); returns self."""
         if self._fn is None:
-            x, outputs, _, points, _, _, movable = self._graph
+            x, outputs, _, points, _, _, movable, _ = self._graph
             self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
                                                       movable=movable)
         return self
@@ -279,6 +297,14 @@ class BatchedParts:
         if self._fused is None and self.compile().batching == "vectorized":
             self._fused = build_fused_hmc(self._graph[0], self._graph[1], self._compile, self)
         return self._fused
+
+    def location_scale_map(self, z: np.ndarray):
+        """The batched map of the scale groups' moves (see :meth:`ModelDensity.location_scale_map`)."""
+        if self._scale_map_fn is None:
+            _, graph = self._graph[7]
+            self._scale_map_fn = compile_pair_batched(self._compile, graph, self._graph[3],
+                                                      self._graph[6])
+        return self._scale_map_fn(np.ascontiguousarray(z, dtype=float))
 
     def set_observed(self, data: Mapping[str, np.ndarray]) -> None:
         """Condition on new (already checked) observed values."""

@@ -42,10 +42,12 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     cached_fused_gibbs,
     checks_to_switches,
     compile_batched,
+    compile_pair_batched,
     finite_parts,
     register_fused_kernel,
 )
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
+from pymc_bdmc.model.location_scale import LocationScaleStructure, find_location_scale
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
 
@@ -142,6 +144,9 @@ class ModelDensity:
         self._weighted_fn = None
         self._n_observations = None
         self._potentials_in_likelihood = bool(potentials_in_likelihood and model.potentials)
+        self.location_scale = self._find_location_scale()
+        self._scale_map_graph = None
+        self._scale_map_fn = None
         #: Seconds this object took to build (mostly compilation): a guide to what compiling
         #: more functions of the same graph will cost.
         self.compile_seconds = time.perf_counter() - started
@@ -224,6 +229,43 @@ class ModelDensity:
         """Whether this form of :meth:`fused_hmc` is compiled already (so costs nothing more)."""
         return self._fused is not None and self._fused.is_compiled(dense=dense, base=base)
 
+    # -- scale groups (moves that carry a hyper-parameter's Gaussian children) ----------------
+    def _find_location_scale(self) -> LocationScaleStructure:
+        if not self.gradients:
+            return LocationScaleStructure((), ())
+        try:
+            return find_location_scale(self.model, self.layout)
+        except Exception as err:  # noqa: BLE001 - an unusual graph just gets no scale moves
+            logger.debug("No location-scale structure found (%s).", err)
+            return LocationScaleStructure((), ())
+
+    @property
+    def location_scale_groups(self) -> tuple:
+        """The model's scale groups (:class:`~pymc_bdmc.model.location_scale.ScaleGroup`)."""
+        return self.location_scale.groups
+
+    def _scale_map(self):
+        if self._scale_map_graph is None and self.location_scale:
+            graph = self.location_scale.map_graph(self.model, self.layout)
+            self._scale_map_graph = (self.location_scale.groups, graph)
+        return self._scale_map_graph
+
+    def location_scale_map(self, z: np.ndarray):
+        """The map of every scale group's move, batched over rows of ``z``.
+
+        ``z`` has shape (chains, 2 n): each row is a point followed by the same point with one
+        group's hyper-parameter changed. Returns the moved points, shape (chains, groups, n),
+        and the maps' log-Jacobians, shape (chains, groups); only the proposed group's entries
+        are meaningful. Compiled on first use.
+        """
+        if self._scale_map_fn is None:
+            if not self.location_scale:
+                raise ValueError("This model has no scale groups.")
+            self._scale_map_fn = compile_pair_batched(self._compile, self._scale_map()[1],
+                                                      self._validation_points(),
+                                                      self._continuous)
+        return self._scale_map_fn(np.ascontiguousarray(z, dtype=float))
+
     def batched_parts(self) -> BatchedParts:
         """The hot path alone, as a picklable :class:`BatchedParts` (for worker processes)."""
         if not self.gradients:
@@ -231,7 +273,7 @@ class ModelDensity:
         x, outputs = self._hot_graph
         return BatchedParts(x, outputs, self._data_shared, self._validation_points(),
                             self.compile_kwargs, terms_graph=self._terms_graph,
-                            movable=self._continuous)
+                            movable=self._continuous, scale_map=self._scale_map())
 
     # -- elementwise terms (Gibbs updates of discrete variables) ----------------------------
     def _build_terms_graph(self):

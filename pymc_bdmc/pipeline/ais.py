@@ -129,6 +129,8 @@ def run_ais(
                                draw_pilot=lambda n: prior_start(simulator, density, n,
                                                                 streams["pilot_init"]),
                                fit_base=s.base == "auto" and gibbs is None and s.adaptive)
+            # The model's scale moves join every step (a frozen choice, like the kernels).
+            plan = dataclasses.replace(plan, scale_moves=bool(density.location_scale_groups))
             if pilot_memo is not None:
                 pilot_memo.update(plan=plan, pilot=pilot)
         else:

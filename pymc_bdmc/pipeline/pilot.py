@@ -192,7 +192,7 @@ def refreeze(plan: AnnealingPlan, pilot: PilotResult, s: Settings) -> AnnealingP
     """
     fresh = freeze_plan(pilot, ADAPTIVE if s.adaptive else s.betas, s.n_steps,
                         s.step_size_jitter, s.transitions_per_step)
-    return dataclasses.replace(fresh, base=plan.base)
+    return dataclasses.replace(fresh, base=plan.base, scale_moves=plan.scale_moves)
 
 
 def prefer_fitted_base(prior: PilotResult, fitted: PilotResult) -> bool:

@@ -109,7 +109,8 @@ def annealing_dataset(plan: AnnealingPlan, forward: AISRun, reverse: AISRun | No
     attrs = getattr(plan, "attrs", None)
     if attrs is None:
         attrs = {"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
-                 "transitions_per_step": plan.transitions_per_step}
+                 "transitions_per_step": plan.transitions_per_step,
+                 "scale_moves": int(getattr(plan, "scale_moves", False))}
     return xr.Dataset(data, coords=_parameter_coords(plan, labels, step=step), attrs=attrs)
 
 
