@@ -26,7 +26,7 @@ import numpy as np
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.model.location_scale import ScaleGroup
 
-__all__ = ["SCALE_MOVE_STEP", "ScaleMoves"]
+__all__ = ["SCALE_MOVE_STEP", "ScaleMoves", "scale_moves_for"]
 
 #: Proposal standard deviation of a scale move, in units of the pilot population's standard
 #: deviation of the hyper-parameter at that temperature (scaled by ``1 / sqrt(size)`` for a
@@ -83,3 +83,10 @@ class ScaleMoves:
         accepted = np.log(rng.uniform(size=len(x))) < np.nan_to_num(log_ratio, nan=-np.inf)
         accepted &= np.all(np.isfinite(new), axis=1)
         return np.where(accepted[:, None], new, x), parts.take(accepted, new_parts), accepted
+
+
+def scale_moves_for(density) -> ScaleMoves | None:
+    """The scale moves of a model's densities (a ``ModelDensity`` or ``BatchedParts``), or None
+    for a model without scale groups."""
+    groups = density.location_scale_groups
+    return ScaleMoves(groups, density.location_scale_map) if groups else None

@@ -23,6 +23,7 @@ bounds) down. Step sizes and mass matrices are interpolated to every temperature
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -361,10 +362,13 @@ def run_pilot(
     discrete: DiscreteSweep | None = None,
     pinned: np.ndarray | None = None,
     dense: bool = True,
+    moves: ScaleMoves | None = None,
 ) -> PilotResult:
     """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
 
-    ``discrete`` sweeps the discrete coordinates before each HMC transition; ``pinned`` are
+    ``discrete`` sweeps the discrete coordinates before each HMC transition, and ``moves``
+    (the model's scale moves, with proposals scaled by the population's spread) are made
+    there too, so that the population follows a funnel into its neck; ``pinned`` are
     the coordinates HMC must not move (their variance, so their inverse mass, is 0). With
     ``dense``, temperatures where the population is strongly correlated get a dense mass
     matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`). With ``n_leapfrog=None``, each
@@ -417,19 +421,21 @@ def run_pilot(
                   if dense else None)
         rates = []
         jumps = np.zeros(len(candidates))
-        moves = np.zeros(len(candidates))
+        probes = np.zeros(len(candidates))
         # The first candidate adapts as a single fixed length always did; each other one is
         # probed by one transition per temperature.
         for which in [0] * adapt_per_step + list(range(1, len(candidates))):
             if discrete is not None:
                 x = discrete(rng, x, beta, False)
                 parts = parts_fn(x)
+            if moves is not None:
+                x, parts, _ = moves.sweep(rng, x, parts, beta, np.sqrt(variance), parts_fn)
             params = HMCParams(float(np.exp(log_eps[which])), variance, candidates[which], jitter,
                                factor)
             before = x
             x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
             jumps[which] += _squared_jump(x - before, variance, factor) / candidates[which]
-            moves[which] += 1
+            probes[which] += 1
             rate = float(np.mean(info.acceptance_rate))
             rates.append(rate)
             # Robbins-Monro step on log(eps) toward the target acceptance (pilot only).
@@ -441,7 +447,7 @@ def run_pilot(
         record["var"].append(variance)
         record["acc"].append(float(np.mean(rates)))
         record["factor"].append(factor)
-        record["jump"].append(np.where(moves > 0, jumps / np.maximum(moves, 1), np.nan))
+        record["jump"].append(np.where(probes > 0, jumps / np.maximum(probes, 1), np.nan))
         if on_step is not None:
             on_step(beta)
     log_z += float(log_mean_exp(log_w))
@@ -575,6 +581,7 @@ def tune_plan(
     discrete: DiscreteSweep | None = None,
     pinned: np.ndarray | None = None,
     dense: bool = True,
+    moves: ScaleMoves | None = None,
 ) -> tuple[AnnealingPlan, PilotResult]:
     """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
 
@@ -607,6 +614,9 @@ def tune_plan(
         Coordinates the HMC kernels must leave alone (the discrete ones).
     dense : bool, default True
         Allow dense mass matrices where the pilot population is strongly correlated.
+    moves : ScaleMoves, optional
+        The model's scale moves: made in the pilot, and frozen into the plan
+        (:attr:`AnnealingPlan.scale_moves`).
 
     Returns
     -------
@@ -615,8 +625,9 @@ def tune_plan(
     """
     pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
                       target_accept=target_accept, jitter=jitter, on_step=on_step,
-                      discrete=discrete, pinned=pinned, dense=dense)
-    return freeze_plan(pilot, schedule, n_steps, jitter, transitions_per_step), pilot
+                      discrete=discrete, pinned=pinned, dense=dense, moves=moves)
+    plan = freeze_plan(pilot, schedule, n_steps, jitter, transitions_per_step)
+    return dataclasses.replace(plan, scale_moves=moves is not None), pilot
 
 
 def freeze_plan(pilot: PilotResult, schedule: np.ndarray | str, n_steps: int, jitter: float,

@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse, merge_runs
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
-from pymc_bdmc.kernels.scale_moves import ScaleMoves
+from pymc_bdmc.kernels.scale_moves import scale_moves_for
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import BatchedParts, ModelDensity
 from pymc_bdmc.parallel.executors import Workers
@@ -150,9 +150,7 @@ def _run_group(task, density, on_step):
                   if task.fused_kernel and task.gibbs.fusable else None)
         discrete = task.gibbs.bound_to(density.terms, update)
     parts_fn = task.plan.path_parts(density.parts)  # the prior's path, or a fitted base's
-    moves = None
-    if task.plan.scale_moves and density.location_scale_groups:
-        moves = ScaleMoves(density.location_scale_groups, density.location_scale_map)
+    moves = scale_moves_for(density) if task.plan.scale_moves else None
     transition = task.plan.transition(parts_fn, fused, discrete, moves)
     if task.direction == "forward":
         run = ais_forward(rng, task.start, parts_fn(task.start), task.plan.betas,

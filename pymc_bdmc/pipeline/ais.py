@@ -16,6 +16,7 @@ import xarray as xr
 from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.scale_moves import scale_moves_for
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
@@ -128,9 +129,8 @@ def run_ais(
                                pinned=None if gibbs is None else gibbs.pinned,
                                draw_pilot=lambda n: prior_start(simulator, density, n,
                                                                 streams["pilot_init"]),
-                               fit_base=s.base == "auto" and gibbs is None and s.adaptive)
-            # The model's scale moves join every step (a frozen choice, like the kernels).
-            plan = dataclasses.replace(plan, scale_moves=bool(density.location_scale_groups))
+                               fit_base=s.base == "auto" and gibbs is None and s.adaptive,
+                               moves=scale_moves_for(density))
             if pilot_memo is not None:
                 pilot_memo.update(plan=plan, pilot=pilot)
         else:

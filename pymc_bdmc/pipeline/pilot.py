@@ -60,6 +60,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.kernels.hmc import hmc_step
+from pymc_bdmc.kernels.scale_moves import ScaleMoves
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
 from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, freeze_plan, tune_plan
 from pymc_bdmc.kernels.base_distribution import GaussianBase
@@ -116,7 +117,7 @@ def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int) ->
 
 def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
          discrete=None, pinned=None, draw_pilot: Callable | None = None,
-         fit_base: bool = False):
+         fit_base: bool = False, moves: ScaleMoves | None = None):
     """Run the pilot (with its progress row) and freeze the plan on ``schedule``.
 
     Parameters
@@ -141,6 +142,9 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     fit_base : bool, default False
         Also pilot the path from a Gaussian fitted to the pilot's final population, and keep
         it where :func:`prefer_fitted_base` says so. Only for continuous models.
+    moves : ScaleMoves, optional
+        The model's scale moves, for the pilots, the equilibration before each fit and the
+        plan (:mod:`pymc_bdmc.kernels.scale_moves`).
 
     Returns
     -------
@@ -153,7 +157,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             rng, x, parts, path_parts, schedule=schedule, n_steps=s.n_steps,
             n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
             jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
-            on_step=report, discrete=discrete, pinned=pinned,
+            on_step=report, discrete=discrete, pinned=pinned, moves=moves,
         )
 
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
@@ -168,7 +172,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             plan, pilot = run(x_pilot, parts_pilot, report)
         if fit_base and pilot.final_x is not None:
             plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
-                                        rng, parts_fn)
+                                      rng, parts_fn, moves)
     logger.info("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
     return plan, pilot
@@ -215,7 +219,8 @@ def prefer_fitted_base(prior: PilotResult, fitted: PilotResult) -> bool:
 
 
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
-                path_parts: Callable, n_moves: int) -> np.ndarray:
+                path_parts: Callable, n_moves: int,
+                moves: ScaleMoves | None = None) -> np.ndarray:
     """``n_moves`` transitions of a pilot's final population by its plan's kernel at ``beta = 1``.
 
     The kernel leaves the posterior invariant, so importance weights stay valid; the moves only
@@ -233,6 +238,8 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     path_parts : callable
         The batched densities of that plan's path.
     n_moves : int
+    moves : ScaleMoves, optional
+        The model's scale moves, made before each transition.
 
     Returns
     -------
@@ -243,12 +250,15 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
         return x
     parts = path_parts(x)
     params = plan.kernel(plan.n_steps)
+    sd = np.sqrt(plan.inv_mass[plan.n_steps])
     for _ in range(n_moves):
+        if moves is not None:
+            x, parts, _ = moves.sweep(rng, x, parts, 1.0, sd, path_parts)
         x, parts, _ = hmc_step(rng, x, parts, 1.0, params, path_parts)
     return x
 
 
-def choose_path(plan, pilot, run, rng, parts_fn):
+def choose_path(plan, pilot, run, rng, parts_fn, moves=None):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -261,6 +271,8 @@ def choose_path(plan, pilot, run, rng, parts_fn):
         The pilot's stream (draws from the fitted bases).
     parts_fn : callable
         The model's batched densities.
+    moves : ScaleMoves, optional
+        The model's scale moves, for the equilibration before each fit.
 
     Returns
     -------
@@ -271,7 +283,8 @@ def choose_path(plan, pilot, run, rng, parts_fn):
     fitted = None
     source, source_plan, source_parts = pilot, plan, parts_fn
     for _ in range(MAX_BASE_FITS):
-        population = equilibrate(rng, source.final_x, source_plan, source_parts, BASE_FIT_MOVES)
+        population = equilibrate(rng, source.final_x, source_plan, source_parts, BASE_FIT_MOVES,
+                                 moves)
         # A population with impossible states or undefined weights has no Gaussian to give.
         if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
             break
