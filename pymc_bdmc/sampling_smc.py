@@ -36,6 +36,7 @@ from pymc_bdmc.algorithms.smc import (
     smc_reverse,
 )
 from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.scale_moves import scale_moves_for
 from pymc_bdmc.model.checks import BDMCInputError, check_model, check_positive_int
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
@@ -179,7 +180,8 @@ def run_smc(
                            schedule, discrete=discrete,
                            pinned=None if gibbs is None else gibbs.pinned,
                            draw_pilot=lambda n: prior_start(simulator, density, n,
-                                                            streams["pilot_init"]))
+                                                            streams["pilot_init"]),
+                           moves=scale_moves_for(density) if smc.path == "tempering" else None)
         if smc.path == "data":
             transition = plan.observation_transition(density.weighted_parts,
                                                      path.observation_weights)

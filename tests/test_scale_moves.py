@@ -144,3 +144,24 @@ def test_scale_moves_keep_the_posterior_geweke(schools):
     result = verifier.geweke(_moves_kernel(verifier.density, 1.0), t=1, n_chains=60,
                              n_iterations=60, alpha=ALPHA, random_seed=6)
     assert result.passed, str(result)
+
+
+def test_the_plan_records_the_scale_moves_and_a_reused_plan_makes_them():
+    from pymc_bdmc.kernels.tuning import AnnealingPlan
+
+    walk = testing_quadrature.gaussian_random_walk(20)
+    with walk.model:
+        first = pmb.sample_ais(n_steps=50, chains=8, random_seed=1, progressbar=False)
+        plan = AnnealingPlan.from_result(first)
+        again = pmb.sample_ais(plan=plan, chains=8, random_seed=1, progressbar=False)
+        smc = pmb.sample_bdmc(method="smc", n_steps=20, chains=2, particles=16,
+                              random_seed=1, progressbar=False)
+    assert plan.scale_moves
+    assert again["annealing"].attrs["scale_moves"] == 1
+    assert smc["smc"].attrs["scale_moves"] == 1
+    # The same plan on the same seed gives the same chains.
+    np.testing.assert_array_equal(again["evidence"]["log_weight_forward"].values,
+                                  first["evidence"]["log_weight_forward"].values)
+    with testing_quadrature.eight_schools(centered=False).model:
+        plain = pmb.sample_ais(n_steps=20, chains=8, random_seed=1, progressbar=False)
+    assert plain["annealing"].attrs["scale_moves"] == 0

@@ -18,6 +18,7 @@ import numpy as np
 
 from pymc_bdmc.algorithms.smc import SMCRun, TemperingPath, smc_forward, smc_reverse
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
+from pymc_bdmc.kernels.scale_moves import scale_moves_for
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import BatchedParts, ModelDensity
 from pymc_bdmc.parallel.streams import ChainBlocks
@@ -75,7 +76,8 @@ class SMCGroupTask:
             density.set_observed(self.observed)
         calls_before = density.n_evaluations, density.n_term_evaluations
         discrete = None if self.gibbs is None else self.gibbs.bound_to(density.terms)
-        transition = self.plan.transition(density.parts, None, discrete)
+        moves = scale_moves_for(density) if self.plan.scale_moves else None
+        transition = self.plan.transition(density.parts, None, discrete, moves)
         path = TemperingPath(self.plan.betas)
         blocks = self.blocks
         if self.direction == "forward":

@@ -263,6 +263,7 @@ def _smc_stage_dataset(plan: AnnealingPlan, path: TemperingPath | DataPointPath,
         data, coords=_parameter_coords(plan, labels, stage=stage, smc_chain=np.arange(forward.chains)),
         attrs={"n_leapfrog": plan.n_leapfrog, "step_size_jitter": plan.jitter,
                "transitions_per_step": plan.transitions_per_step,
+               "scale_moves": int(getattr(plan, "scale_moves", False)),
                "ess_threshold": ess_threshold},
     )
 
