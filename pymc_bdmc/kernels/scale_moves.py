@@ -68,6 +68,22 @@ class ScaleMoves:
             rates[g] = accepted.mean()
         return x, parts, rates
 
+    def palindrome(self, rng: np.random.Generator, x: np.ndarray, parts: DensityParts,
+                   beta: float, sd: np.ndarray, parts_fn: Callable[[np.ndarray], DensityParts]
+                   ) -> tuple[np.ndarray, DensityParts, np.ndarray]:
+        """The moves of groups ``1..k..1`` (``2k - 1`` moves): reversible on its own.
+
+        Returns the new states, their densities and each group's mean acceptance rate.
+        """
+        order = list(range(len(self.groups)))
+        accepted = np.zeros(len(self.groups))
+        counts = np.zeros(len(self.groups))
+        for g in order + order[-2::-1]:
+            x, parts, ok = self.move(rng, x, parts, beta, sd, parts_fn, g)
+            accepted[g] += ok.mean()
+            counts[g] += 1
+        return x, parts, accepted / counts
+
     def move(self, rng, x, parts, beta, sd, parts_fn, g):
         """One group's move; returns the states, densities and which chains accepted."""
         coords = self.groups[g].coordinates

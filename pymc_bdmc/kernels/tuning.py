@@ -91,7 +91,7 @@ class AnnealingPlan:
         evaluate the densities through :meth:`path_parts`.
     scale_moves : bool, default False
         Whether each step also makes the model's scale moves
-        (:mod:`pymc_bdmc.kernels.scale_moves`) before and after its HMC transitions.
+        (:mod:`pymc_bdmc.kernels.scale_moves`) between or around its HMC transitions.
     """
 
     betas: np.ndarray
@@ -175,9 +175,9 @@ class AnnealingPlan:
         (Gibbs sweeps of the discrete coordinates, which the plan's zero inverse masses pin
         during HMC), each step is the palindrome ``sweep, HMC transitions, reversed sweep``:
         reversible, so reverse runs apply the same kernel. With ``moves`` (the model's scale
-        moves, used where :attr:`scale_moves` is set), they come before the HMC transitions
-        and again, in reverse order, after them (the same palindrome). Their proposals scale
-        with the plan's inverse mass. ``parts_fn`` must be the path's
+        moves, used where :attr:`scale_moves` is set), they go in the middle of an even number
+        of HMC transitions, or before and after an odd number (palindromes again). Their
+        proposals scale with the plan's inverse mass. ``parts_fn`` must be the path's
         (:meth:`path_parts`).
         """
 
@@ -186,13 +186,10 @@ class AnnealingPlan:
             if discrete is not None:
                 x = discrete(rng, x, beta, False)
                 parts = parts_fn(x)
-            if moves is not None:
-                x, parts, _ = moves.sweep(rng, x, parts, beta, np.sqrt(self.inv_mass[t]),
-                                          parts_fn)
-            x, parts, info = self._hmc(rng, x, parts, beta, self.kernel(t), parts_fn, fused)
-            if moves is not None:
-                x, parts, _ = moves.sweep(rng, x, parts, beta, np.sqrt(self.inv_mass[t]),
-                                          parts_fn, reverse=True)
+            if moves is None:
+                x, parts, info = self._hmc(rng, x, parts, beta, self.kernel(t), parts_fn, fused)
+            else:
+                x, parts, info = self._hmc_and_moves(rng, x, parts, t, parts_fn, fused, moves)
             if discrete is not None:
                 x = discrete(rng, x, beta, True)
                 parts = parts_fn(x)
@@ -230,14 +227,31 @@ class AnnealingPlan:
 
         return apply
 
-    def _hmc(self, rng, x, parts, beta, params, parts_fn, fused=None):
+    def _hmc_and_moves(self, rng, x, parts, t, parts_fn, fused, moves):
+        # A palindrome of reversible kernels is reversible. With an even number of HMC
+        # transitions the moves go in the middle (H P H, P = g1..gk..g1: one move per step for
+        # one group); otherwise around them (S H S~, S = g1..gk).
+        beta, sd = float(self.betas[t]), np.sqrt(self.inv_mass[t])
+        if self.transitions_per_step % 2 == 0:
+            def middle(x, parts):
+                return moves.palindrome(rng, x, parts, beta, sd, parts_fn)[:2]
+
+            return self._hmc(rng, x, parts, beta, self.kernel(t), parts_fn, fused, middle)
+        x, parts, _ = moves.sweep(rng, x, parts, beta, sd, parts_fn)
+        x, parts, info = self._hmc(rng, x, parts, beta, self.kernel(t), parts_fn, fused)
+        x, parts, _ = moves.sweep(rng, x, parts, beta, sd, parts_fn, reverse=True)
+        return x, parts, info
+
+    def _hmc(self, rng, x, parts, beta, params, parts_fn, fused=None, middle=None):
         def step(x, parts):
             if fused is not None:  # the same kernel, compiled (dense or not, either path)
                 return fused.step(rng, x, parts, beta, params, self.base)
             return hmc_step(rng, x, parts, beta, params, parts_fn)
 
         x, parts, info = step(x, parts)
-        for _ in range(self.transitions_per_step - 1):
+        for i in range(1, self.transitions_per_step):
+            if middle is not None and i == self.transitions_per_step // 2:
+                x, parts = middle(x, parts)
             x, parts, more = step(x, parts)
             info = HMCInfo(info.acceptance_rate + more.acceptance_rate,
                            info.accepted | more.accepted, info.divergent | more.divergent)
