@@ -96,8 +96,8 @@ class ScaleMoves:
         with np.errstate(invalid="ignore", over="ignore"):
             log_ratio = (new_parts.tempered_logp(beta) - parts.tempered_logp(beta)
                          + log_jacobian[:, g])
-        accepted = np.log(rng.uniform(size=len(x))) < np.nan_to_num(log_ratio, nan=-np.inf)
-        accepted &= np.all(np.isfinite(new), axis=1)
+            # NaN (a non-finite proposal) compares False: rejected.
+            accepted = np.log(rng.uniform(size=len(x))) < log_ratio
         return np.where(accepted[:, None], new, x), parts.take(accepted, new_parts), accepted
 
 

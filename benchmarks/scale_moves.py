@@ -1,0 +1,116 @@
+"""Scale moves: what they buy on funnels and what they cost where there is none.
+
+Run from the repository root::
+
+    python3 benchmarks/scale_moves.py
+
+Each part runs the same calls with the scale moves and without them (the ablation replaces
+``pymc_bdmc.pipeline.ais.scale_moves_for`` by a function returning None, which removes them from
+the pilot, the equilibration and the plan alike):
+
+1. The 60- and 201-step random walks of ``benchmarks/geometry.py`` at ``random_seed=4``, whose
+   simulated ``sigma*`` = 0.00099 puts ``theta*`` deep in the funnel's neck:
+   ``sample_bdmc(n_steps=1000)``, bounds against the exact ``log p(y*)``, the gap, and the
+   reverse chains' HMC acceptance over the last 10% of the path. For the 201-step walk also
+   the pilot population's sd of ``log sigma`` at ``beta = 1`` (the plan's last inverse mass)
+   against the exact posterior sd by quadrature.
+2. The Normal-InvGamma regression of ``pymc_bdmc.testing`` (one scale group, no funnel in its
+   posterior): ``sample_ais(n_steps=100)`` on 30 seeds, median seconds per call (after a
+   warm-up call) and RMSE against the exact evidence.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+from _common import quiet
+
+import pymc_bdmc as pmb
+import pymc_bdmc.pipeline.ais as pipeline_ais
+from pymc_bdmc import testing, testing_quadrature
+
+WITH_MOVES = pipeline_ais.scale_moves_for
+
+
+def set_moves(on: bool) -> None:
+    pipeline_ais.scale_moves_for = WITH_MOVES if on else (lambda density: None)
+
+
+def posterior_sd_log_sigma(y: np.ndarray, n: int, prior_sd: float = 0.5,
+                           noise_sd: float = 0.5) -> float:
+    """Exact posterior sd of log sigma for the walk's data ``y``, on a fine grid."""
+    t = np.arange(n)
+    walk = np.minimum.outer(t, t).astype(float)
+    grid = np.linspace(-30.0, 3.0, 3301)
+    log_f = []
+    for u in grid:
+        cov = 1.0 + np.exp(2 * u) * walk + noise_sd**2 * np.eye(n)
+        _, log_det = np.linalg.slogdet(cov)
+        log_prior = u - np.exp(2 * u) / (2 * prior_sd**2)  # HalfNormal in log scale, unnormalised
+        log_f.append(-0.5 * (y @ np.linalg.solve(cov, y) + log_det) + log_prior)
+    w = np.exp(np.array(log_f) - max(log_f))
+    w /= w.sum()
+    mean = w @ grid
+    return float(np.sqrt(w @ (grid - mean) ** 2))
+
+
+def funnel_necks() -> None:
+    print("1. theta* in the funnel's neck (random_seed=4, n_steps=1000)")
+    for n, build in ((60, lambda: testing_quadrature.gaussian_random_walk(60)),
+                     (200, lambda: testing_quadrature.gaussian_random_walk(200, seed=1))):
+        walk = build()
+        for on in (True, False):
+            set_moves(on)
+            start = time.perf_counter()
+            with walk.model:
+                result = pmb.sample_bdmc(n_steps=1000, random_seed=4, progressbar=False)
+            seconds = time.perf_counter() - start
+            y = result["observed_data"]["y"].values
+            truth = walk.log_evidence({"y": y})
+            ev, ann = result["evidence"], result["annealing"]
+            top = ann["acceptance_rate_reverse"].values[900:1000]
+            text = (f"   T={n:<3} moves {'on ' if on else 'off'}: lower {float(ev['lower']) - truth:+.2f} "
+                    f"upper {float(ev['upper']) - truth:+.2f} gap {float(ev['gap']):+.2f} "
+                    f"reverse acceptance (last 10%) {np.nanmean(top):.2f}  {seconds:.1f} s")
+            if n == 200:
+                text += (f"  pilot sd(log sigma) at beta=1 "
+                         f"{np.sqrt(ann['inverse_mass'].values[-1, 0]):.2f}")
+            print(text, flush=True)
+        if n == 200:
+            print(f"   exact posterior sd(log sigma) given y*: {posterior_sd_log_sigma(y, n):.2f}")
+    set_moves(True)
+
+
+def no_funnel_cost(n_seeds: int = 30) -> None:
+    print(f"2. Normal-InvGamma regression, sample_ais(n_steps=100), {n_seeds} seeds")
+    analytic = testing.normal_inverse_gamma_regression()
+    truth = analytic.log_evidence()
+    with analytic.model:
+        pmb.sample_ais(n_steps=100, random_seed=0, progressbar=False)  # compile, warm up
+        seconds = {True: [], False: []}
+        errors = {True: [], False: []}
+        for seed in range(n_seeds):
+            for on in (True, False):
+                set_moves(on)
+                start = time.perf_counter()
+                result = pmb.sample_ais(n_steps=100, random_seed=seed, progressbar=False)
+                seconds[on].append(time.perf_counter() - start)
+                errors[on].append(float(result["evidence"]["lower"]) - truth)
+    set_moves(True)
+    for on in (True, False):
+        print(f"   moves {'on ' if on else 'off'}: median {np.median(seconds[on]):.3f} s per call, "
+              f"RMSE {np.sqrt(np.mean(np.square(errors[on]))):.4f}")
+    print(f"   time ratio on/off: {np.median(seconds[True]) / np.median(seconds[False]):.2f}")
+
+
+def main() -> None:
+    quiet()
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    funnel_necks()
+    no_funnel_cost()
+
+
+if __name__ == "__main__":
+    main()
