@@ -5,6 +5,7 @@ Run from the repository root::
     python3 benchmarks/geometry.py                       # the whole suite, one seed
     python3 benchmarks/geometry.py --seeds 3 --only "random walk"
     python3 benchmarks/geometry.py --no-smc              # skip pm.sample_smc
+    python3 benchmarks/geometry.py --long --only T=500 --no-smc   # the 500-step walk
 
 Models people write (``pymc_bdmc.testing_quadrature``: random walks, eight schools centered and
 non-centered, a centered random-intercepts regression, a latent GP), each with exact evidence by
@@ -44,6 +45,9 @@ SUITE = {
     "random intercepts 15 x 6, centered": lambda: tq.random_intercepts(15, 6),
     "latent GP, 30 points": lambda: tq.latent_gp(30),
 }
+#: Above the 400 coordinates up to which the pilot tunes a dense metric and the trajectory
+#: length (``--long``): run at the defaults and with ``n_leapfrog=12``.
+LONG = {"random walk, T=500": lambda: tq.gaussian_random_walk(500)}
 PAPER = {
     "paper: low rank (50 x 25, rank 5)": lambda: low_rank(50, 25, rank=5).model,
     "paper: clustering (50 x 25, 10 clusters)": lambda: clustering(50, 25, n_clusters=10).model,
@@ -56,16 +60,18 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
-def run_suite_model(name, build, seed, smc: bool) -> dict:
+def run_suite_model(name, build, seed, smc: bool, **settings) -> dict:
     analytic = build()
-    row = {"model": name, "seed": seed}
+    row = {"model": name + "".join(f", {k}={v}" for k, v in settings.items()), "seed": seed}
     with analytic.model:
-        bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False))
+        bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False,
+                                                           **settings))
         truth_sim = analytic.log_evidence({"y": bd["observed_data"]["y"].values})
         ev = bd["evidence"]
         row.update(lower=float(ev["lower"]) - truth_sim, upper=float(ev["upper"]) - truth_sim,
                    gap=float(ev["gap"]), n_steps=int(ev.attrs["n_steps"]))
-        ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed, progressbar=False))
+        ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed, progressbar=False,
+                                                          **settings))
         truth = analytic.log_evidence()
         row["ais_error"] = float(ais["evidence"]["lower"]) - truth
         if smc:
@@ -112,6 +118,8 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="*", help="substrings of model names to run")
     parser.add_argument("--no-smc", action="store_true", help="skip pm.sample_smc")
     parser.add_argument("--no-paper", action="store_true", help="skip the paper's models")
+    parser.add_argument("--long", action="store_true",
+                        help="also the 500-step walk, at the defaults and with n_leapfrog=12")
     args = parser.parse_args(argv)
     quiet()
     logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -124,6 +132,11 @@ def main(argv=None) -> None:
             if wanted(name):
                 print(format_row(run_suite_model(name, build, seed, not args.no_smc)),
                       flush=True)
+        if args.long:
+            for name, build in filter(lambda item: wanted(item[0]), LONG.items()):
+                for settings in ({}, {"n_leapfrog": 12}):
+                    print(format_row(run_suite_model(name, build, seed, not args.no_smc,
+                                                     **settings)), flush=True)
         if not args.no_paper:
             for name, build in PAPER.items():
                 if wanted(name):
