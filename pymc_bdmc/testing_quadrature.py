@@ -188,12 +188,15 @@ def random_intercepts(n_groups: int = 15, per_group: int = 6, *, seed: int = 0) 
     return AnalyticModel(model, log_evidence, {"y": y}, constants={"x": x, "group": group})
 
 
-def latent_gp(n_points: int = 30, *, noise_sd: float = 0.3, seed: int = 0) -> AnalyticModel:
+def latent_gp(n_points: int = 30, *, noise_sd: float = 0.3, seed: int = 0,
+              centered: bool = False) -> AnalyticModel:
     """A latent GP (``pm.gp.Latent``, squared-exponential) with priors on lengthscale and amplitude.
 
     ``ell ~ Gamma(4, 4)`` (mean 1), ``eta ~ HalfNormal(1)``, ``f ~ GP(0, eta^2 k_ell)`` at
     ``n_points`` inputs in [0, 5], ``y ~ N(f, noise_sd)``. Given ``(ell, eta)``,
     ``y ~ N(0, eta^2 K_ell + jitter I + noise_sd^2 I)`` (``jitter`` as ``pm.gp.Latent`` adds).
+    ``centered=True`` draws ``f`` itself as an ``MvNormal`` (``reparameterize=False``) instead
+    of PyMC's default whitened ``f = L v``: the same model and evidence, with a funnel.
     """
     rng = np.random.default_rng(seed)
     X = np.sort(rng.uniform(0.0, 5.0, n_points))
@@ -221,6 +224,6 @@ def latent_gp(n_points: int = 30, *, noise_sd: float = 0.3, seed: int = 0) -> An
         ell_rv = pm.Gamma("ell", 4.0, 4.0)
         eta_rv = pm.HalfNormal("eta", 1.0)
         gp = pm.gp.Latent(cov_func=eta_rv**2 * pm.gp.cov.ExpQuad(1, ls=ell_rv))
-        f_rv = gp.prior("f", X=X[:, None])
+        f_rv = gp.prior("f", X=X[:, None], reparameterize=not centered)
         pm.Normal("y", f_rv, noise_sd, observed=y)
     return AnalyticModel(model, log_evidence, {"y": y}, constants={"X": X})

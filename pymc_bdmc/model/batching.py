@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 from pymc.logprob.utils import CheckParameterValue
 from pymc.pytensorf import compile as compile_pytensor
@@ -161,8 +162,12 @@ def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):
     n = points.shape[1]
     pairs = np.concatenate([points, points[::-1]], axis=1)
     movable = np.arange(n) if movable is None else np.asarray(movable)
-    fn, _ = compile_batched(compile_fn, z, outputs, pairs,
-                            movable=np.concatenate([movable, movable + n]))
+    # PyTensor's assumption-based linear-algebra rewrites fail on batched Cholesky factors (an
+    # MvNormal child's map) and print a traceback; skipping a failed rewrite is what PyTensor
+    # does anyway, so only the message is dropped.
+    with pytensor.config.change_flags(on_opt_error="ignore"):
+        fn, _ = compile_batched(compile_fn, z, outputs, pairs,
+                                movable=np.concatenate([movable, movable + n]))
     return fn
 
 

@@ -17,9 +17,12 @@ map is its own inverse when the hyper-parameters move back, and its log-Jacobian
 (:mod:`pymc_bdmc.kernels.scale_moves`) is exact for any target. It is the non-centred update of
 the hyper-parameters (ASIS, Yu & Meng 2011) written in the centred coordinates the kernels use.
 
-Children are free ``Normal`` variables without a transform, and random walks
+Children are free ``Normal`` variables without a transform, random walks
 (``pm.GaussianRandomWalk``, ``pm.RandomWalk``) whose initial and innovation distributions are
-``Normal``; the residuals of a walk are those of its first value and of its increments.
+``Normal`` (the residuals of a walk are those of its first value and of its increments), and
+single ``MvNormal`` vectors, whose whitened residuals ``L^-1 (x - mu)`` stay put under
+``x' = mu' + L' L^-1 (x - mu)`` (``L`` the Cholesky factor of the covariance; log-Jacobian
+``log |L'| - log |L|``): a centred latent GP moves with its amplitude and lengthscale.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import ancestors
-from pytensor.tensor.random.basic import NormalRV
+from pytensor.tensor.random.basic import MvNormalRV, NormalRV
 
 from pymc_bdmc.model.layout import FlatLayout
 
@@ -65,8 +68,9 @@ class ScaleGroup:
 @dataclass(frozen=True)
 class _Child:
     rv: object  # the free random variable
-    pieces: tuple  # ((mu, sigma), ...): Normal -> one piece, random walk -> (init, innovations)
+    pieces: tuple  # ((mu, scale), ...): Normal -> one piece, random walk -> (init, innovations)
     parents: frozenset  # free random variables its pieces' parameters depend on
+    covariance: bool = False  # an MvNormal: the scale is its covariance matrix
 
 
 def _normal_params(node) -> tuple | None:
@@ -82,6 +86,12 @@ def _child(rv, transform) -> _Child | None:
         return None
     if isinstance(node.op, NormalRV):
         return _Child(rv, (_normal_params(node),), frozenset())
+    if isinstance(node.op, MvNormalRV):
+        mu, cov = node.op.dist_params(node)
+        # One vector with one covariance matrix (no batch of them).
+        if rv.ndim != 1 or cov.ndim != 2:
+            return None
+        return _Child(rv, ((mu, cov),), frozenset(), covariance=True)
     if RandomWalkRV is not None and isinstance(node.op, RandomWalkRV):
         init, innovations = node.op.dist_params(node)[:2]
         pieces = (_normal_params(init.owner) if init.owner else None,
@@ -156,6 +166,16 @@ def _move_child(model, child: _Child, value, old: dict, new: dict):
     at_old = graph_replace(in_values, old, strict=False)
     at_new = graph_replace(in_values, new, strict=False)
     x = old[value]
+    if child.covariance:
+        # Whitened residuals L^-1 (x - mu) stay put: x' = mu' + L' L^-1 (x - mu). A covariance
+        # that is not positive definite gives NaN, and the move is rejected.
+        (mu_o, cov_o), (mu_n, cov_n) = at_old, at_new
+        chol_o = pt.linalg.cholesky(cov_o, lower=True, on_error="nan")
+        chol_n = pt.linalg.cholesky(cov_n, lower=True, on_error="nan")
+        white = pt.linalg.solve_triangular(chol_o, x - mu_o, lower=True, b_ndim=1)
+        moved = mu_n + chol_n @ white
+        log_jac = (pt.sum(pt.log(pt.diagonal(chol_n))) - pt.sum(pt.log(pt.diagonal(chol_o))))
+        return moved, pt.cast(log_jac, "float64")
     if len(child.pieces) == 1:
         mu_o, sigma_o = at_old
         mu_n, sigma_n = at_new
@@ -193,7 +213,7 @@ def find_location_scale(model: pm.Model, layout: FlatLayout) -> LocationScaleStr
         if child is None:
             continue
         parents = _free_parents([p for piece in child.pieces for p in piece], free)
-        children.append(_Child(child.rv, child.pieces, parents))
+        children.append(_Child(child.rv, child.pieces, parents, child.covariance))
     scale_parents = []
     for c in children:
         sigmas = [piece[1] for piece in c.pieces]
