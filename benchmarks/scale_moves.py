@@ -75,7 +75,8 @@ def funnel_necks() -> None:
             truth = walk.log_evidence({"y": y})
             ev, ann = result["evidence"], result["annealing"]
             top = ann["acceptance_rate_reverse"].values[900:1000]
-            text = (f"   T={n:<3} moves {'on ' if on else 'off'}: lower {float(ev['lower']) - truth:+.2f} "
+            text = (f"   T={n:<3} moves {'on ' if on else 'off'}: "
+                    f"lower {float(ev['lower']) - truth:+.2f} "
                     f"upper {float(ev['upper']) - truth:+.2f} gap {float(ev['gap']):+.2f} "
                     f"reverse acceptance (last 10%) {np.nanmean(top):.2f}  {seconds:.1f} s")
             if n == 200:

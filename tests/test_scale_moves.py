@@ -134,7 +134,7 @@ def schools():
 
 
 def test_scale_moves_leave_the_prior_funnel_invariant_and_are_reversible(schools):
-    model, verifier = schools
+    _, verifier = schools
     kernel = _moves_kernel(verifier.density, 0.0)
     result = verifier.invariance(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=3)
     assert result.passed, str(result)
@@ -152,7 +152,7 @@ def test_scale_moves_of_a_centred_latent_gp_leave_its_prior_invariant():
 
 
 def test_scale_moves_without_their_jacobian_are_caught(schools):
-    model, verifier = schools
+    _, verifier = schools
     density = verifier.density
 
     def no_jacobian(z):
@@ -165,7 +165,7 @@ def test_scale_moves_without_their_jacobian_are_caught(schools):
 
 
 def test_scale_moves_keep_the_posterior_geweke(schools):
-    model, verifier = schools
+    _, verifier = schools
     result = verifier.geweke(_moves_kernel(verifier.density, 1.0), t=1, n_chains=60,
                              n_iterations=60, alpha=ALPHA, random_seed=6)
     assert result.passed, str(result)

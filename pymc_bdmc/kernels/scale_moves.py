@@ -61,28 +61,27 @@ class ScaleMoves:
         temperature (e.g. the square root of the plan's inverse mass). Returns the new states,
         their densities and each group's acceptance rate over the chains.
         """
-        order = range(len(self.groups))
-        rates = np.zeros(len(self.groups))
-        for g in (reversed(order) if reverse else order):
-            x, parts, accepted = self.move(rng, x, parts, beta, sd, parts_fn, g)
-            rates[g] = accepted.mean()
-        return x, parts, rates
+        order = list(range(len(self.groups)))
+        return self._moves(rng, x, parts, beta, sd, parts_fn, order[::-1] if reverse else order)
 
     def palindrome(self, rng: np.random.Generator, x: np.ndarray, parts: DensityParts,
                    beta: float, sd: np.ndarray, parts_fn: Callable[[np.ndarray], DensityParts]
                    ) -> tuple[np.ndarray, DensityParts, np.ndarray]:
-        """The moves of groups ``1..k..1`` (``2k - 1`` moves): reversible on its own.
+        """Apply the moves of groups ``1..k..1`` (``2k - 1`` moves): reversible on its own.
 
         Returns the new states, their densities and each group's mean acceptance rate.
         """
         order = list(range(len(self.groups)))
+        return self._moves(rng, x, parts, beta, sd, parts_fn, order + order[-2::-1])
+
+    def _moves(self, rng, x, parts, beta, sd, parts_fn, order):
         accepted = np.zeros(len(self.groups))
         counts = np.zeros(len(self.groups))
-        for g in order + order[-2::-1]:
+        for g in order:
             x, parts, ok = self.move(rng, x, parts, beta, sd, parts_fn, g)
             accepted[g] += ok.mean()
             counts[g] += 1
-        return x, parts, accepted / counts
+        return x, parts, accepted / np.maximum(counts, 1)
 
     def move(self, rng, x, parts, beta, sd, parts_fn, g):
         """One group's move; returns the states, densities and which chains accepted."""
@@ -102,7 +101,9 @@ class ScaleMoves:
 
 
 def scale_moves_for(density) -> ScaleMoves | None:
-    """The scale moves of a model's densities (a ``ModelDensity`` or ``BatchedParts``), or None
-    for a model without scale groups."""
+    """Build the scale moves of a model's densities, or None for a model without scale groups.
+
+    ``density`` is a ``ModelDensity`` or a ``BatchedParts`` (in worker processes).
+    """
     groups = density.location_scale_groups
     return ScaleMoves(groups, density.location_scale_map) if groups else None

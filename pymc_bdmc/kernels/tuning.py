@@ -32,9 +32,9 @@ import numpy as np
 
 from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.base import Transition
+from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
 from pymc_bdmc.kernels.mass import DENSE_MAX_DIM, dense_mass_factor
-from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 

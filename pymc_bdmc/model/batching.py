@@ -154,10 +154,12 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
 
 
 def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):
-    """Compile a graph of one vector ``[x, x_other]`` (two points of ``n`` coordinates each)
-    over a batch of rows, validated on pairs of distinct ``points`` (see
-    :func:`compile_batched`). Used for the scale groups' map
-    (:mod:`pymc_bdmc.model.location_scale`)."""
+    """Compile a graph of one vector ``[x, x_other]`` over a batch of rows.
+
+    ``x`` and ``x_other`` are two points of ``n`` coordinates each; the batched function is
+    validated on pairs of distinct ``points`` (see :func:`compile_batched`). Used for the scale
+    groups' map (:mod:`pymc_bdmc.model.location_scale`).
+    """
     z, outputs = graph
     n = points.shape[1]
     pairs = np.concatenate([points, points[::-1]], axis=1)
@@ -304,7 +306,7 @@ class BatchedParts:
         return self._fused
 
     def location_scale_map(self, z: np.ndarray):
-        """The batched map of the scale groups' moves (see :meth:`ModelDensity.location_scale_map`)."""
+        """The batched map of the scale groups' moves (:meth:`ModelDensity.location_scale_map`)."""
         if self._scale_map_fn is None:
             _, graph = self._graph[7]
             self._scale_map_fn = compile_pair_batched(self._compile, graph, self._graph[3],

@@ -198,12 +198,13 @@ def _move_child(model, child: _Child, value, old: dict, new: dict):
 
 
 def find_location_scale(model: pm.Model, layout: FlatLayout) -> LocationScaleStructure:
-    """Find the scale groups of ``model``: continuous hyper-parameters that set the scale of
-    Gaussian children (and the children, and their Gaussian descendants, they move).
+    """Find the scale groups of ``model``.
 
-    A hyper-parameter is any continuous free variable that a child's scale depends on directly
-    (it may be a child itself, of a hyper-parameter higher up). Its group holds every child whose location or scale depends on it, or
-    on a child already in the group.
+    A group is a continuous hyper-parameter that sets the scale of Gaussian children, with the
+    children (and their Gaussian descendants) its move carries. A hyper-parameter is any
+    continuous free variable that a child's scale depends on directly (it may be a child
+    itself, of a hyper-parameter higher up). Its group holds every child whose location or
+    scale depends on it, or on a child already in the group.
     """
     free = list(model.free_RVs)
     transforms = model.rvs_to_transforms

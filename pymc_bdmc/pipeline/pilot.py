@@ -59,11 +59,11 @@ from collections.abc import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from pymc_bdmc.kernels.hmc import hmc_step
-from pymc_bdmc.kernels.scale_moves import ScaleMoves
-from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
-from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, freeze_plan, tune_plan
 from pymc_bdmc.kernels.base_distribution import GaussianBase
+from pymc_bdmc.kernels.hmc import hmc_step
+from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
+from pymc_bdmc.kernels.scale_moves import ScaleMoves
+from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, freeze_plan, tune_plan
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.schedules import ADAPTIVE
