@@ -55,7 +55,7 @@ def main() -> None:
         density = ModelDensity(factory().model)
         fused = density.fused_hmc()
         d = density.n_dim
-        base = GaussianBase(np.zeros(d), 0.1 * np.eye(d))
+        base = GaussianBase.from_covariance(np.zeros(d), 0.01 * np.eye(d))
         for chains in (32, 256):
             x = base.sample(np.random.default_rng(0), chains)
             call = seconds_per_call(lambda x=x: density.parts(x))

@@ -1,6 +1,8 @@
 """The path from a fitted Gaussian base: its density, its exactness in Z-space, the pilot's
 choice, and the plan's round trip through a result."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -8,8 +10,9 @@ from scipy import stats
 import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
-from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
 from pymc_bdmc.kernels.base_distribution import GaussianBase
+from pymc_bdmc.kernels.mass import shrunk_correlation
+from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.pipeline.pilot import BASE_LOG_Z_TOLERANCE, BASE_PATH_GAIN
@@ -21,32 +24,57 @@ N_SE = 4.0
 def _base(rng, d=3):
     a = rng.normal(size=(d, d))
     cov = a @ a.T + d * np.eye(d)
-    return GaussianBase(rng.normal(size=d), np.linalg.cholesky(cov)), cov
+    return GaussianBase.from_covariance(rng.normal(size=d), cov), cov
 
 
-def test_gaussian_base_density_is_normalised_and_its_gradient_exact():
+def _low_rank_base(rng, d=6):
+    # Correlations of rank 2 plus identity: one direction stretched, one squeezed.
+    basis = np.linalg.qr(rng.normal(size=(d, 2)))[0]
+    scale = np.exp(rng.normal(size=d))
+    base = GaussianBase(rng.normal(size=d), scale, basis, np.array([9.0, 0.2]))
+    cov = (np.eye(d) + basis @ np.diag([8.0, -0.8]) @ basis.T) * np.outer(scale, scale)
+    return base, cov
+
+
+@pytest.mark.parametrize("make", [_base, _low_rank_base])
+def test_gaussian_base_density_is_normalised_and_its_gradient_exact(make):
     rng = np.random.default_rng(0)
-    base, cov = _base(rng)
-    x = rng.normal(size=(5, 3)) * 3
+    base, cov = make(rng)
+    np.testing.assert_allclose(base.covariance, cov, rtol=1e-12)
+    x = rng.normal(size=(5, base.n_dim)) * 3
     logp, grad = base.logpdf_and_grad(x)
     np.testing.assert_allclose(logp, stats.multivariate_normal(base.mean, cov).logpdf(x),
                                rtol=1e-12)
     np.testing.assert_allclose(grad, -np.linalg.solve(cov, (x - base.mean).T).T, rtol=1e-10)
     draws = base.sample(rng, 200_000)
     np.testing.assert_allclose(draws.mean(axis=0), base.mean, atol=0.03)
-    np.testing.assert_allclose(np.cov(draws.T), cov, rtol=0.02, atol=0.02)
+    np.testing.assert_allclose(np.cov(draws.T), cov, rtol=0.02, atol=0.02 * cov.max())
+    # Whitening gives the Mahalanobis distance, and undoes the draws' map from normals.
+    centred = (x - base.mean).T
+    np.testing.assert_allclose(np.sum(base.whiten(x) ** 2, axis=1),
+                               np.sum(centred * np.linalg.solve(cov, centred), axis=0), rtol=1e-10)
+    normals = np.random.default_rng(5).standard_normal((4, base.n_dim))
+    again = base.sample(np.random.default_rng(5), 4)
+    np.testing.assert_allclose(base.whiten(again), normals, atol=1e-10)
 
 
-def test_fit_recovers_a_gaussian_population_and_keeps_independence_above_the_dense_limit():
+def test_fit_recovers_a_gaussian_population_and_is_the_shrunk_estimate_in_low_rank_form():
     rng = np.random.default_rng(1)
     cov = np.array([[1.0, 0.8], [0.8, 2.0]])
     x = rng.multivariate_normal([1.0, -2.0], cov, size=50_000)
     base = GaussianBase.fit(x, np.full(len(x), 1 / len(x)))
     np.testing.assert_allclose(base.mean, [1.0, -2.0], atol=0.03)
-    np.testing.assert_allclose(base.factor @ base.factor.T, cov, atol=0.05)
-    wide = rng.normal(size=(64, 500))
-    fitted = GaussianBase.fit(wide, np.full(64, 1 / 64))
-    np.testing.assert_array_equal(fitted.factor, np.diag(np.diag(fitted.factor)))
+    np.testing.assert_allclose(base.covariance, cov, atol=0.05)
+    # 64 particles in 500 dimensions: rank 63, and exactly the dense Ledoit-Wolf estimate.
+    wide = rng.normal(size=(64, 500)) @ (np.eye(500) + 0.05 * rng.normal(size=(500, 500)))
+    weights = rng.dirichlet(np.ones(64))
+    fitted = GaussianBase.fit(wide, weights)
+    assert fitted.basis.shape == (500, 63)
+    correlation, variance = shrunk_correlation(wide, weights)
+    dense = correlation * np.sqrt(np.outer(variance, variance))
+    np.testing.assert_allclose(fitted.covariance, dense, rtol=1e-9, atol=1e-12)
+    assert np.isclose(fitted.log_norm, stats.multivariate_normal(
+        fitted.mean, fitted.covariance).logpdf(fitted.mean), rtol=1e-10)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +119,7 @@ def test_forward_and_reverse_weights_from_a_fitted_base_are_unbiased_in_z_space(
     rng = np.random.default_rng(sum(map(ord, "base path")) + seed)
     mean, cov = _exact_posterior_moments(am)
     sd = np.sqrt(np.diag(cov))
-    base = GaussianBase(mean + 0.3 * sd, np.linalg.cholesky(1.2 * cov))
+    base = GaussianBase.from_covariance(mean + 0.3 * sd, 1.2 * cov)
     plan = _shifted_base_plan(am, density, rng, base)
     parts_fn = plan.path_parts(density.parts)
     log_z = am.log_evidence()
@@ -118,7 +146,7 @@ def test_an_unnormalised_base_would_be_caught(small_regression):
             logp, grad = super().logpdf_and_grad(x)
             return logp + 0.3, grad
 
-    base = Unnormalised(mean, np.linalg.cholesky(1.2 * cov))
+    base = Unnormalised(*dataclasses.astuple(GaussianBase.from_covariance(mean, 1.2 * cov)))
     plan = _shifted_base_plan(am, density, rng, base)
     parts_fn = plan.path_parts(density.parts)
     k = 20_000
@@ -162,7 +190,8 @@ def test_the_pilot_chooses_the_fitted_base_where_it_is_shorter_and_the_plan_roun
     assert abs(float(real["evidence"]["lower"]) - am.log_evidence()) < 0.3
     plan = AnnealingPlan.from_result(real)
     np.testing.assert_array_equal(plan.base.mean, real["annealing"]["base_mean"].values)
-    np.testing.assert_array_equal(plan.base.factor, real["annealing"]["base_factor"].values)
+    np.testing.assert_array_equal(plan.base.basis, real["annealing"]["base_basis"].values)
+    np.testing.assert_array_equal(plan.base.scale, real["annealing"]["base_scale"].values)
     with am.model:
         again = pmb.sample_ais(chains=16, plan=plan, random_seed=4, progressbar=False)
     assert again["evidence"].attrs["path_start"] == "fitted gaussian"

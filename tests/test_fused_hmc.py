@@ -69,7 +69,10 @@ def test_dense_and_fitted_base_forms_match_numpy_kernel(scale_model_density, den
     d = density.n_dim
     a = rng.normal(size=(d, d))
     covariance = a @ a.T / d + 0.5 * np.eye(d)
-    base = GaussianBase(0.3 * rng.normal(size=d), np.linalg.cholesky(0.2 * covariance))
+    # A base of rank 2 below the dimension, one eigenvalue above 1 and one below.
+    basis = np.linalg.qr(rng.normal(size=(d, 2)))[0]
+    base = GaussianBase(0.3 * rng.normal(size=d), np.sqrt(0.2 * np.diag(covariance)), basis,
+                        np.array([3.0, 0.5]))
     x = base.sample(rng, 24)
     factor = np.linalg.cholesky(0.05 * covariance) if dense else None
     params = HMCParams(0.4, np.diag(0.05 * covariance), 4, jitter=0.2, mass_factor=factor)

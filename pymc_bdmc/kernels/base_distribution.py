@@ -19,6 +19,11 @@ unconstrained space. It is fitted on the pilot only, never on the measured chain
 so the bounds stay valid; it need not be close to the posterior for validity, only for a short
 path, and :func:`pymc_bdmc.pipeline.pilot.tune` keeps it only where the pilot measures a shorter
 thermodynamic length from it than from the prior.
+
+The shrunk correlation of ``n`` particles is the identity plus a rank ``r < n`` term, and the
+Gaussian is kept in that form: drawing, whitening and the density cost ``O(d r)`` per point
+instead of the ``O(d^2)`` of a dense factor, which at 500 coordinates (a 500-step random walk)
+was most of a run's time.
 """
 
 from __future__ import annotations
@@ -27,9 +32,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
-from pymc_bdmc.kernels.mass import DENSE_MAX_DIM, shrunk_correlation
+from pymc_bdmc.kernels.mass import low_rank_shrunk_correlation
 from pymc_bdmc.model.layout import DensityParts
 
 __all__ = ["GaussianBase"]
@@ -40,17 +44,27 @@ MIN_BASE_VARIANCE = 1e-12
 
 @dataclass(frozen=True)
 class GaussianBase:
-    """A Gaussian ``N(mean, factor @ factor.T)`` on the flat unconstrained space.
+    """A Gaussian on the flat unconstrained space, its correlations of low rank plus identity.
+
+    The covariance is ``S (I + U diag(eigenvalues - 1) U^T) S`` with ``S = diag(scale)`` and
+    ``U = basis`` orthonormal: its symmetric square root ``S (I + U diag(sqrt(eigenvalues) - 1)
+    U^T)`` draws, and its inverse whitens, in ``O(d r)``.
 
     Attributes
     ----------
     mean : ndarray, shape (n_dim,)
-    factor : ndarray, shape (n_dim, n_dim)
-        Lower-triangular Cholesky factor of the covariance.
+    scale : ndarray, shape (n_dim,)
+        Positive.
+    basis : ndarray, shape (n_dim, r)
+        Orthonormal columns (``r >= 1``; a column with eigenvalue 1 adds nothing).
+    eigenvalues : ndarray, shape (r,)
+        Positive: the correlation's eigenvalues along ``basis`` (1 elsewhere).
     """
 
     mean: np.ndarray
-    factor: np.ndarray
+    scale: np.ndarray
+    basis: np.ndarray
+    eigenvalues: np.ndarray
 
     @classmethod
     def fit(cls, values: np.ndarray, weights: np.ndarray) -> GaussianBase:
@@ -65,49 +79,88 @@ class GaussianBase:
         Returns
         -------
         GaussianBase
-            With correlations shrunk toward the identity (Ledoit-Wolf) up to
-            :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates, independent above.
+            The weighted mean, and the weighted covariance with its correlations shrunk
+            toward the identity (Ledoit-Wolf); independent coordinates from fewer than 3
+            particles.
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            Where the population's correlation matrix is singular even after shrinkage.
         """
         weights = np.asarray(weights, dtype=float)
         mean = weights @ values
-        if values.shape[1] <= DENSE_MAX_DIM and len(values) >= 3:
-            correlation, variance = shrunk_correlation(values, weights)
+        d = values.shape[1]
+        if len(values) >= 3:
+            level, basis, eigenvalues, variance = low_rank_shrunk_correlation(values, weights)
         else:
+            level, basis, eigenvalues = 1.0, np.zeros((d, 0)), np.zeros(0)
             variance = weights @ (values - mean) ** 2
-            correlation = np.eye(values.shape[1])
-        scale = np.sqrt(np.maximum(variance, MIN_BASE_VARIANCE))
-        factor = np.linalg.cholesky(correlation * np.outer(scale, scale))
-        return cls(mean, factor)
+        if not basis.shape[1]:  # one inert column keeps every array non-empty
+            basis, eigenvalues = np.eye(d, 1), np.ones(1)
+        scale = np.sqrt(np.maximum(variance, MIN_BASE_VARIANCE) * level)
+        return cls(mean, scale, basis, eigenvalues)
+
+    @classmethod
+    def from_covariance(cls, mean: np.ndarray, covariance: np.ndarray) -> GaussianBase:
+        """``N(mean, covariance)`` for a dense positive-definite ``covariance`` (full rank)."""
+        scale = np.sqrt(np.diag(covariance))
+        eigenvalues, basis = np.linalg.eigh(covariance / np.outer(scale, scale))
+        if not eigenvalues[0] > 0:
+            raise np.linalg.LinAlgError("the covariance matrix is not positive definite")
+        return cls(np.asarray(mean, dtype=float), scale, basis, eigenvalues)
 
     @property
     def n_dim(self) -> int:
         """Dimension of the space."""
         return self.mean.size
 
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """``n`` exact draws, shape ``(n, n_dim)``."""
-        return self.mean + rng.standard_normal((n, self.n_dim)) @ self.factor.T
+    @property
+    def covariance(self) -> np.ndarray:
+        """The dense covariance matrix (``O(d^2)``: for checks, not for the runs)."""
+        correlation = np.eye(self.n_dim) + (self.basis * (self.eigenvalues - 1.0)) @ self.basis.T
+        return correlation * np.outer(self.scale, self.scale)
 
     @cached_property
-    def whitening(self) -> np.ndarray:
-        """The inverse of ``factor``: ``(x - mean) @ whitening.T`` is standard normal."""
-        # Whitening by one matrix product per call, in NumPy's BLAS: alternating it with
-        # SciPy's triangular solves (a second OpenBLAS with its own threads) made each call
-        # 50x slower on 2 cores, where the two libraries' idle threads spin against each other.
-        return solve_triangular(self.factor, np.eye(self.n_dim), lower=True)
+    def _root(self) -> np.ndarray:
+        return np.sqrt(self.eigenvalues) - 1.0
+
+    @cached_property
+    def _inverse_root(self) -> np.ndarray:
+        return 1.0 / np.sqrt(self.eigenvalues) - 1.0
+
+    def _correlate(self, u: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+        # (I + U diag(coefficients) U^T) applied to each row of u.
+        return u + ((u @ self.basis) * coefficients) @ self.basis.T
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` exact draws, shape ``(n, n_dim)``."""
+        normals = rng.standard_normal((n, self.n_dim))
+        return self.mean + self.scale * self._correlate(normals, self._root)
+
+    def whiten(self, x: np.ndarray) -> np.ndarray:
+        """Rows of ``x`` mapped to standard normal coordinates (the inverse of :meth:`sample`)."""
+        return self._correlate((x - self.mean) / self.scale, self._inverse_root)
 
     @cached_property
     def log_norm(self) -> float:
-        """The log normaliser ``-log|det factor| - n_dim log(2 pi) / 2`` of the density."""
-        return float(-np.sum(np.log(np.diag(self.factor))) - 0.5 * self.n_dim * np.log(2 * np.pi))
+        """The log normaliser ``-log|det cov| / 2 - n_dim log(2 pi) / 2`` of the density."""
+        return float(-np.sum(np.log(self.scale)) - 0.5 * np.sum(np.log(self.eigenvalues))
+                     - 0.5 * self.n_dim * np.log(2 * np.pi))
+
+    def kernel_inputs(self) -> tuple:
+        """The arrays :mod:`pymc_bdmc.kernels.fused_hmc` evaluates this density from:
+        ``(mean, 1 / scale, basis, 1 / sqrt(eigenvalues) - 1, log_norm)``."""
+        return (self.mean, 1.0 / self.scale, self.basis, self._inverse_root,
+                np.float64(self.log_norm))
 
     def logpdf_and_grad(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Normalised log density and its gradient at each row of ``x``."""
         # Divergent proposals may hold non-finite values: they get a NaN density, as the
         # model's own densities do there, and are rejected.
-        whitened = (x - self.mean) @ self.whitening.T
+        whitened = self.whiten(x)
         logp = self.log_norm - 0.5 * np.sum(whitened**2, axis=1)
-        return logp, -(whitened @ self.whitening)
+        return logp, -self._correlate(whitened, self._inverse_root) / self.scale
 
     def rebase(self, parts: DensityParts, x: np.ndarray) -> DensityParts:
         """The model's densities at ``x`` as parts of the path from this base (module doc)."""

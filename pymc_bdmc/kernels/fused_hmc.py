@@ -44,8 +44,8 @@ class FusedHMC:
     Each form of the kernel is compiled on first use and kept: a diagonal or a dense inverse
     mass matrix (:class:`~pymc_bdmc.kernels.hmc.HMCParams` ``mass_factor``), on the prior's
     path or on the path from a fitted Gaussian base
-    (:class:`~pymc_bdmc.kernels.base_distribution.GaussianBase`, whose mean and whitening matrix
-    are inputs, so one compilation serves every fitted base).
+    (:class:`~pymc_bdmc.kernels.base_distribution.GaussianBase`, whose arrays are inputs, so one
+    compilation serves every fitted base of any rank).
 
     Parameters
     ----------
@@ -94,7 +94,7 @@ class FusedHMC:
         eps, normals, uniforms = draw_transition_noise(rng, x.shape, params)
         dense = params.mass_factor is not None
         metric = params.mass_factor if dense else params.inv_mass
-        extra = () if base is None else (base.mean, base.whitening, np.float64(base.log_norm))
+        extra = () if base is None else base.kernel_inputs()
         (x_new, prior, lik, grad_prior, grad_lik, accepted, acceptance_rate,
          divergent) = self.compiled(dense=dense, base=base is not None)(
             np.ascontiguousarray(x, dtype=float), normals, eps, metric, np.float64(beta),
@@ -120,8 +120,8 @@ def _transition_graph(x, outputs, *, dense: bool = False, base: bool = False):
 
     ``dense``: the metric input is the factor ``L`` of a dense inverse mass matrix and the
     momentum is kept whitened, as in :func:`~pymc_bdmc.kernels.hmc.hmc_step`'s dense form.
-    ``base``: the densities are those of the path from a Gaussian base (three more inputs: its
-    mean, whitening matrix and log normaliser; :meth:`GaussianBase.rebase`).
+    ``base``: the densities are those of the path from a Gaussian base (five more inputs,
+    :meth:`GaussianBase.kernel_inputs`; :meth:`GaussianBase.rebase`).
     """
     q0 = pt.matrix("q0", dtype=x.dtype)
     normals = pt.matrix("standard_normals", dtype=x.dtype)
@@ -134,7 +134,9 @@ def _transition_graph(x, outputs, *, dense: bool = False, base: bool = False):
     uniforms = pt.vector("uniforms")
     coefficients = pt.vector("momentum_coefficients")  # 1, ..., 1, 0.5 (one per leapfrog)
     base_inputs = ([pt.vector("base_mean", dtype=x.dtype),
-                    pt.matrix("base_whitening", dtype=x.dtype),
+                    pt.vector("base_inverse_scale", dtype=x.dtype),
+                    pt.matrix("base_basis", dtype=x.dtype),
+                    pt.vector("base_inverse_root", dtype=x.dtype),
                     pt.scalar("base_log_norm", dtype=x.dtype)] if base else [])
     step = eps[:, None]
     if dense:
@@ -202,11 +204,16 @@ def _transition_graph(x, outputs, *, dense: bool = False, base: bool = False):
     return inputs, new
 
 
-def _rebased(q, prior, lik, grad_prior, grad_lik, mean, whitening, log_norm):
+def _rebased(q, prior, lik, grad_prior, grad_lik, mean, inverse_scale, basis, inverse_root,
+             log_norm):
     """The model's densities as parts of the path from a Gaussian base (GaussianBase.rebase)."""
-    whitened = (q - mean) @ whitening.T
+
+    def decorrelate(u):  # (I + U diag(inverse_root) U^T) on each row: O(d r)
+        return u + ((u @ basis) * inverse_root) @ basis.T
+
+    whitened = decorrelate((q - mean) * inverse_scale)
     log_q = log_norm - 0.5 * pt.sum(whitened**2, axis=1)
-    grad_q = -(whitened @ whitening)
+    grad_q = -decorrelate(whitened) * inverse_scale
     return log_q, prior + lik - log_q, grad_q, grad_prior + grad_lik - grad_q
 
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DENSE_CONDITION", "DENSE_MAX_DIM", "dense_mass_factor", "shrunk_correlation",
-           "stiffness"]
+__all__ = ["DENSE_CONDITION", "DENSE_MAX_DIM", "dense_mass_factor", "low_rank_shrunk_correlation",
+           "shrunk_correlation", "stiffness"]
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
 DENSE_CONDITION = 10.0
@@ -55,23 +55,76 @@ def shrunk_correlation(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndar
     correlation : ndarray, shape (d, d)
     variance : ndarray, shape (d,)
     """
+    rows, level, shrinkage, variance = _ledoit_wolf(values, weights)
+    correlation = level * np.eye(rows.shape[1]) + (1.0 - shrinkage) * (rows.T @ rows)
+    return correlation, variance
+
+
+def low_rank_shrunk_correlation(values: np.ndarray, weights: np.ndarray
+                                ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`shrunk_correlation` in the low-rank form it has, without a ``d x d`` matrix.
+
+    The sample correlation of ``n`` particles has rank below ``n``, so the shrunk one is
+    ``level * (I + basis @ diag(eigenvalues - 1) @ basis.T)`` with ``basis`` the sample's
+    ``r <= n`` principal directions: ``O(n d min(n, d))`` to compute and ``O(d r)`` to store.
+
+    Returns
+    -------
+    level : float
+        The correlation's eigenvalue off ``basis`` (the shrunk identity's level, > 0).
+    basis : ndarray, shape (d, r)
+        Orthonormal columns.
+    eigenvalues : ndarray, shape (r,)
+        The correlation's eigenvalues along ``basis``, divided by ``level`` (all > 1).
+    variance : ndarray, shape (d,)
+        The weighted variances.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        Where nothing is shrunk and the sample correlation is singular.
+    """
+    rows, level, shrinkage, variance = _ledoit_wolf(values, weights)
+    if not level > 0:
+        raise np.linalg.LinAlgError("the population's correlation matrix is singular")
+    _, singular, directions = np.linalg.svd(rows, full_matrices=False)
+    keep = singular > 1e-12 * max(float(singular[0]), 1e-300) if singular.size else singular > 0
+    eigenvalues = 1.0 + (1.0 - shrinkage) * singular[keep] ** 2 / level
+    return level, directions[keep].T, eigenvalues, variance
+
+
+def _ledoit_wolf(values: np.ndarray, weights: np.ndarray):
+    """Rows ``R`` with ``R^T R`` the weighted sample correlation, and its Ledoit-Wolf shrinkage.
+
+    Returns ``(rows, level, shrinkage, variance)``: the shrunk correlation is
+    ``level * I + (1 - shrinkage) * R^T R``. Every sum runs over the ``n x n`` Gram matrix of the
+    particles where there are fewer particles than coordinates, so no ``d x d`` matrix is formed.
+    """
     mean = weights @ values
     centered = values - mean
     variance = weights @ centered**2
     z = centered / np.sqrt(np.where(variance > 0, variance, 1.0))
-    sample = (z * weights[:, None]).T @ z
-    d = sample.shape[0]
-    # Ledoit-Wolf: shrink toward mu I (mu = tr(S)/d = 1 here) by beta^2 / delta^2, where delta^2
-    # is the squared distance of S to the target and beta^2 the estimated squared error of S.
-    target = np.trace(sample) / d
-    delta2 = np.sum((sample - target * np.eye(d)) ** 2) / d
+    rows = z * np.sqrt(weights)[:, None]
+    d = z.shape[1]
+    # Ledoit-Wolf: shrink the sample S = R^T R toward mu I (mu = tr(S)/d = 1 here) by
+    # beta^2 / delta^2, where delta^2 is the squared distance of S to the target and beta^2 the
+    # estimated squared error of S. ||S||_F = ||R R^T||_F and z_k^T S z_k = ||R z_k||^2.
+    # Whichever of the n x n and d x d Gram matrices is smaller gives the same sums.
+    if len(rows) <= d:
+        gram = rows @ rows.T
+        quad = np.sum((z @ rows.T) ** 2, axis=1)
+    else:
+        gram = rows.T @ rows
+        quad = np.sum((z @ gram) * z, axis=1)
+    trace = float(np.trace(gram))
+    squared_norm = float(np.sum(gram**2))
+    target = trace / d
+    delta2 = (squared_norm - 2.0 * target * trace + target**2 * d) / d
     norms = np.sum(z**2, axis=1)
-    quad = np.einsum("ki,ij,kj->k", z, sample, z)
-    per_particle = norms**2 - 2.0 * quad + np.sum(sample**2)
+    per_particle = norms**2 - 2.0 * quad + squared_norm
     beta2 = min(float(np.sum(weights**2 * per_particle)) / d, delta2)
     shrinkage = 1.0 if delta2 <= 0 else beta2 / delta2
-    correlation = shrinkage * target * np.eye(d) + (1.0 - shrinkage) * sample
-    return correlation, variance
+    return rows, shrinkage * target, shrinkage, variance
 
 
 def stiffness(scores: np.ndarray, weights: np.ndarray, factor: np.ndarray) -> float:

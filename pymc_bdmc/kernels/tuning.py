@@ -132,8 +132,12 @@ class AnnealingPlan:
         ann = result["annealing"]
         dense = "mass_factor" in ann
         base = None
-        if "base_mean" in ann:
-            base = GaussianBase(ann["base_mean"].values.copy(), ann["base_factor"].values.copy())
+        if "base_basis" in ann:
+            base = GaussianBase(*(ann[name].values.copy() for name in (
+                "base_mean", "base_scale", "base_basis", "base_eigenvalue")))
+        elif "base_factor" in ann:  # results of versions that stored a dense Cholesky factor
+            factor = ann["base_factor"].values
+            base = GaussianBase.from_covariance(ann["base_mean"].values.copy(), factor @ factor.T)
         return cls(
             betas=ann["beta"].values.copy(),
             step_size=ann["step_size"].values.copy(),

@@ -127,13 +127,14 @@ def _base_variables(plan) -> dict:
     base = getattr(plan, "base", None)
     if base is None:
         return {}
-    return {"base_mean": ("parameter", base.mean),
-            "base_factor": (("parameter", "parameter_column"), base.factor)}
+    return {"base_mean": ("parameter", base.mean), "base_scale": ("parameter", base.scale),
+            "base_basis": (("parameter", "base_component"), base.basis),
+            "base_eigenvalue": ("base_component", base.eigenvalues)}
 
 
 def _parameter_coords(plan, labels: list[str], **coords) -> dict:
     coords["parameter"] = labels
-    if getattr(plan, "is_dense", False) or getattr(plan, "base", None) is not None:
+    if getattr(plan, "is_dense", False):
         coords["parameter_column"] = labels
     return coords
 
