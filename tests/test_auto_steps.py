@@ -171,19 +171,3 @@ def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monke
     # The last attempt ran the first attempt's pilot on its own number of temperatures.
     assert result["annealing"].sizes["step"] == tried[-1] + 1
     assert np.isfinite(result["evidence"].attrs["pilot_log_z"])
-
-
-@pytest.mark.parametrize(("n_dim", "n_leapfrog", "hinted"),
-                         [(501, 3, True), (501, 12, False), (300, 3, False)])
-def test_an_uncertified_model_above_the_tuned_dimension_is_told_to_lengthen_trajectories(
-        caplog, n_dim, n_leapfrog, hinted):
-    def run(n_steps):
-        annealing = xr.Dataset({"inverse_mass": (("step", "parameter"), np.ones((3, n_dim)))},
-                               attrs={"n_leapfrog": n_leapfrog})
-        return xr.DataTree.from_dict({"evidence": xr.Dataset({"gap": 14.7}),
-                                      "annealing": annealing})
-
-    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
-        search_n_steps(run, target_gap=0.5, max_time=None, started=time.perf_counter())
-    assert "did not certify" in caplog.text
-    assert ("pass `n_leapfrog=12`" in caplog.text) is hinted

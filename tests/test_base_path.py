@@ -260,7 +260,8 @@ def _scripted_runs(log_zs, d=2, n=32):
 @pytest.mark.parametrize(("fitted_log_zs", "n_runs", "kept"), [
     ((-198.0, -190.0, -189.5), 3, -189.5),   # gains 2 and 8 nats: refit; then 0.5: stop
     ((-197.0, -198.0), 2, -197.0),           # the second fit lost: keep the first
-    ((-201.0,), 1, None),                    # the first fit lost 1 nat: the prior's path
+    ((-201.0, -203.0), 2, None),             # the first fit lost 1 nat: one more try, lost
+    ((-203.6, -193.1, -197.4), 3, -193.1),   # lost 3.6, gained 10.5, lost (500-step walk)
     (tuple(-200.0 + 5.0 * k for k in range(1, 9)), None, None),  # gains forever: capped
 ])
 def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_zs, n_runs,

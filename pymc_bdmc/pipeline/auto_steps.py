@@ -33,8 +33,6 @@ import numpy as np
 import xarray as xr
 
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
-from pymc_bdmc.kernels.tuning import LEAPFROG_CANDIDATES
 
 __all__ = ["FIRST_N_STEPS", "MAX_N_STEPS", "check_auto_settings", "search_n_steps"]
 
@@ -56,25 +54,6 @@ def check_auto_settings(target_gap: float, max_time: float | None) -> None:
 
 def _gap(result: xr.DataTree) -> float:
     return float(result["evidence"]["gap"])
-
-
-def _hint_long_trajectories(result) -> None:
-    # Above DENSE_MAX_DIM coordinates the pilot keeps a diagonal metric and its first
-    # trajectory length; on correlated posteriors longer trajectories are what is left.
-    if "annealing" not in result.children:
-        return
-    annealing = result["annealing"]
-    if "inverse_mass" not in annealing or "n_leapfrog" not in annealing.attrs:
-        return
-    n_dim = annealing["inverse_mass"].shape[-1]
-    n_leapfrog = int(annealing.attrs["n_leapfrog"])
-    if n_dim > DENSE_MAX_DIM and n_leapfrog < LEAPFROG_CANDIDATES[-1]:
-        logger.warning(
-            "This model has %d coordinates, more than the %d up to which the pilot tunes a dense "
-            "mass matrix and the trajectory length: it ran %d leapfrog steps with a diagonal "
-            "metric. On correlated posteriors pass `n_leapfrog=%d` (a 500-step random walk: "
-            "sample_ais error -119 nats at the defaults, -0.01 with it; docs/performance.md).",
-            n_dim, DENSE_MAX_DIM, n_leapfrog, LEAPFROG_CANDIDATES[-1])
 
 
 def _within(gap: float, target_gap: float) -> bool:
@@ -160,7 +139,6 @@ def search_n_steps(run: Callable[[int], xr.DataTree], *, target_gap: float,
             "(docs/guide.md, §4 'Settings that matter'), and a reparameterisation (e.g. non-centered) helps more "
             "than steps.", gaps[-1], tried[-1], target_gap, reason,
             ", ".join(f"{n}: {g:.2f}" for n, g in zip(tried, gaps, strict=True)))
-        _hint_long_trajectories(result)
     result["evidence"].attrs.update({
         "auto_n_steps": np.array(tried), "auto_gaps": np.array(gaps),
         "target_gap": float(target_gap),
