@@ -75,11 +75,10 @@ _COMMON_DOC = """
         Leapfrog steps per HMC transition. By default the pilot run chooses among 3, 6 and 12
         the one that moves its population furthest per gradient evaluation (squared jumps in
         the metric of the mass matrix), then freezes it: short on near-Gaussian posteriors,
-        longer on correlated or funnel-shaped ones. Models with more than 400 movable
-        coordinates get 3 (pass 12 for correlated posteriors, e.g. long random walks). Models
-        with centred hierarchies, Gaussian random walks or centred ``MvNormal`` latents also
-        make *scale moves* between the HMC transitions: moves of a scale parameter that carry
-        its children along, so chains leave a funnel's neck (``annealing.attrs["scale_moves"]``).
+        longer on correlated or funnel-shaped ones. Models with centred hierarchies, Gaussian
+        random walks or centred ``MvNormal`` latents also make *scale moves* between the HMC
+        transitions: moves of a scale parameter that carry its children along, so chains leave
+        a funnel's neck (``annealing.attrs["scale_moves"]``).
     transitions_per_step : int, default 2
         HMC transitions at each temperature.
     target_accept : float, default 0.9

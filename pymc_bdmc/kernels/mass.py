@@ -34,10 +34,10 @@ __all__ = ["DENSE_CONDITION", "DENSE_MAX_DIM", "dense_mass_factor", "low_rank_sh
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
 DENSE_CONDITION = 10.0
-#: Largest number of movable coordinates for which the pilot tunes the kernel's geometry (dense
-#: mass matrices, and the trajectory length in :mod:`~pymc_bdmc.kernels.tuning`). A dense metric
-#: needs a pilot population of about that many particles (:mod:`pymc_bdmc.pipeline.pilot`
-#: enlarges it to 1.25 per coordinate), and its cost grows with the square of the dimension.
+#: Largest number of movable coordinates for which the pilot measures dense mass matrices. A
+#: dense metric needs a pilot population of about that many particles
+#: (:mod:`pymc_bdmc.pipeline.pilot` enlarges it to 1.25 per coordinate), and its cost grows with
+#: the square of the dimension. (The trajectory length is chosen at every dimension.)
 DENSE_MAX_DIM = 400
 
 
