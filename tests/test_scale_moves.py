@@ -35,11 +35,28 @@ def test_scale_groups_are_found_in_centred_hierarchies_and_walks_only():
         pm.Normal("ordered", 0.0, tau, shape=2,
                   transform=pm.distributions.transforms.ordered, initval=[-1.0, 1.0])
         pm.StudentT("heavy", nu=3, mu=0.0, sigma=tau)
+        pm.Gamma("positive", 2.0, tau)  # not a location-scale family on the real line
         pm.Normal("y", low, 1.0, observed=np.zeros(4))
     groups, _ = _groups(nested)
     # A scale given by an expression of a free variable counts; a transformed Normal and a
-    # non-Gaussian child do not move; a child's Gaussian descendants move with it.
-    assert groups == {"log_s": ("top", "low"), "tau_log__": ("low",)}
+    # Gamma do not move; a Student-t child does; a child's descendants move with it.
+    assert groups == {"log_s": ("top", "low"), "tau_log__": ("low", "heavy")}
+
+
+def _robust_hierarchy():
+    # Heavy-tailed group effects and a Laplace random walk: centred, so funnels.
+    with pm.Model() as model:
+        tau = pm.HalfNormal("tau", 1.0)
+        nu = pm.Gamma("nu", 4.0, 0.5)
+        theta = pm.StudentT("theta", nu=nu, mu=0.5, sigma=tau, shape=4)
+        walk = pm.RandomWalk("walk", init_dist=pm.Cauchy.dist(0.0, tau),
+                             innovation_dist=pm.Laplace.dist(0.1, tau), steps=3)
+        pm.Normal("y", theta + walk, 1.0, observed=np.zeros(4))
+    return model
+
+
+def test_heavy_tailed_children_and_walks_move_with_their_scale():
+    assert _groups(_robust_hierarchy())[0] == {"tau_log__": ("theta", "walk")}
 
 
 def _map_and_jacobian(density, group, x, delta):
@@ -73,6 +90,7 @@ def test_a_centred_latent_gp_moves_with_its_amplitude_and_lengthscale():
     lambda: testing_quadrature.gaussian_random_walk(12).model,
     lambda: testing_quadrature.random_intercepts(4, 3).model,
     _centred_gp,
+    _robust_hierarchy,
 ])
 def test_the_map_is_undone_by_the_opposite_move_and_its_log_jacobian_is_exact(build):
     density = ModelDensity(build())
@@ -144,6 +162,15 @@ def test_scale_moves_leave_the_prior_funnel_invariant_and_are_reversible(schools
 
 def test_scale_moves_of_a_centred_latent_gp_leave_its_prior_invariant():
     verifier = Verifier(_centred_gp())
+    kernel = _moves_kernel(verifier.density, 0.0)
+    result = verifier.invariance(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=3)
+    assert result.passed, str(result)
+    result = verifier.reversibility(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=4)
+    assert result.passed, str(result)
+
+
+def test_scale_moves_of_a_robust_hierarchy_leave_its_prior_invariant():
+    verifier = Verifier(_robust_hierarchy())
     kernel = _moves_kernel(verifier.density, 0.0)
     result = verifier.invariance(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=3)
     assert result.passed, str(result)

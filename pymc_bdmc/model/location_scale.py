@@ -1,4 +1,4 @@
-"""Location-scale structure of a model: which latent Gaussians a scale parameter stretches.
+"""Location-scale structure of a model: which latent variables a scale parameter stretches.
 
 Centered hierarchies and random walks (``theta ~ Normal(mu, tau)``, ``pm.GaussianRandomWalk``)
 are funnels: where a scale ``tau`` is small its children are pinned to within ``tau`` of their
@@ -7,7 +7,7 @@ the same model, the standardised residuals ``(theta - mu) / tau``, does not pinc
 
 This module finds that structure in the model graph and builds the *interweaving map* of a
 hyper-parameter move: given the current point and a proposed value of the hyper-parameters,
-every child Gaussian is moved so that its standardised residuals stay the same,
+every child is moved so that its standardised residuals stay the same,
 
     theta' = mu' + (tau' / tau) (theta - mu),
 
@@ -17,12 +17,17 @@ map is its own inverse when the hyper-parameters move back, and its log-Jacobian
 (:mod:`pymc_bdmc.kernels.scale_moves`) is exact for any target. It is the non-centred update of
 the hyper-parameters (ASIS, Yu & Meng 2011) written in the centred coordinates the kernels use.
 
-Children are free ``Normal`` variables without a transform, random walks
-(``pm.GaussianRandomWalk``, ``pm.RandomWalk``) whose initial and innovation distributions are
-``Normal`` (the residuals of a walk are those of its first value and of its increments), and
-single ``MvNormal`` vectors, whose whitened residuals ``L^-1 (x - mu)`` stay put under
+Children are free variables without a transform from a location-scale family on the real line
+(:data:`LOCATION_SCALE_FAMILIES`: ``Normal``, ``StudentT``, ``Laplace``, ``Cauchy``,
+``Logistic``, ``Gumbel``, ``SkewNormal``), random walks (``pm.GaussianRandomWalk``,
+``pm.RandomWalk``) whose initial and innovation distributions are such families (the residuals
+of a walk are those of its first value and of its increments), and single ``MvNormal`` vectors, whose whitened residuals ``L^-1 (x - mu)`` stay put under
 ``x' = mu' + L' L^-1 (x - mu)`` (``L`` the Cholesky factor of the covariance; log-Jacobian
-``log |L'| - log |L|``): a centred latent GP moves with its amplitude and lengthscale.
+``log |L'| - log |L|``): a centred latent GP moves with its amplitude and lengthscale. The
+family only decides which parameters are the location and the scale: the map and its Jacobian
+are the same for all, and the Metropolis-Hastings ratio uses the model's own density, so a
+heavy-tailed child (a robust, Student-t hierarchy) gets exact moves too; its other parameters
+(``nu``, a skewness) stay as they are.
 """
 
 from __future__ import annotations
@@ -34,21 +39,37 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import ancestors
-from pytensor.tensor.random.basic import MvNormalRV, NormalRV
+from pytensor.tensor.random.basic import (
+    CauchyRV,
+    GumbelRV,
+    LaplaceRV,
+    LogisticRV,
+    MvNormalRV,
+    NormalRV,
+    StudentTRV,
+)
 
 from pymc_bdmc.model.layout import FlatLayout
 
-__all__ = ["LocationScaleStructure", "ScaleGroup", "find_location_scale"]
+__all__ = ["LOCATION_SCALE_FAMILIES", "LocationScaleStructure", "ScaleGroup",
+           "find_location_scale"]
 
 try:  # PyMC's random walks are symbolic random variables over an init and innovations
     from pymc.distributions.timeseries import RandomWalkRV
 except ImportError:  # pragma: no cover - an older or newer PyMC without it
     RandomWalkRV = None
 
+#: Random-variable ops of location-scale families on the real line, with the positions of their
+#: location and scale among the distribution's parameters.
+LOCATION_SCALE_FAMILIES: dict[type, tuple[int, int]] = {
+    NormalRV: (0, 1), StudentTRV: (1, 2), LaplaceRV: (0, 1), CauchyRV: (0, 1),
+    LogisticRV: (0, 1), GumbelRV: (0, 1), pm.distributions.continuous.SkewNormalRV: (0, 1),
+}
+
 
 @dataclass(frozen=True)
 class ScaleGroup:
-    """One hyper-parameter and the Gaussian children its move stretches.
+    """One hyper-parameter and the children its move stretches.
 
     Attributes
     ----------
@@ -68,24 +89,26 @@ class ScaleGroup:
 @dataclass(frozen=True)
 class _Child:
     rv: object  # the free random variable
-    pieces: tuple  # ((mu, scale), ...): Normal -> one piece, random walk -> (init, innovations)
+    pieces: tuple  # ((loc, scale), ...): one piece, or a random walk's (init, innovations)
     parents: frozenset  # free random variables its pieces' parameters depend on
     covariance: bool = False  # an MvNormal: the scale is its covariance matrix
 
 
-def _normal_params(node) -> tuple | None:
-    if isinstance(node.op, NormalRV):
-        mu, sigma = node.op.dist_params(node)
-        return mu, sigma
-    return None
+def _location_scale_params(node) -> tuple | None:
+    where = LOCATION_SCALE_FAMILIES.get(type(node.op))
+    if where is None:
+        return None
+    params = node.op.dist_params(node)
+    return params[where[0]], params[where[1]]
 
 
 def _child(rv, transform) -> _Child | None:
     node = rv.owner
     if transform is not None:
         return None
-    if isinstance(node.op, NormalRV):
-        return _Child(rv, (_normal_params(node),), frozenset())
+    piece = _location_scale_params(node)
+    if piece is not None:
+        return _Child(rv, (piece,), frozenset())
     if isinstance(node.op, MvNormalRV):
         mu, cov = node.op.dist_params(node)
         # One vector with one covariance matrix (no batch of them).
@@ -94,8 +117,8 @@ def _child(rv, transform) -> _Child | None:
         return _Child(rv, ((mu, cov),), frozenset(), covariance=True)
     if RandomWalkRV is not None and isinstance(node.op, RandomWalkRV):
         init, innovations = node.op.dist_params(node)[:2]
-        pieces = (_normal_params(init.owner) if init.owner else None,
-                  _normal_params(innovations.owner) if innovations.owner else None)
+        pieces = (_location_scale_params(init.owner) if init.owner else None,
+                  _location_scale_params(innovations.owner) if innovations.owner else None)
         # Only the time-first layout this module knows (init (1, *batch), innovations
         # (steps, *batch)); another PyMC's layout gets no scale moves rather than wrong ones.
         if None in pieces or init.ndim != rv.ndim or innovations.ndim != rv.ndim:
@@ -200,8 +223,9 @@ def _move_child(model, child: _Child, value, old: dict, new: dict):
 def find_location_scale(model: pm.Model, layout: FlatLayout) -> LocationScaleStructure:
     """Find the scale groups of ``model``.
 
-    A group is a continuous hyper-parameter that sets the scale of Gaussian children, with the
-    children (and their Gaussian descendants) its move carries. A hyper-parameter is any
+    A group is a continuous hyper-parameter that sets the scale of location-scale children (see
+    the module docstring), with the children (and their own such descendants) its move
+    carries. A hyper-parameter is any
     continuous free variable that a child's scale depends on directly (it may be a child
     itself, of a hyper-parameter higher up). Its group holds every child whose location or
     scale depends on it, or on a child already in the group.
