@@ -21,15 +21,13 @@ Children are free variables without a transform from a location-scale family on 
 (:data:`LOCATION_SCALE_FAMILIES`: ``Normal``, ``StudentT``, ``Laplace``, ``Cauchy``,
 ``Logistic``, ``Gumbel``, ``SkewNormal``), random walks (``pm.GaussianRandomWalk``,
 ``pm.RandomWalk``) whose initial and innovation distributions are such families (the residuals
-of a walk are those of its first value and of its increments), and ``MvNormal`` vectors sharing
-one covariance, whose whitened residuals ``L^-1 (x - mu)`` stay put under
+of a walk are those of its first value and of its increments), and single ``MvNormal`` vectors, whose whitened residuals ``L^-1 (x - mu)`` stay put under
 ``x' = mu' + L' L^-1 (x - mu)`` (``L`` the Cholesky factor of the covariance; log-Jacobian
-``log |L'| - log |L|`` per vector): a centred latent GP moves with its amplitude and
-lengthscale, and correlated random effects with their ``LKJCholeskyCov``. The family only
-decides which parameters are the location and the scale: the map and its Jacobian are the same
-for all, and the Metropolis-Hastings ratio uses the model's own density, so a heavy-tailed child
-(a robust, Student-t hierarchy) gets exact moves too; its other parameters (``nu``, a
-skewness) stay as they are.
+``log |L'| - log |L|``): a centred latent GP moves with its amplitude and lengthscale. The
+family only decides which parameters are the location and the scale: the map and its Jacobian
+are the same for all, and the Metropolis-Hastings ratio uses the model's own density, so a
+heavy-tailed child (a robust, Student-t hierarchy) gets exact moves too; its other parameters
+(``nu``, a skewness) stay as they are.
 """
 
 from __future__ import annotations
@@ -113,12 +111,9 @@ def _child(rv, transform) -> _Child | None:
         return _Child(rv, (piece,), frozenset())
     if isinstance(node.op, MvNormalRV):
         mu, cov = node.op.dist_params(node)
-        # Vectors sharing one covariance matrix (not a batch of covariances; PyMC gives a shared
-        # one broadcastable leading axes).
-        leading = tuple(range(cov.ndim - 2))
-        if any(cov.type.shape[axis] != 1 for axis in leading):
+        # One vector with one covariance matrix (no batch of them).
+        if rv.ndim != 1 or cov.ndim != 2:
             return None
-        cov = pt.squeeze(cov, axis=leading) if leading else cov
         return _Child(rv, ((mu, cov),), frozenset(), covariance=True)
     if RandomWalkRV is not None and isinstance(node.op, RandomWalkRV):
         init, innovations = node.op.dist_params(node)[:2]
@@ -195,19 +190,14 @@ def _move_child(model, child: _Child, value, old: dict, new: dict):
     at_new = graph_replace(in_values, new, strict=False)
     x = old[value]
     if child.covariance:
-        # Whitened residuals L^-1 (x - mu) stay put: x' = mu' + L' L^-1 (x - mu), for each of
-        # the vectors (the last axis) sharing the covariance. A covariance that is not positive
-        # definite gives NaN, and the move is rejected.
+        # Whitened residuals L^-1 (x - mu) stay put: x' = mu' + L' L^-1 (x - mu). A covariance
+        # that is not positive definite gives NaN, and the move is rejected.
         (mu_o, cov_o), (mu_n, cov_n) = at_old, at_new
         chol_o = pt.linalg.cholesky(cov_o, lower=True, on_error="nan")
         chol_n = pt.linalg.cholesky(cov_n, lower=True, on_error="nan")
-        dim = x.shape[-1]
-        residuals = pt.broadcast_to(x - mu_o, x.shape).reshape((-1, dim)).T
-        white = pt.linalg.solve_triangular(chol_o, residuals, lower=True, b_ndim=2)
-        moved = mu_n + (chol_n @ white).T.reshape(x.shape)
-        n_vectors = x.size // dim
-        log_jac = n_vectors * (pt.sum(pt.log(pt.diagonal(chol_n)))
-                               - pt.sum(pt.log(pt.diagonal(chol_o))))
+        white = pt.linalg.solve_triangular(chol_o, x - mu_o, lower=True, b_ndim=1)
+        moved = mu_n + chol_n @ white
+        log_jac = (pt.sum(pt.log(pt.diagonal(chol_n))) - pt.sum(pt.log(pt.diagonal(chol_o))))
         return moved, pt.cast(log_jac, "float64")
     if len(child.pieces) == 1:
         mu_o, sigma_o = at_old
