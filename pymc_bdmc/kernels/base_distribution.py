@@ -129,6 +129,11 @@ class GaussianBase:
     def _inverse_root(self) -> np.ndarray:
         return 1.0 / np.sqrt(self.eigenvalues) - 1.0
 
+    @cached_property
+    def _inverse(self) -> np.ndarray:
+        # The correlation's inverse is I + U diag(1 / eigenvalues - 1) U^T.
+        return 1.0 / self.eigenvalues - 1.0
+
     def _correlate(self, u: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
         # (I + U diag(coefficients) U^T) applied to each row of u.
         return u + ((u @ self.basis) * coefficients) @ self.basis.T
@@ -150,17 +155,22 @@ class GaussianBase:
 
     def kernel_inputs(self) -> tuple:
         """The arrays :mod:`pymc_bdmc.kernels.fused_hmc` evaluates this density from:
-        ``(mean, 1 / scale, basis, 1 / sqrt(eigenvalues) - 1, log_norm)``."""
-        return (self.mean, 1.0 / self.scale, self.basis, self._inverse_root,
+        ``(mean, 1 / scale, basis, 1 / eigenvalues - 1, log_norm)``."""
+        return (self.mean, 1.0 / self.scale, self.basis, self._inverse,
                 np.float64(self.log_norm))
 
     def logpdf_and_grad(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Normalised log density and its gradient at each row of ``x``."""
+        # With u the standardised rows, both need only u U (U orthonormal): the Mahalanobis
+        # form is |u|^2 + sum_k (u . U_k)^2 (1 / eigenvalue_k - 1), and the gradient is
+        # -(u + (u U) diag(1 / eigenvalues - 1) U^T) / scale: two products with U, not four.
         # Divergent proposals may hold non-finite values: they get a NaN density, as the
         # model's own densities do there, and are rejected.
-        whitened = self.whiten(x)
-        logp = self.log_norm - 0.5 * np.sum(whitened**2, axis=1)
-        return logp, -self._correlate(whitened, self._inverse_root) / self.scale
+        u = (x - self.mean) / self.scale
+        projected = u @ self.basis
+        quadratic = np.sum(u**2, axis=1) + (projected**2) @ self._inverse
+        grad = -(u + (projected * self._inverse) @ self.basis.T) / self.scale
+        return self.log_norm - 0.5 * quadratic, grad
 
     def rebase(self, parts: DensityParts, x: np.ndarray) -> DensityParts:
         """The model's densities at ``x`` as parts of the path from this base (module doc)."""

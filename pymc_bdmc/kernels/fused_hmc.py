@@ -136,7 +136,7 @@ def _transition_graph(x, outputs, *, dense: bool = False, base: bool = False):
     base_inputs = ([pt.vector("base_mean", dtype=x.dtype),
                     pt.vector("base_inverse_scale", dtype=x.dtype),
                     pt.matrix("base_basis", dtype=x.dtype),
-                    pt.vector("base_inverse_root", dtype=x.dtype),
+                    pt.vector("base_inverse_eigenvalues", dtype=x.dtype),
                     pt.scalar("base_log_norm", dtype=x.dtype)] if base else [])
     step = eps[:, None]
     if dense:
@@ -204,16 +204,14 @@ def _transition_graph(x, outputs, *, dense: bool = False, base: bool = False):
     return inputs, new
 
 
-def _rebased(q, prior, lik, grad_prior, grad_lik, mean, inverse_scale, basis, inverse_root,
+def _rebased(q, prior, lik, grad_prior, grad_lik, mean, inverse_scale, basis, inverse,
              log_norm):
     """The model's densities as parts of the path from a Gaussian base (GaussianBase.rebase)."""
-
-    def decorrelate(u):  # (I + U diag(inverse_root) U^T) on each row: O(d r)
-        return u + ((u @ basis) * inverse_root) @ basis.T
-
-    whitened = decorrelate((q - mean) * inverse_scale)
-    log_q = log_norm - 0.5 * pt.sum(whitened**2, axis=1)
-    grad_q = -decorrelate(whitened) * inverse_scale
+    # As GaussianBase.logpdf_and_grad: two O(d r) products with the basis.
+    u = (q - mean) * inverse_scale
+    projected = u @ basis
+    log_q = log_norm - 0.5 * (pt.sum(u**2, axis=1) + (projected**2) @ inverse)
+    grad_q = -(u + (projected * inverse) @ basis.T) * inverse_scale
     return log_q, prior + lik - log_q, grad_q, grad_prior + grad_lik - grad_q
 
 
