@@ -154,8 +154,10 @@ class GaussianBase:
                      - 0.5 * self.n_dim * np.log(2 * np.pi))
 
     def kernel_inputs(self) -> tuple:
-        """The arrays :mod:`pymc_bdmc.kernels.fused_hmc` evaluates this density from:
-        ``(mean, 1 / scale, basis, 1 / eigenvalues - 1, log_norm)``."""
+        """Return the arrays :mod:`pymc_bdmc.kernels.fused_hmc` evaluates this density from.
+
+        ``(mean, 1 / scale, basis, 1 / eigenvalues - 1, log_norm)``.
+        """
         return (self.mean, 1.0 / self.scale, self.basis, self._inverse,
                 np.float64(self.log_norm))
 
