@@ -6,6 +6,7 @@ Run from the repository root::
     python3 benchmarks/geometry.py --seeds 3 --only "random walk"
     python3 benchmarks/geometry.py --no-smc              # skip pm.sample_smc
     python3 benchmarks/geometry.py --long --only T=500 --no-smc   # the 500-step walk
+    python3 benchmarks/geometry.py --long --only T=1000 --no-smc --no-paper   # 1000 steps
 
 Models people write (``pymc_bdmc.testing_quadrature``: random walks, eight schools centered and
 non-centered, a centered random-intercepts regression, a latent GP), each with exact evidence by
@@ -47,7 +48,8 @@ SUITE = {
 }
 #: Above the 400 coordinates up to which the pilot tunes a dense metric (``--long``): a
 #: diagonal metric, a low-rank fitted base and the pilot's trajectory length must do.
-LONG = {"random walk, T=500": lambda: tq.gaussian_random_walk(500)}
+LONG = {"random walk, T=500": lambda: tq.gaussian_random_walk(500),
+        "random walk, T=1000": lambda: tq.gaussian_random_walk(1000)}
 PAPER = {
     "paper: low rank (50 x 25, rank 5)": lambda: low_rank(50, 25, rank=5).model,
     "paper: clustering (50 x 25, 10 clusters)": lambda: clustering(50, 25, n_clusters=10).model,
@@ -119,7 +121,7 @@ def main(argv=None) -> None:
     parser.add_argument("--no-smc", action="store_true", help="skip pm.sample_smc")
     parser.add_argument("--no-paper", action="store_true", help="skip the paper's models")
     parser.add_argument("--long", action="store_true",
-                        help="also the 500-step walk (501 coordinates)")
+                        help="also the 500- and 1000-step walks (501 and 1001 coordinates)")
     args = parser.parse_args(argv)
     quiet()
     logging.getLogger("pymc").setLevel(logging.ERROR)
