@@ -151,26 +151,13 @@ def schools():
     return model, Verifier(model)
 
 
-def test_scale_moves_leave_the_prior_funnel_invariant_and_are_reversible(schools):
-    _, verifier = schools
-    kernel = _moves_kernel(verifier.density, 0.0)
-    result = verifier.invariance(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=3)
-    assert result.passed, str(result)
-    result = verifier.reversibility(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=4)
-    assert result.passed, str(result)
-
-
-def test_scale_moves_of_a_centred_latent_gp_leave_its_prior_invariant():
-    verifier = Verifier(_centred_gp())
-    kernel = _moves_kernel(verifier.density, 0.0)
-    result = verifier.invariance(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=3)
-    assert result.passed, str(result)
-    result = verifier.reversibility(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=4)
-    assert result.passed, str(result)
-
-
-def test_scale_moves_of_a_robust_hierarchy_leave_its_prior_invariant():
-    verifier = Verifier(_robust_hierarchy())
+@pytest.mark.parametrize("build", [
+    lambda: testing_quadrature.eight_schools(centered=True).model,  # the prior funnel
+    _centred_gp,
+    _robust_hierarchy,
+])
+def test_scale_moves_leave_the_prior_invariant_and_are_reversible(build):
+    verifier = Verifier(build())
     kernel = _moves_kernel(verifier.density, 0.0)
     result = verifier.invariance(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=3)
     assert result.passed, str(result)
