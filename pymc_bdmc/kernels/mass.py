@@ -75,7 +75,7 @@ def low_rank_shrunk_correlation(values: np.ndarray, weights: np.ndarray
     basis : ndarray, shape (d, r)
         Orthonormal columns.
     eigenvalues : ndarray, shape (r,)
-        The correlation's eigenvalues along ``basis``, divided by ``level`` (all > 1).
+        The correlation's eigenvalues along ``basis``, divided by ``level`` (all >= 1).
     variance : ndarray, shape (d,)
         The weighted variances.
 
@@ -88,7 +88,7 @@ def low_rank_shrunk_correlation(values: np.ndarray, weights: np.ndarray
     if not level > 0:
         raise np.linalg.LinAlgError("the population's correlation matrix is singular")
     _, singular, directions = np.linalg.svd(rows, full_matrices=False)
-    keep = singular > 1e-12 * max(float(singular[0]), 1e-300) if singular.size else singular > 0
+    keep = singular > 1e-12 * singular.max(initial=0.0)  # drop the numerically null directions
     eigenvalues = 1.0 + (1.0 - shrinkage) * singular[keep] ** 2 / level
     return level, directions[keep].T, eigenvalues, variance
 
