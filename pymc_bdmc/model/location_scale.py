@@ -21,13 +21,15 @@ Children are free variables without a transform from a location-scale family on 
 (:data:`LOCATION_SCALE_FAMILIES`: ``Normal``, ``StudentT``, ``Laplace``, ``Cauchy``,
 ``Logistic``, ``Gumbel``, ``SkewNormal``), random walks (``pm.GaussianRandomWalk``,
 ``pm.RandomWalk``) whose initial and innovation distributions are such families (the residuals
-of a walk are those of its first value and of its increments), and single ``MvNormal`` vectors, whose whitened residuals ``L^-1 (x - mu)`` stay put under
-``x' = mu' + L' L^-1 (x - mu)`` (``L`` the Cholesky factor of the covariance; log-Jacobian
-``log |L'| - log |L|``): a centred latent GP moves with its amplitude and lengthscale. The
-family only decides which parameters are the location and the scale: the map and its Jacobian
-are the same for all, and the Metropolis-Hastings ratio uses the model's own density, so a
-heavy-tailed child (a robust, Student-t hierarchy) gets exact moves too; its other parameters
-(``nu``, a skewness) stay as they are.
+of a walk are those of its first value and of its increments), and single ``MvNormal``
+vectors, whose whitened residuals ``L^-1 (x - mu)`` stay put under ``x' = mu' + L' L^-1 (x -
+mu)`` (``L`` the Cholesky factor of the covariance; log-Jacobian ``log |L'| - log |L|``): a
+centred latent GP moves with its amplitude and lengthscale. The family only decides which
+parameters are the location and the scale: the map and its Jacobian are the same for all, and
+the Metropolis-Hastings ratio uses the model's own density, so a heavy-tailed child (a robust,
+Student-t hierarchy) gets exact moves too; its other parameters (``nu``, a skewness) stay as
+they are. (Batches of ``MvNormal`` vectors sharing a covariance, such as LKJ-correlated random
+effects, were measured to cost more than the moves gave, docs/performance.md.)
 """
 
 from __future__ import annotations
@@ -225,10 +227,9 @@ def find_location_scale(model: pm.Model, layout: FlatLayout) -> LocationScaleStr
 
     A group is a continuous hyper-parameter that sets the scale of location-scale children (see
     the module docstring), with the children (and their own such descendants) its move
-    carries. A hyper-parameter is any
-    continuous free variable that a child's scale depends on directly (it may be a child
-    itself, of a hyper-parameter higher up). Its group holds every child whose location or
-    scale depends on it, or on a child already in the group.
+    carries. A hyper-parameter is any continuous free variable that a child's scale depends on
+    directly (it may be a child itself, of a hyper-parameter higher up). Its group holds every
+    child whose location or scale depends on it, or on a child already in the group.
     """
     free = list(model.free_RVs)
     transforms = model.rvs_to_transforms
