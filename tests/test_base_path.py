@@ -238,6 +238,33 @@ def test_the_pilots_estimates_decide_first_then_the_lengths():
     assert not prefer_fitted_base(prior, _pilot(8.0, float("nan")))
 
 
+def _noisy_pilot(length, log_z, n_steps=30, n_particles=64):
+    from pymc_bdmc.kernels.tuning import PilotResult
+
+    # n_steps equal increments of thermodynamic length: log_z_sd^2 = n_steps (length /
+    # n_steps)^2 / n_particles.
+    betas = np.linspace(0.0, 1.0, n_steps + 1)
+    return PilotResult(log_z, betas, np.full(n_steps + 1, float(length)), np.ones(n_steps + 1),
+                       np.ones((n_steps + 1, 1)), np.ones(n_steps + 1), n_particles=n_particles)
+
+
+def test_estimates_closer_than_their_noise_leave_the_choice_to_the_lengths():
+    from pymc_bdmc.pipeline.pilot import prefer_fitted_base
+
+    prior = _noisy_pilot(14.15, -111.18)
+    assert prior.log_z_sd == pytest.approx(np.sqrt(30 * (14.15 / 30) ** 2 / 64))
+    assert 0.25 < prior.log_z_sd < 0.5
+    # The demo's pattern: a prior pilot 0.5 nats high by chance, a fitted path 15x shorter.
+    assert prefer_fitted_base(prior, _noisy_pilot(0.96, -111.68))
+    # Beyond the noise the estimates still decide, both ways.
+    assert not prefer_fitted_base(prior, _noisy_pilot(0.96, -111.18 - 1.2))
+    assert prefer_fitted_base(prior, _noisy_pilot(14.0, -111.18 + 1.2))
+    # Within the noise and no shorter: the prior's path.
+    assert not prefer_fitted_base(prior, _noisy_pilot(14.0, -111.18 + 0.6))
+    # Without a population size there is no noise estimate: the fixed margins alone.
+    assert _pilot(12.0, 0.0).log_z_sd == 0.0
+
+
 def _scripted_runs(log_zs, d=2, n=32):
     """A stand-in for the pilot run that returns pilots with the given estimates, in turn."""
     from pymc_bdmc.kernels.tuning import PilotResult

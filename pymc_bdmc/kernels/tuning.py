@@ -342,6 +342,20 @@ class PilotResult:
         """The path's estimated thermodynamic length (see :func:`thermodynamic_length`)."""
         return float(thermodynamic_length(self.betas, self.sd_log_likelihood)[-1])
 
+    @property
+    def log_z_sd(self) -> float:
+        """Rough standard deviation of :attr:`log_z` from the pilot's own measurements.
+
+        Each reweighting multiplies the estimate by the mean of ``n_particles`` incremental
+        weights whose log has sd ``d_beta * sd(log-likelihood)``: a relative variance of about
+        ``(d_beta sd)^2 / n`` per step, summed over the steps (resampling's correlations
+        ignored). 0 when the population size is unknown.
+        """
+        if not self.n_particles:
+            return 0.0
+        steps = np.diff(thermodynamic_length(self.betas, self.sd_log_likelihood))
+        return float(np.sqrt(np.sum(steps**2) / self.n_particles))
+
 
 def normalized_weights(log_w: np.ndarray) -> np.ndarray:
     w = np.exp(log_w - np.max(log_w))
