@@ -122,6 +122,11 @@ class GaussianBase:
         return correlation * np.outer(self.scale, self.scale)
 
     @cached_property
+    def _inverse_scale(self) -> np.ndarray:
+        # Computed once per base, not once per compiled transition (kernel_inputs).
+        return 1.0 / self.scale
+
+    @cached_property
     def _root(self) -> np.ndarray:
         return np.sqrt(self.eigenvalues) - 1.0
 
@@ -158,7 +163,7 @@ class GaussianBase:
 
         ``(mean, 1 / scale, basis, 1 / eigenvalues - 1, log_norm)``.
         """
-        return (self.mean, 1.0 / self.scale, self.basis, self._inverse,
+        return (self.mean, self._inverse_scale, self.basis, self._inverse,
                 np.float64(self.log_norm))
 
     def logpdf_and_grad(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
