@@ -302,15 +302,18 @@ def sample_bdmc(
         of ``particles``.
     target_gap : float, default 0.5
         With ``n_steps="auto"`` (AIS with the built-in kernels and a named schedule): BDMC runs
-        at 1000 steps, then runs again, longer, until ``|gap| <= target_gap`` nats, while the
-        next run is predicted to fit in ``max_time``: at least twice as long, and as long as
+        at 1000 steps (or, where the pilot's timing predicts those would not fit in
+        ``max_time``, as many as fit and at least 100), then runs again, longer, until ``|gap|
+        <= target_gap`` nats, while the next run is predicted to fit in ``max_time``: at least
+        twice as long, and as long as
         ``1 / n_steps`` decay of the gap predicts the target needs, if that fits. The result
         is the last run's; ``evidence.attrs`` records every attempt (``auto_n_steps``,
         ``auto_gaps``) and ``certified``, and the log says what to change if the target was
         not reached.
     max_time : float or None, default 60
         With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
-        None removes the limit (at most 64000 steps).
+        None removes the limit (at most 64000 steps). The lengths run then depend on this
+        machine's speed; an integer ``n_steps`` makes a seeded result reproducible bit for bit.
 
     Returns
     -------
@@ -402,14 +405,12 @@ def sample_bdmc(
 
     pilot_memo = {}  # the search's attempts share one pilot (and its choice of path)
 
-    def run(n: int) -> xr.DataTree:
-        run_settings = settings if n == settings.n_steps else validate(
-            n, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
-            step_size_jitter, pilot_chains, confidence, base)
+    def run(n: int, fit_length=None) -> xr.DataTree:
+        run_settings = settings if n == settings.n_steps else settings.with_n_steps(n)
         return run_ais(model=model, settings=run_settings, density=density,
                        simulator=simulator, streams=streams, truth=truth,
                        progressbar=progressbar, attrs={"compile_time": compile_time},
-                       parallel=parallel, pilot_memo=pilot_memo)
+                       parallel=parallel, pilot_memo=pilot_memo, fit_length=fit_length)
 
     if not search:
         return run(settings.n_steps)
@@ -434,8 +435,8 @@ sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(_COMMON_DOC, {
         array, whose length then sets it.
 """: """    n_steps : int, "auto" or None, default "auto"
         Number of annealing steps (intermediate distributions), or SMC stages. ``"auto"``: for
-        AIS, the shortest of 1000, 2000, 4000, ... steps whose gap is within ``target_gap``
-        (see there); 100 stages for SMC; or the length of a ``schedule`` array (which ``None``
+        AIS, the shortest of 1000, 2000, 4000, ... steps whose gap is within ``target_gap``,
+        within ``max_time`` (see there); 100 stages for SMC; or the length of a ``schedule`` array (which ``None``
         also accepts).
 """,
     """    chains : int, default 32

@@ -10,16 +10,25 @@ import xarray as xr
 
 import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing
-from pymc_bdmc.pipeline.auto_steps import FIRST_N_STEPS, MAX_N_STEPS, search_n_steps
+from pymc_bdmc.pipeline.auto_steps import (
+    FIRST_N_STEPS,
+    MAX_N_STEPS,
+    MIN_FIRST_N_STEPS,
+    first_length,
+    search_n_steps,
+)
 
 
-def _fake_run(gaps, calls, interrupt_at=None):
-    def run(n_steps):
+def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0):
+    def run(n_steps, fit_length=None):
         calls.append(n_steps)
         if interrupt_at is not None and len(calls) == interrupt_at:
             raise KeyboardInterrupt
         gap = gaps[min(len(calls) - 1, len(gaps) - 1)]
-        return xr.DataTree.from_dict({"evidence": xr.Dataset({"gap": gap})})
+        tree = xr.DataTree.from_dict({"evidence": xr.Dataset({"gap": gap})})
+        tree["evidence"].attrs.update(n_steps=n_steps,
+                                      pilot_time=pilot_time if len(calls) == 1 else 0.0)
+        return tree
     return run
 
 
@@ -47,7 +56,7 @@ def test_a_negative_gap_beyond_the_target_is_not_a_certificate():
 def test_stops_when_the_next_run_would_exceed_the_budget(caplog):
     calls = []
 
-    def slow(n_steps):
+    def slow(n_steps, fit_length=None):
         time.sleep(0.05)
         return _fake_run([5.0], calls)(n_steps)
 
@@ -69,10 +78,13 @@ class _Clock:
     def perf_counter(self):
         return self.now
 
-    def run(self, gaps, calls):
-        fake = _fake_run(gaps, calls)
+    def run(self, gaps, calls, pilot_time=0.0):
+        fake = _fake_run(gaps, calls, pilot_time=pilot_time)
 
-        def run(n_steps):
+        def run(n_steps, fit_length=None):
+            if fit_length is not None:  # the first attempt: the pilot, then the timed kernels
+                self.now += pilot_time
+                n_steps = fit_length(n_steps, self.per_step * n_steps)
             self.now += self.per_step * n_steps
             return fake(n_steps)
         return run
@@ -97,6 +109,45 @@ def test_a_gap_far_from_the_target_jumps_to_the_predicted_length_within_the_budg
     assert calls == [1000, 9000]
     assert result["evidence"].attrs["certified"] == 0
     assert "max_time" in result["evidence"].attrs["auto_stop"]
+
+
+def test_the_first_attempt_runs_as_many_steps_as_fit_in_what_is_left_of_the_budget():
+    assert first_length(1000, 40.0, 50.0) == 1000  # fits: unchanged
+    assert first_length(1000, 40.0, None) == 1000  # no budget
+    assert first_length(1000, 100.0, 70.0) == 700  # a multiple of MIN_FIRST_N_STEPS that fits
+    assert first_length(1000, 100.0, 75.0) == 700
+    assert first_length(1000, 1000.0, 5.0) == MIN_FIRST_N_STEPS  # never shorter than this
+    assert first_length(1000, 10.0, -3.0) == MIN_FIRST_N_STEPS  # the budget already spent
+
+
+def test_a_first_attempt_too_long_for_the_budget_is_shortened(monkeypatch, caplog):
+    from pymc_bdmc.pipeline import auto_steps
+
+    clock = _Clock(per_step=0.1)  # 1000 steps would take 100 s
+    monkeypatch.setattr(auto_steps, "time", clock)
+    calls = []
+    with caplog.at_level(logging.INFO, logger="pymc_bdmc"):
+        result = search_n_steps(clock.run([0.9, 0.2], calls, pilot_time=10.0), target_gap=0.5,
+                                max_time=80.0, started=0.0)
+    assert calls == [700]  # 70 s left after the pilot; none left for a second attempt
+    attrs = result["evidence"].attrs
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [700])
+    assert attrs["certified"] == 0 and "max_time" in attrs["auto_stop"]
+    assert "the first attempt runs 700 steps" in caplog.text
+
+
+def test_the_next_length_is_predicted_without_the_first_attempts_pilot(monkeypatch):
+    from pymc_bdmc.pipeline import auto_steps
+
+    # 1000 steps in 10 s after a 30 s pilot; 60 s left. Counting the pilot as sampling time
+    # (40 s per 1000 steps) would leave no room for the 4000 steps the gap asks for.
+    clock = _Clock(per_step=0.01)
+    monkeypatch.setattr(auto_steps, "time", clock)
+    calls = []
+    result = search_n_steps(clock.run([1.8, 0.2], calls, pilot_time=30.0), target_gap=0.5,
+                            max_time=100.0, started=0.0)
+    assert calls == [1000, 4000]
+    assert result["evidence"].attrs["certified"] == 1
 
 
 def test_without_a_budget_the_length_is_still_bounded():
@@ -125,6 +176,19 @@ def test_default_sample_bdmc_certifies_an_easy_model_at_the_first_length():
     attrs = result["evidence"].attrs
     np.testing.assert_array_equal(attrs["auto_n_steps"], [FIRST_N_STEPS])
     assert attrs["certified"] == 1 and attrs["n_steps"] == FIRST_N_STEPS
+    truth = am.log_evidence_of(result)
+    assert float(result["evidence"]["lower"]) - 0.5 <= truth <= float(
+        result["evidence"]["upper"]) + 0.5
+
+
+def test_a_spent_budget_still_runs_a_shortened_first_attempt_that_brackets_the_truth():
+    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    with am.model:  # compilation alone spends a 1 ms budget
+        result = pmb.sample_bdmc(max_time=1e-3, random_seed=3, progressbar=False)
+    attrs = result["evidence"].attrs
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [MIN_FIRST_N_STEPS])
+    assert attrs["n_steps"] == MIN_FIRST_N_STEPS
+    assert result["annealing"].sizes["step"] == MIN_FIRST_N_STEPS + 1
     truth = am.log_evidence_of(result)
     assert float(result["evidence"]["lower"]) - 0.5 <= truth <= float(
         result["evidence"]["upper"]) + 0.5

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pymc as pm
@@ -28,6 +29,7 @@ from pymc_bdmc.pipeline.execution import (
     count_sweeps,
     count_transitions,
     predicted_seconds,
+    predicted_wall_seconds,
     use_fused_kernel,
 )
 from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
@@ -64,6 +66,7 @@ def run_ais(
     plan: AnnealingPlan | None = None,
     parallel: Parallel | None = None,
     pilot_memo: dict | None = None,
+    fit_length: Callable[[int, float], int] | None = None,
 ) -> xr.DataTree:
     """Forward AIS (and reverse AIS from ``truth``) on the vectorized kernels, as a DataTree.
 
@@ -93,6 +96,10 @@ def run_ais(
         Shared by the runs of one call at several lengths (``n_steps="auto"``): the first run
         stores its pilot and plan here, later ones re-freeze them onto their own number of
         temperatures (:func:`pymc_bdmc.pipeline.pilot.refreeze`) instead of piloting again.
+    fit_length : callable, optional
+        ``(n_steps, predicted_seconds) -> steps``: once the kernels are timed, the run is
+        re-frozen onto ``steps`` temperatures if that is fewer (the ``n_steps="auto"`` search
+        keeps its first attempt within ``max_time`` so, :mod:`pymc_bdmc.pipeline.auto_steps`).
 
     Returns
     -------
@@ -136,23 +143,40 @@ def run_ais(
         else:
             pilot = None
             logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
+        pilot_time = time.perf_counter() - start
         # Each block of chains starts from exact draws of the path's first distribution.
         x0 = (prior_start_blocks(simulator, density, init_blocks)[0] if plan.base is None
               else np.concatenate([plan.start(g, n) for n, g in
                                    zip(init_blocks.sizes, init_blocks.generators, strict=True)]))
         directions = 1 if truth is None else 2
-        n_transitions = count_transitions(plan, directions, s.reverse_spread)
-        auto = parallel.fused_kernel is None or (parallel.cores is None
-                                                 and parallel.executor is None)
+        auto = (parallel.fused_kernel is None or fit_length is not None
+                or (parallel.cores is None and parallel.executor is None))
         timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
-        n_sweeps = count_sweeps(gibbs, n_transitions, plan)
-        fused = use_fused_kernel(parallel.fused_kernel, density, timing, plan, n_transitions,
-                                 n_sweeps)
-        # Workers are chosen on the NumPy kernel's time, which a fused kernel does not always
-        # cut much (on large models the model calls dominate either way).
-        workers = choose_workers(parallel.cores, parallel.executor,
-                                 predicted_seconds(timing, n_transitions, n_sweeps),
-                                 len(forward_blocks))
+
+        def how_to_run(plan: AnnealingPlan, announce: bool = True):
+            n_transitions = count_transitions(plan, directions, s.reverse_spread)
+            n_sweeps = count_sweeps(gibbs, n_transitions, plan)
+            fused = use_fused_kernel(parallel.fused_kernel, density, timing, plan,
+                                     n_transitions, n_sweeps)
+            # Workers are chosen on the NumPy kernel's time, which a fused kernel does not
+            # always cut much (on large models the model calls dominate either way).
+            workers = choose_workers(parallel.cores, parallel.executor,
+                                     predicted_seconds(timing, n_transitions, n_sweeps),
+                                     len(forward_blocks), announce=announce)
+            seconds = predicted_wall_seconds(timing, n_transitions, n_sweeps, fused,
+                                             plan.n_leapfrog,
+                                             min(workers.n_workers, len(forward_blocks)))
+            return fused, workers, seconds
+
+        fused, workers, seconds = how_to_run(plan, announce=fit_length is None)
+        if fit_length is not None:
+            steps = plan.n_steps if pilot is None or timing is None else fit_length(
+                plan.n_steps, seconds)
+            if steps < plan.n_steps:
+                s = s.with_n_steps(steps)
+                plan = refreeze(plan, pilot, s)
+                n_steps = plan.n_steps
+            fused, workers, _ = how_to_run(plan)
         runner, groups = start_runner(density, workers, parallel.chains_per_batch,
                                       forward_blocks)
         n_groups = len(groups)
@@ -187,6 +211,7 @@ def run_ais(
             s, density, pilot, sampling_time, interrupted,
             algorithm="bdmc" if truth is not None else "ais",
             n_steps=plan.n_steps,
+            pilot_time=pilot_time,
             model_evaluations=density.n_evaluations + runner.model_calls,
             workers=workers.description,
             chain_groups=n_groups,

@@ -25,6 +25,7 @@ __all__ = [
     "count_transitions",
     "fused_forms",
     "predicted_seconds",
+    "predicted_wall_seconds",
     "use_fused_kernel",
 ]
 
@@ -168,6 +169,32 @@ def predicted_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps:
     return 0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep
 
 
+def predicted_wall_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps: int,
+                           fused: bool, n_leapfrog: int, n_parallel: int) -> float:
+    """Predicted wall seconds of the measured runs on the kernels and workers chosen.
+
+    Parameters
+    ----------
+    timing : KernelTiming or None
+    n_transitions, n_sweeps : int
+    fused : bool
+        Whether the compiled kernels run.
+    n_leapfrog : int
+    n_parallel : int
+        Groups of chains running at the same time.
+
+    Returns
+    -------
+    float
+        0 without a timing.
+    """
+    if timing is None:
+        return 0.0
+    transition = timing.fused_transition(n_leapfrog) if fused else timing.transition
+    sweep = (1.0 - FUSED_SWEEP_SAVING) * timing.sweep if fused else timing.sweep
+    return (n_transitions * transition + n_sweeps * sweep) / max(1, n_parallel)
+
+
 def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: KernelTiming,
                      plan: AnnealingPlan, n_transitions: int, n_sweeps: int = 0) -> bool:
     """Whether to run the compiled kernels (see ``fused_kernel`` in the docstrings).
@@ -212,7 +239,8 @@ def fused_forms(plan: AnnealingPlan) -> list[dict]:
     return [{"dense": bool(dense), "base": base} for dense in np.unique(steps >= 0)]
 
 
-def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int) -> Workers:
+def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,
+                   announce: bool = True) -> Workers:
     """Where the chains run: as asked, or all cores for runs predicted to be long.
 
     Parameters
@@ -222,6 +250,8 @@ def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int) -> 
     predicted_seconds : float
     n_blocks : int
         Blocks of chains (fewer than two cannot be split).
+    announce : bool, default True
+        Log the choice of all cores (off while a run's length is still being decided).
 
     Returns
     -------
@@ -231,6 +261,7 @@ def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int) -> 
         return resolve_workers(cores, executor)
     if n_blocks < 2 or predicted_seconds < AUTO_PARALLEL_SECONDS:
         return IN_PROCESS
-    logger.info("Predicted run of %.0f s: using all cores (set `cores=1` to stay in this "
-                "process).", predicted_seconds)
+    if announce:
+        logger.info("Predicted run of %.0f s: using all cores (set `cores=1` to stay in this "
+                    "process).", predicted_seconds)
     return resolve_workers(None)

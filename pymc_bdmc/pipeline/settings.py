@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,9 @@ class Settings:
         Whether the user fixed ``pilot_chains``; otherwise the pilot may enlarge its population
         where it measures a dense metric on more coordinates than it has particles for
         (:func:`pymc_bdmc.pipeline.pilot.tune`).
+    schedule_name : str or None
+        The named schedule ``betas`` came from (None for an array), so that the same settings
+        can be made at another length (:meth:`with_n_steps`).
     """
 
     n_steps: int
@@ -60,6 +64,28 @@ class Settings:
     adaptive: bool
     pilot_chains_given: bool = False
     base: str = "prior"
+    schedule_name: str | None = None
+
+    def with_n_steps(self, n_steps: int) -> Settings:
+        """Return the same settings on ``n_steps`` temperatures of the same named schedule.
+
+        Parameters
+        ----------
+        n_steps : int
+
+        Returns
+        -------
+        Settings
+
+        Raises
+        ------
+        ValueError
+            If the schedule was given as an array (its length is fixed).
+        """
+        if self.schedule_name is None:
+            raise ValueError("A schedule given as an array cannot change its length.")
+        betas = make_schedule(self.schedule_name, check_positive_int(n_steps, "n_steps"))
+        return dataclasses.replace(self, n_steps=len(betas) - 1, betas=betas)
 
 
 def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
@@ -103,7 +129,8 @@ def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target
                     REVERSE_SPREAD_TRANSITIONS, float(target_accept),
                     float(step_size_jitter), pilot_chains, float(confidence),
                     isinstance(schedule, str) and schedule == ADAPTIVE,
-                    pilot_chains_given=given_pilot_chains is not None, base=base)
+                    pilot_chains_given=given_pilot_chains is not None, base=base,
+                    schedule_name=schedule if isinstance(schedule, str) else None)
 
 
 @dataclass(frozen=True)
