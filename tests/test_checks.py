@@ -129,7 +129,30 @@ def _prior_never_drawable():
     return m
 
 
+def _ordered_transform():
+    # Ordered cutpoints as PyMC's docs write them: the density is the Normal prior restricted to
+    # ordered values (unnormalised), and pm.draw's values are not ordered.
+    with pm.Model() as m:
+        cut = pm.Normal("cut", 0.0, 3.0, shape=3, transform=pm.distributions.transforms.ordered,
+                        initval=[-1.0, 0.0, 1.0])
+        pm.OrderedLogistic("y", eta=0.0, cutpoints=cut, observed=np.array([0, 1, 3, 2]))
+    return m
+
+
+def _interval_on_a_normal():
+    # An Interval transform narrows a Normal to (-0.1, 0.1): nearly every prior draw is outside.
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 3.0, transform=pm.distributions.transforms.Interval(-0.1, 0.1))
+        pm.Normal("y", mu, 1.0, observed=np.array([0.3, 1.1]))
+    return m
+
+
 CASES = {
+    "ordered transform": (_ordered_transform, r"\['cut'\] have a `transform=` .*pt.sort",
+                          SAMPLERS),
+    "Interval transform on a Normal": (
+        _interval_on_a_normal, r"\['mu_interval__'\] of the .* not finite in the unconstrained",
+        SAMPLERS),
     "no observed variables": (_no_observed, "no observed variables", SAMPLERS),
     "Flat prior": (_flat_prior, "improper Flat/HalfFlat", SAMPLERS),
     "HalfFlat prior": (_half_flat_prior, "improper Flat/HalfFlat", SAMPLERS),

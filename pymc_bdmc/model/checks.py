@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 import pymc as pm
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
+from pymc.distributions.transforms import ChainedTransform, Ordered, SumTo1
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.density import (
@@ -28,6 +29,7 @@ __all__ = [
     "check_model",
     "check_normalized",
     "check_positive_int",
+    "narrowing_transforms",
     "never_finite_message",
     "never_finite_terms",
 ]
@@ -146,6 +148,21 @@ def check_model(
                 "`potentials_in_likelihood=True` (they are then tempered with the likelihood)."
             )
 
+    narrowed = narrowing_transforms(model)
+    if narrowed:
+        raise BDMCInputError(
+            f"Free variables {narrowed} have a `transform=` that confines them to part of their "
+            "distribution's support (ordered values, or values summing to 1). Their density is "
+            "then the prior restricted to that part without being renormalised, and PyMC's "
+            "prior draws ignore the restriction, so there is no exact prior draw and no "
+            "normalised prior, which AIS and BDMC need. Build the constrained values from a "
+            "prior PyMC can draw instead: sorted draws, e.g. `cut = pm.Deterministic('cut', "
+            "pt.sort(pm.Normal('cut_raw', 0, 3, shape=3)))` (for independent, identically "
+            "distributed draws, the restricted prior normalised), or increments, e.g. `c0 + "
+            "pt.cumsum(pm.HalfNormal('gaps', 1, shape=2))`; for weights summing to 1, "
+            "`pm.Dirichlet`."
+        )
+
     flat = [rv.name for rv in model.free_RVs if isinstance(rv.owner.op, FlatRV | HalfFlatRV)]
     if flat:
         raise BDMCInputError(
@@ -166,6 +183,32 @@ def check_model(
             )
 
     check_normalized(model)
+
+
+def narrowing_transforms(model: pm.Model) -> list[str]:
+    """Free variables whose transform confines them to part of their distribution's support.
+
+    ``transform=ordered`` (or ``sum_to_1``) on, say, a ``pm.Normal`` makes the model's density
+    the prior restricted to ordered values, unnormalised, while ``pm.draw`` and the prior
+    predictive still draw unordered values (their unconstrained images are NaN).
+
+    Parameters
+    ----------
+    model : pm.Model
+
+    Returns
+    -------
+    list of str
+        The variables' names.
+    """
+    names = []
+    for rv in model.free_RVs:
+        transform = model.rvs_to_transforms.get(rv)
+        parts = (transform.transform_list if isinstance(transform, ChainedTransform)
+                 else [transform])
+        if any(isinstance(part, Ordered | SumTo1) for part in parts):
+            names.append(rv.name)
+    return names
 
 
 def check_normalized(model: pm.Model) -> None:
@@ -203,6 +246,16 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
     bad_lik = ~np.isfinite(parts.log_likelihood)
     if not (bad_prior.any() or bad_lik.any()):
         return
+    outside = _outside_transform(layout, x)
+    if outside:
+        raise BDMCInputError(
+            f"{outside} of the {where} are not finite in the unconstrained space: the draws lie "
+            "outside the values their transform allows, which happens when a `transform=` "
+            "narrows a distribution's support (e.g. an Interval on a Normal): the density is "
+            "then the prior restricted to part of its support, unnormalised, and PyMC's draws "
+            "ignore the restriction. Give such variables a distribution with that support "
+            "(e.g. pm.TruncatedNormal or pm.Uniform) instead of the transform."
+        )
     if model is not None and (bad_prior | bad_lik).all():
         points = [layout.unravel(row) for row in x[:DIAGNOSED_POINTS]]
         dead = never_finite_terms(model, points)
@@ -218,6 +271,16 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
            "parameter value the prior allows, and that the prior puts no mass on invalid "
            "parameters.")
     )
+
+
+def _outside_transform(layout: FlatLayout, x: np.ndarray) -> list[str]:
+    """Value variables with non-finite unconstrained values in some row of ``x``."""
+    bad_rows = ~np.all(np.isfinite(x), axis=1)
+    names = set()
+    for row in x[bad_rows][:DIAGNOSED_POINTS]:
+        names |= {name for name, value in layout.unravel(row).items()
+                  if not np.all(np.isfinite(value))}
+    return sorted(names)
 
 
 def unsampleable_prior_message(names: Iterable[str], reason: str) -> str:
