@@ -16,8 +16,8 @@ quadrature over its one or two scale parameters, and the BDMC paper's low-rank a
 models (no exact value: the BDMC gap is the certificate). ``--non-gaussian`` adds models with
 non-Gaussian likelihoods as people write them (a centered hierarchical logistic regression,
 Poisson random intercepts, stochastic volatility, GP classification, a negative-binomial
-regression), where too the gap on simulated data is the certificate. For each model and seed,
-at the defaults (no ``n_steps``, ``chains`` or kernel settings), printed side by side:
+regression, an ordinal regression and a two-component mixture), where too the gap on simulated
+data is the certificate. For each model and seed, at the defaults (no ``n_steps``, ``chains`` or kernel settings), printed side by side:
 
 * ``sample_bdmc()``: lower and upper bound minus the exact ``log p(y*)`` of its simulated data,
   the gap, and wall seconds (compilation and pilot included);
@@ -119,6 +119,28 @@ def negative_binomial(n_obs: int = 50, seed: int = 0) -> pm.Model:
     return model
 
 
+def ordinal_regression(n_obs: int = 100, seed: int = 0) -> pm.Model:
+    """Cutpoints as sorted draws: ``transform=ordered`` is refused (docs/bad-input.md)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n_obs)
+    with pm.Model() as model:
+        cut = pm.Deterministic("cut", pt.sort(pm.Normal("cut_raw", 0.0, 3.0, shape=3)))
+        b = pm.Normal("b", 0.0, 1.0)
+        pm.OrderedLogistic("y", eta=b * x, cutpoints=cut, observed=rng.integers(0, 4, n_obs))
+    return model
+
+
+def normal_mixture(n_obs: int = 100, seed: int = 0) -> pm.Model:
+    """Two components, their means sorted draws (label switching left to the sort)."""
+    rng = np.random.default_rng(seed)
+    y = np.concatenate([rng.normal(-2.0, 1.0, n_obs // 2), rng.normal(2.0, 1.0, n_obs // 2)])
+    with pm.Model() as model:
+        w = pm.Dirichlet("w", np.ones(2))
+        mu = pm.Deterministic("mu", pt.sort(pm.Normal("mu_raw", 0.0, 5.0, shape=2)))
+        pm.NormalMixture("y", w=w, mu=mu, sigma=pm.HalfNormal("sd", 2.0), observed=y)
+    return model
+
+
 #: Non-Gaussian likelihoods (``--non-gaussian``): no exact value, the gap is the certificate.
 NON_GAUSSIAN = {
     "hierarchical logistic 20 x 10, centered": hierarchical_logistic,
@@ -126,6 +148,8 @@ NON_GAUSSIAN = {
     "stochastic volatility, T=100": stochastic_volatility,
     "GP classification, 30 points": gp_classification,
     "negative binomial regression, 50 x 3": negative_binomial,
+    "ordinal regression, 3 sorted cutpoints": ordinal_regression,
+    "normal mixture, 2 sorted means": normal_mixture,
 }
 
 
