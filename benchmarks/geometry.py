@@ -17,7 +17,8 @@ models (no exact value: the BDMC gap is the certificate). ``--non-gaussian`` add
 non-Gaussian likelihoods as people write them (a centered hierarchical logistic regression,
 Poisson random intercepts, stochastic volatility, GP classification, a negative-binomial
 regression, an ordinal regression and a two-component mixture), where too the gap on simulated
-data is the certificate. For each model and seed, at the defaults (no ``n_steps``, ``chains`` or kernel settings), printed side by side:
+data is the certificate. For each model and seed, at the defaults (no ``n_steps``, ``chains``
+or kernel settings), printed side by side:
 
 * ``sample_bdmc()``: lower and upper bound minus the exact ``log p(y*)`` of its simulated data,
   the gap, and wall seconds (compilation and pilot included);
