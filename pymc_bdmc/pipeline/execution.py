@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
 from pymc_bdmc.kernels.hmc import hmc_step
@@ -79,6 +80,14 @@ class KernelTiming:
         -------
         KernelTiming
         """
+        # One BLAS thread, as in the runs it predicts (parallel/annealing.py): with BLAS
+        # threads on a busy machine, a latent GP's 80 x 80 factorisations took 16 ms per chain
+        # instead of 0.23.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return cls._measure(density, x, plan, gibbs)
+
+    @classmethod
+    def _measure(cls, density, x, plan, gibbs) -> KernelTiming:
         calls_before = density.n_evaluations  # timing is not part of the run's cost
         terms_before = density.n_term_evaluations
         parts_fn = plan.path_parts(density.parts)  # the prior's path, or a fitted base's
