@@ -124,7 +124,8 @@ def run_ais(
     gibbs = gibbs_kernel(density, x_pilot)
     if gibbs is not None and plan is not None:
         check_plan_pins(plan, gibbs)
-    with progress, no_bound_if_interrupted(done, n_steps):
+    # The first attempt of the auto search may shorten the run once the pilot is done.
+    with progress, no_bound_if_interrupted(done, lambda: n_steps):
         if plan is None and pilot_memo:
             pilot = pilot_memo["pilot"]
             plan = refreeze(pilot_memo["plan"], pilot, s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from pymc_bdmc.pipeline.progress import StepCounter
@@ -13,15 +14,17 @@ logger = logging.getLogger("pymc_bdmc")
 
 
 @contextmanager
-def no_bound_if_interrupted(done: StepCounter, n_steps: int, algorithm: str = "AIS"):
+def no_bound_if_interrupted(done: StepCounter, n_steps: int | Callable[[], int],
+                            algorithm: str = "AIS"):
     """Re-raise Ctrl-C before the forward run reaches beta = 1, saying that nothing is valid.
 
     Parameters
     ----------
     done : StepCounter
         Steps done per phase (``"forward"`` once the forward run has started).
-    n_steps : int
-        Steps of the forward run, for the message.
+    n_steps : int or callable
+        Steps of the forward run, for the message (a callable where the pilot may still change
+        them, read when the interrupt comes).
     algorithm : str, default "AIS"
         Name of the forward algorithm, for the message.
 
@@ -32,7 +35,8 @@ def no_bound_if_interrupted(done: StepCounter, n_steps: int, algorithm: str = "A
     try:
         yield
     except KeyboardInterrupt:
-        where = (f"during forward {algorithm} at step {done['forward']} of {n_steps}"
+        total = n_steps() if callable(n_steps) else n_steps
+        where = (f"during forward {algorithm} at step {done['forward']} of {total}"
                  if "forward" in done else "during pilot tuning")
         logger.warning("Interrupted %s: no bound is valid before the forward run reaches "
                        "beta = 1, so nothing is returned.", where)
