@@ -13,7 +13,7 @@ of the kernels predicts that :data:`FIRST_N_STEPS` steps would take longer than 
 ``max_time``, it runs as many as fit, and at least :data:`MIN_FIRST_N_STEPS`. On a latent GP at
 80 inputs (each model call a batched 80 x 80 Cholesky factorisation and its gradient), 1000
 steps took 315 s of a 60 s budget for a gap of -0.19; the first attempt now runs 100 steps,
-which gave a gap of 0.35 in 73 s, 46 s of them the pilot's.
+which gave a gap of 0.35 in 70 s, 46 s of them the pilot's (docs/performance.md).
 Every attempt sandwiches the same simulated ``y*`` with fresh randomness (its chains and
 kernels' draws) through the first attempt's pilot, re-frozen onto more temperatures: the pilot
 sees neither ``theta*`` nor any measured chain, so each attempt's bounds are valid on their own,
@@ -109,7 +109,7 @@ def _next_length(n_steps: int, gap: float, target_gap: float, seconds: float,
     return int(min(max(wanted, 2 * n_steps), longest))
 
 
-def search_n_steps(run: Callable[[int], xr.DataTree], *, target_gap: float,
+def search_n_steps(run: Callable[[int, Callable | None], xr.DataTree], *, target_gap: float,
                    max_time: float | None, started: float) -> xr.DataTree:
     """Run ``run(n_steps)`` at growing lengths until the gap is within ``target_gap``.
 
