@@ -66,3 +66,23 @@ def test_thermodynamic_schedule_equalizes_length_for_inverse_beta_spread():
 def test_thermodynamic_schedule_with_constant_likelihood_is_linear():
     beta = thermodynamic_schedule(np.array([0.0, 0.3, 1.0]), np.zeros(3), 4)
     np.testing.assert_allclose(beta, np.linspace(0, 1, 5), atol=EXACT)
+
+
+@pytest.mark.parametrize("name", ["linear", "sigmoid", "geometric", "adaptive"])
+def test_settings_remade_at_another_length_keep_their_named_schedule(name):
+    from pymc_bdmc.pipeline.settings import validate
+
+    settings = validate(1000, 8, name, None, 2, 0.9, 0.5, None, 0.95)
+    shorter = settings.with_n_steps(7)
+    assert shorter.n_steps == 7 and shorter.schedule_name == name
+    np.testing.assert_array_equal(shorter.betas, schedules.make_schedule(name, 7))
+    assert shorter.chains == settings.chains and shorter.adaptive == settings.adaptive
+
+
+def test_settings_with_a_schedule_array_cannot_change_length():
+    from pymc_bdmc.pipeline.settings import validate
+
+    settings = validate(None, 8, np.linspace(0.0, 1.0, 11), None, 2, 0.9, 0.5, None, 0.95)
+    assert settings.n_steps == 10 and settings.schedule_name is None
+    with pytest.raises(ValueError, match="array"):
+        settings.with_n_steps(5)
