@@ -315,3 +315,24 @@ def test_set_observed_accepts_integer_valued_floats(poisson_density):
         np.testing.assert_array_equal(poisson_density.observed_data()["k"], [2, 0, 1])
     finally:
         poisson_density.set_observed(before)
+
+
+def test_an_ordered_custom_dist_whose_draws_are_ordered_is_accepted():
+    # Two sorted N(0, 1) draws have density 2 N(x1) N(x2) on x1 < x2: a normalised prior with an
+    # exact sampler, so `transform=ordered` is right here. y ~ N(x1 + x2, 1) gives y ~ N(0, 3).
+    from scipy.stats import norm
+
+    def logp(value, mu):
+        return pm.logp(pm.Normal.dist(mu, 1.0), value) + 0.5 * np.log(2.0)
+
+    def random(mu, rng=None, size=None):
+        return np.sort(rng.normal(mu, 1.0, size=(2,)))
+
+    with pm.Model():
+        x = pm.CustomDist("x", 0.0, logp=logp, random=random, shape=2, initval=[-0.5, 0.5],
+                          transform=pm.distributions.transforms.ordered)
+        pm.Normal("y", x.sum(), 1.0, observed=[0.3])
+        result = pmb.sample_ais(n_steps=100, chains=16, random_seed=1, progressbar=False)
+    # Seeds 1-3 gave errors of -0.003, +0.012 and +0.002 nats.
+    assert float(result["evidence"]["lower"]) == pytest.approx(norm(0, np.sqrt(3)).logpdf(0.3),
+                                                               abs=0.05)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 import pymc as pm
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
+from pymc.distributions.custom import CustomDistRV, CustomSymbolicDistRV
 from pymc.distributions.transforms import ChainedTransform, Ordered, SumTo1
 
 from pymc_bdmc.errors import BDMCInputError
@@ -190,7 +191,9 @@ def narrowing_transforms(model: pm.Model) -> list[str]:
 
     ``transform=ordered`` (or ``sum_to_1``) on, say, a ``pm.Normal`` makes the model's density
     the prior restricted to ordered values, unnormalised, while ``pm.draw`` and the prior
-    predictive still draw unordered values (their unconstrained images are NaN).
+    predictive still draw unordered values (their unconstrained images are NaN). A
+    ``pm.CustomDist`` is left to the check on its draws (:func:`check_finite_start`): its
+    ``random`` may draw ordered values and its ``logp`` may be normalised on them.
 
     Parameters
     ----------
@@ -203,6 +206,8 @@ def narrowing_transforms(model: pm.Model) -> list[str]:
     """
     names = []
     for rv in model.free_RVs:
+        if isinstance(rv.owner.op, CustomDistRV | CustomSymbolicDistRV):
+            continue
         transform = model.rvs_to_transforms.get(rv)
         parts = (transform.transform_list if isinstance(transform, ChainedTransform)
                  else [transform])
