@@ -10,10 +10,15 @@ import pytest
 import pymc_bdmc as pmb
 from pymc_bdmc import testing
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.kernels.base_distribution import GaussianBase
+from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.model.density import ModelDensity
-from pymc_bdmc.pipeline.execution import KernelTiming, use_fused_kernel
+from pymc_bdmc.pipeline.execution import (
+    FUSED_SWEEP_SAVING,
+    KernelTiming,
+    predicted_wall_seconds,
+    use_fused_kernel,
+)
 
 ROUND_OFF = 1e-9
 
@@ -152,6 +157,17 @@ def test_fused_kernel_is_chosen_when_it_pays(setting, density, n_transitions, ex
     timing = KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 240 us fused
     plan = SimpleNamespace(n_leapfrog=3)
     assert use_fused_kernel(setting, density, timing, plan, n_transitions) is expected
+
+
+def test_the_predicted_wall_time_follows_the_kernel_and_the_workers_chosen():
+    timing = KernelTiming(model_call=50e-6, transition=300e-6, sweep=100e-6)
+    # NumPy kernel, one group: 1000 transitions and 200 sweeps as timed.
+    assert predicted_wall_seconds(timing, 1000, 200, False, 3, 1) == pytest.approx(
+        1000 * 300e-6 + 200 * 100e-6)
+    # Fused: 1.6 x 3 model calls per transition, the sweeps' compiled saving; two groups at once.
+    fused = (1000 * 1.6 * 3 * 50e-6 + 200 * (1 - FUSED_SWEEP_SAVING) * 100e-6) / 2
+    assert predicted_wall_seconds(timing, 1000, 200, True, 3, 2) == pytest.approx(fused)
+    assert predicted_wall_seconds(None, 1000, 200, True, 3, 2) == 0.0
 
 
 def test_fused_kernel_setting_is_checked_before_sampling():
