@@ -134,6 +134,9 @@ def test_a_first_attempt_too_long_for_the_budget_is_shortened(monkeypatch, caplo
     np.testing.assert_array_equal(attrs["auto_n_steps"], [700])
     assert attrs["certified"] == 0 and "max_time" in attrs["auto_stop"]
     assert "the first attempt runs 700 steps" in caplog.text
+    # 0.9 nats at 700 steps: 1/n decay predicts 1260 steps, at least double: 1400, at 0.1 s each.
+    assert "about 1400 steps (about 140 s of sampling after the pilot)" in caplog.text
+    assert "pass `n_steps=1400`" in caplog.text
 
 
 def test_the_next_length_is_predicted_without_the_first_attempts_pilot(monkeypatch):

@@ -142,7 +142,7 @@ def search_n_steps(run: Callable[[int, Callable | None], xr.DataTree], *, target
         return steps
 
     n_steps, tried, gaps = FIRST_N_STEPS, [], []
-    result, reason = None, "certified"
+    result, reason, advice = None, "certified", "Raise `max_time` or pass a larger `n_steps`"
     while True:
         attempt_start = time.perf_counter()
         try:
@@ -177,16 +177,21 @@ def search_n_steps(run: Callable[[int, Callable | None], xr.DataTree], *, target
             else:
                 reason = (f"the next run ({2 * n_steps} steps, about {2 * seconds:.0f} s) would "
                           f"exceed max_time={max_time:g} s ({elapsed:.0f} s spent)")
+                if np.isfinite(gaps[-1]):  # what 1/n_steps decay predicts the target needs
+                    wanted = max(2 * n_steps, int(np.ceil(n_steps * abs(gaps[-1]) / target_gap)))
+                    advice = (f"1/n_steps decay predicts about {wanted} steps (about "
+                              f"{wanted * seconds / n_steps:.0f} s of sampling after the pilot): "
+                              f"pass `n_steps={wanted}` or raise `max_time`")
             break
         n_steps = next_steps
     certified = _within(gaps[-1], target_gap)
     if not certified:
         logger.warning(
             "BDMC did not certify the estimate: gap %.2f nats at %d steps, target %.2f; stopped "
-            "because %s. Raise `max_time` or pass a larger `n_steps`; if the gap hardly shrinks "
-            "as n_steps doubles (here: %s), the kernels cannot follow this posterior's geometry "
-            "(docs/guide.md, §4 'Settings that matter'), and a reparameterisation (e.g. "
-            "non-centered) helps more than steps.", gaps[-1], tried[-1], target_gap, reason,
+            "because %s. %s; if the gap hardly shrinks as n_steps doubles (here: %s), the "
+            "kernels cannot follow this posterior's geometry (docs/guide.md, §4 'Settings that "
+            "matter'), and a reparameterisation (e.g. non-centered) helps more than steps.",
+            gaps[-1], tried[-1], target_gap, reason, advice,
             ", ".join(f"{n}: {g:.2f}" for n, g in zip(tried, gaps, strict=True)))
     result["evidence"].attrs.update({
         "auto_n_steps": np.array(tried), "auto_gaps": np.array(gaps),
