@@ -178,7 +178,8 @@ def search_n_steps(run: Callable[[int, Callable | None], xr.DataTree], *, target
                 reason = (f"the next run ({2 * n_steps} steps, about {2 * seconds:.0f} s) would "
                           f"exceed max_time={max_time:g} s ({elapsed:.0f} s spent)")
                 if np.isfinite(gaps[-1]):  # what 1/n_steps decay predicts the target needs
-                    wanted = max(2 * n_steps, int(np.ceil(n_steps * abs(gaps[-1]) / target_gap)))
+                    wanted = max(2 * n_steps, MIN_FIRST_N_STEPS * int(np.ceil(
+                        n_steps * abs(gaps[-1]) / target_gap / MIN_FIRST_N_STEPS)))
                     advice = (f"1/n_steps decay predicts about {wanted} steps (about "
                               f"{wanted * seconds / n_steps:.0f} s of sampling after the pilot): "
                               f"pass `n_steps={wanted}` or raise `max_time`")
