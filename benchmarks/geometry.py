@@ -147,6 +147,8 @@ NON_GAUSSIAN = {
     "hierarchical logistic 20 x 10, centered": hierarchical_logistic,
     "Poisson random intercepts 12 x 8, centered": poisson_intercepts,
     "stochastic volatility, T=100": stochastic_volatility,
+    # PyMC's example has about 400 days: 402 coordinates, past the dense metric's 400.
+    "stochastic volatility, T=400": lambda: stochastic_volatility(400),
     "GP classification, 30 points": gp_classification,
     "negative binomial regression, 50 x 3": negative_binomial,
     "ordinal regression, 3 sorted cutpoints": ordinal_regression,
