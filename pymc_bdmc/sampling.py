@@ -305,11 +305,10 @@ def sample_bdmc(
         at 1000 steps (or, where the pilot's timing predicts those would not fit in
         ``max_time``, as many as fit and at least 100), then runs again, longer, until ``|gap|
         <= target_gap`` nats, while the next run is predicted to fit in ``max_time``: at least
-        twice as long, and as long as
-        ``1 / n_steps`` decay of the gap predicts the target needs, if that fits. The result
-        is the last run's; ``evidence.attrs`` records every attempt (``auto_n_steps``,
-        ``auto_gaps``) and ``certified``, and the log says what to change if the target was
-        not reached.
+        twice as long, and as long as ``1 / n_steps`` decay of the gap predicts the target
+        needs, if that fits. The result is the last run's; ``evidence.attrs`` records every
+        attempt (``auto_n_steps``, ``auto_gaps``) and ``certified``, and the log says what to
+        change if the target was not reached.
     max_time : float or None, default 60
         With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
         None removes the limit (at most 64000 steps). The lengths run then depend on this

@@ -255,11 +255,13 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
     if outside:
         raise BDMCInputError(
             f"{outside} of the {where} are not finite in the unconstrained space: the draws lie "
-            "outside the values their transform allows, which happens when a `transform=` "
-            "narrows a distribution's support (e.g. an Interval on a Normal): the density is "
+            "on or beyond the edge of the values their transform allows. Either a `transform=` "
+            "narrows the distribution's support (e.g. an Interval on a Normal: the density is "
             "then the prior restricted to part of its support, unnormalised, and PyMC's draws "
-            "ignore the restriction. Give such variables a distribution with that support "
-            "(e.g. pm.TruncatedNormal or pm.Uniform) instead of the transform."
+            "ignore the restriction; give such variables a distribution with that support, "
+            "e.g. pm.TruncatedNormal or pm.Uniform, instead of the transform), or draws round "
+            "to the edge of the support under extreme parameters (e.g. a Gamma draw equal to "
+            "0; choose priors that keep the parameters away from such regions)."
         )
     if model is not None and (bad_prior | bad_lik).all():
         points = [layout.unravel(row) for row in x[:DIAGNOSED_POINTS]]
