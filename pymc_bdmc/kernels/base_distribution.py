@@ -36,7 +36,7 @@ import numpy as np
 from pymc_bdmc.kernels.mass import low_rank_shrunk_correlation
 from pymc_bdmc.model.layout import DensityParts
 
-__all__ = ["GaussianBase"]
+__all__ = ["GaussianBase", "RebasedParts"]
 
 #: Smallest variance of a fitted coordinate (guards a collapsed pilot population).
 MIN_BASE_VARIANCE = 1e-12
@@ -109,6 +109,36 @@ class GaussianBase:
         if not eigenvalues[0] > 0:
             raise np.linalg.LinAlgError("the covariance matrix is not positive definite")
         return cls(np.asarray(mean, dtype=float), scale, basis, eigenvalues)
+
+    @classmethod
+    def from_correlation(cls, values: np.ndarray, weights: np.ndarray,
+                         correlation: np.ndarray) -> GaussianBase:
+        """The population's weighted mean and variances, with a given ``correlation``.
+
+        For a correlation measured elsewhere than in the population (e.g. from the target's
+        curvature, :func:`pymc_bdmc.kernels.mass.curvature_correlation`), where too few
+        particles measure their own.
+
+        Parameters
+        ----------
+        values : ndarray, shape (n, n_dim)
+        weights : ndarray, shape (n,)
+            Normalised importance weights.
+        correlation : ndarray, shape (n_dim, n_dim)
+            Positive definite, unit diagonal.
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            Where ``correlation`` is not positive definite.
+        """
+        weights = np.asarray(weights, dtype=float)
+        mean = weights @ values
+        variance = np.maximum(weights @ (values - mean) ** 2, MIN_BASE_VARIANCE)
+        eigenvalues, basis = np.linalg.eigh(correlation)
+        if not eigenvalues[0] > 0:
+            raise np.linalg.LinAlgError("the correlation matrix is not positive definite")
+        return cls(mean, np.sqrt(variance), basis, eigenvalues)
 
     @property
     def n_dim(self) -> int:
@@ -187,10 +217,31 @@ class GaussianBase:
         return DensityParts(log_q, joint - log_q, grad_q,
                             parts.grad_log_prior + parts.grad_log_likelihood - grad_q)
 
-    def parts_fn(self, parts_fn):
+    @cached_property
+    def precision(self) -> np.ndarray:
+        """The dense inverse covariance matrix, minus the density's (constant) Hessian."""
+        inverse_correlation = (np.eye(self.n_dim)
+                               + (self.basis * self._inverse) @ self.basis.T)
+        return inverse_correlation * np.outer(self._inverse_scale, self._inverse_scale)
+
+    def parts_fn(self, parts_fn) -> RebasedParts:
         """Wrap a batched ``x -> DensityParts`` of the model into one of the path from here."""
+        return RebasedParts(self, parts_fn)
 
-        def rebased(x: np.ndarray) -> DensityParts:
-            return self.rebase(parts_fn(x), x)
 
-        return rebased
+@dataclass(frozen=True)
+class RebasedParts:
+    """The batched densities of the path from ``base``: ``x -> DensityParts``.
+
+    Attributes
+    ----------
+    base : GaussianBase
+    model_parts : callable
+        The model's own batched densities.
+    """
+
+    base: GaussianBase
+    model_parts: object
+
+    def __call__(self, x: np.ndarray) -> DensityParts:
+        return self.base.rebase(self.model_parts(x), x)

@@ -29,12 +29,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.base import Transition
-from pymc_bdmc.kernels.base_distribution import GaussianBase
+from pymc_bdmc.kernels.base_distribution import GaussianBase, RebasedParts
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
-from pymc_bdmc.kernels.mass import DENSE_MAX_DIM, dense_mass_factor
+from pymc_bdmc.kernels.mass import (CURVATURE_MAX_DIM, DENSE_MAX_DIM, curvature_mass_factor,
+                                    dense_mass_factor)
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -414,9 +416,12 @@ def run_pilot(
     log_w = np.zeros(n_chains)
     beta, log_z, n_resampled = 0.0, 0.0, 0
     pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
-    # A dense metric only where it was measured to help (see DENSE_MAX_DIM); the trajectory
-    # length is chosen at every dimension (on a 500-step random walk it picks 12).
-    dense = dense and x0.shape[1] - len(np.unique(pinned)) <= DENSE_MAX_DIM
+    # A dense metric from the population's correlation up to DENSE_MAX_DIM coordinates, from the
+    # model's curvature above (kernels/mass.py says why); the trajectory length is chosen at
+    # every dimension (on a 500-step random walk it picks 12).
+    n_movable = x0.shape[1] - len(np.unique(pinned))
+    dense = dense and n_movable <= CURVATURE_MAX_DIM
+    curvature = n_movable > DENSE_MAX_DIM
     candidates = LEAPFROG_CANDIDATES if n_leapfrog is None else (n_leapfrog,)
     # Each trajectory length has its own step size (longer ones accept less at a given step).
     log_eps = np.full(len(candidates), np.log(initial_step_size))
@@ -445,8 +450,14 @@ def run_pilot(
             weights = np.full(n_chains, 1.0 / n_chains)
             n_resampled += 1
         variance = spread(x)
-        factor = (dense_mass_factor(x, weights, variance, variance > 0, parts.tempered_grad(beta))
-                  if dense else None)
+        factor = None
+        if dense and curvature:
+            gradient, offset = tempered_curvature(parts_fn, beta)
+            factor = curvature_mass_factor(x, weights, variance, variance > 0, gradient,
+                                           parts.tempered_grad(beta), offset)
+        elif dense:
+            factor = dense_mass_factor(x, weights, variance, variance > 0,
+                                       parts.tempered_grad(beta))
         rates = []
         jumps = np.zeros(len(candidates))
         probes = np.zeros(len(candidates))
@@ -488,13 +499,30 @@ def run_pilot(
                                    final_weights=normalized_weights(log_w))
 
 
+def tempered_curvature(parts_fn: PartsFn, beta: float):
+    """``(gradient, hessian_offset)`` of the tempered target for the curvature metric.
+
+    On a path from a Gaussian base the base's part, ``(1 - beta) log q0``, has the constant
+    Hessian ``-(1 - beta) * precision``: only the model's part is differenced.
+    """
+    if isinstance(parts_fn, RebasedParts):
+        model = parts_fn.model_parts
+
+        def joint(points):
+            parts = model(points)
+            return beta * (parts.grad_log_prior + parts.grad_log_likelihood)
+
+        return joint, -(1.0 - beta) * parts_fn.base.precision
+    return (lambda points: parts_fn(points).tempered_grad(beta)), None
+
+
 def _squared_jump(step: np.ndarray, variance: np.ndarray, factor: np.ndarray | None) -> float:
     """Mean squared jump of the chains, in the metric of the mass matrix (whitened units)."""
     movable = variance > 0
     if factor is None:
         return float(np.mean(np.sum(step[:, movable] ** 2 / variance[movable], axis=1)))
-    chol = factor[np.ix_(movable, movable)]
-    whitened = np.linalg.solve(chol, step[:, movable].T)
+    chol = factor[np.ix_(movable, movable)]  # lower triangular
+    whitened = solve_triangular(chol, step[:, movable].T, lower=True)
     return float(np.mean(np.sum(whitened**2, axis=0)))
 
 

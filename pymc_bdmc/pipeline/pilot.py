@@ -73,7 +73,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import hmc_step
-from pymc_bdmc.kernels.mass import DENSE_MAX_DIM
+from pymc_bdmc.kernels.mass import CURVATURE_MAX_DIM, DENSE_MAX_DIM, curvature_correlation
 from pymc_bdmc.kernels.scale_moves import ScaleMoves
 from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, freeze_plan, tune_plan
 from pymc_bdmc.pipeline.progress import pilot_phase
@@ -82,7 +82,7 @@ from pymc_bdmc.schedules import ADAPTIVE
 
 __all__ = ["BASE_FIT_MOVES", "BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE", "BASE_PATH_GAIN",
            "BASE_REFIT_GAIN", "MAX_BASE_FITS", "PILOT_PARTICLES_PER_COORDINATE", "choose_path",
-           "enlarged_pilot_size", "equilibrate", "prefer_fitted_base", "refreeze", "tune"]
+           "enlarged_pilot_size", "equilibrate", "fit_base", "prefer_fitted_base", "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -274,6 +274,42 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     return x
 
 
+def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable) -> GaussianBase:
+    """A Gaussian base fitted to a pilot's final population at ``beta = 1``.
+
+    Up to :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates the population's own
+    shrunk correlation; above, where a pilot population is smaller than the dimension, the
+    correlation of the posterior's curvature at the population
+    (:func:`~pymc_bdmc.kernels.mass.curvature_correlation`), which for a Gaussian posterior is
+    exact from any population size.
+
+    Parameters
+    ----------
+    values : numpy.ndarray, shape (n, n_dim)
+    weights : numpy.ndarray, shape (n,)
+        Normalised importance weights.
+    parts_fn : callable
+        The model's batched densities.
+
+    Returns
+    -------
+    GaussianBase
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        Where no positive-definite correlation is found.
+    """
+    n_dim = values.shape[1]
+    if DENSE_MAX_DIM < n_dim <= CURVATURE_MAX_DIM:
+        variance = weights @ (values - weights @ values) ** 2
+        correlation = curvature_correlation(values, variance, variance > 0,
+                                            lambda x: parts_fn(x).tempered_grad(1.0))
+        if correlation is not None and correlation.shape[0] == n_dim:
+            return GaussianBase.from_correlation(values, weights, correlation)
+    return GaussianBase.fit(values, weights)
+
+
 def choose_path(plan, pilot, run, rng, parts_fn, moves=None):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
@@ -305,7 +341,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None):
         if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
             break
         try:
-            base = GaussianBase.fit(population, source.final_weights)
+            base = fit_base(population, source.final_weights, parts_fn)
         except np.linalg.LinAlgError:
             break
         based_parts = base.parts_fn(parts_fn)

@@ -1,0 +1,156 @@
+"""Dense metrics and fitted bases from the target's curvature (above DENSE_MAX_DIM)."""
+
+import numpy as np
+import pytest
+
+import pymc_bdmc as pmb
+from pymc_bdmc import testing_quadrature
+from pymc_bdmc.kernels import tuning
+from pymc_bdmc.kernels.base_distribution import GaussianBase
+from pymc_bdmc.kernels.mass import curvature_correlation, curvature_mass_factor
+from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.pipeline import pilot
+
+
+def _gaussian(d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(d, d))
+    covariance = a @ a.T + 0.1 * np.eye(d)
+    mean = rng.normal(size=d)
+    precision = np.linalg.inv(covariance)
+    sd = np.sqrt(np.diag(covariance))
+    return mean, covariance, covariance / np.outer(sd, sd), lambda x: -(x - mean) @ precision
+
+
+def test_curvature_correlation_is_a_gaussians_exact_correlation_from_any_population():
+    mean, _, correlation, gradient = _gaussian()
+    rng = np.random.default_rng(1)
+    # Three particles nowhere near the target, with variances of any scale: a Gaussian's
+    # Hessian is the same everywhere, and the difference steps scale with the variances.
+    for population, variance in [(rng.normal(size=(3, 6)) * 5.0, np.full(6, 25.0)),
+                                 (rng.normal(size=(64, 6)), np.linspace(0.01, 3.0, 6))]:
+        found = curvature_correlation(population, variance, np.ones(6, bool), gradient)
+        np.testing.assert_allclose(found, correlation, atol=1e-6)
+
+
+def test_curvature_correlation_takes_the_magnitude_of_negative_curvature():
+    rotation = np.linalg.qr(np.random.default_rng(2).normal(size=(3, 3)))[0]
+    hessian = rotation @ np.diag([-4.0, 1.0, 0.25]) @ rotation.T  # a saddle: indefinite
+    found = curvature_correlation(np.zeros((4, 3)), np.ones(3), np.ones(3, bool),
+                                  lambda x: x @ hessian)
+    covariance = rotation @ np.diag([1 / 4.0, 1.0, 4.0]) @ rotation.T  # inverse of |H|
+    sd = np.sqrt(np.diag(covariance))
+    np.testing.assert_allclose(found, covariance / np.outer(sd, sd), atol=1e-6)
+    assert np.linalg.eigvalsh(found)[0] > 0
+
+
+def test_curvature_correlation_refuses_non_finite_gradients_and_flat_targets():
+    movable = np.ones(3, bool)
+    nan_gradient = lambda x: np.where(x > 1e-7, np.nan, -x)  # noqa: E731
+    assert curvature_correlation(np.zeros((4, 3)), np.ones(3), movable, nan_gradient) is None
+    assert curvature_correlation(np.zeros((4, 3)), np.ones(3), movable, np.zeros_like) is None
+
+
+def test_curvature_mass_factor_keeps_the_population_scales_and_skips_pinned_coordinates():
+    mean, _, correlation, gradient = _gaussian(d=5)
+    full = lambda x: np.concatenate([gradient(x[:, :5]), -x[:, 5:]], axis=1)  # noqa: E731
+    rng = np.random.default_rng(3)
+    population = rng.normal(size=(16, 6))
+    variance = np.array([0.5, 1.0, 2.0, 4.0, 0.25, 0.0])  # the last one pinned
+    factor = curvature_mass_factor(population, np.full(16, 1 / 16), variance, variance > 0,
+                                   gradient=full)
+    inverse_mass = factor @ factor.T
+    np.testing.assert_allclose(np.diag(inverse_mass), variance, rtol=1e-10)
+    sd = np.sqrt(variance[:5])
+    np.testing.assert_allclose(inverse_mass[:5, :5] / np.outer(sd, sd), correlation, atol=1e-6)
+    assert not factor[5].any() and not factor[:, 5].any()
+    # An uncorrelated target keeps the diagonal metric.
+    assert curvature_mass_factor(population, np.full(16, 1 / 16), variance, variance > 0,
+                                 gradient=lambda x: -x) is None
+
+
+def test_gaussian_base_from_a_given_correlation_keeps_the_populations_moments():
+    _, _, correlation, _ = _gaussian(d=4)
+    rng = np.random.default_rng(4)
+    values = rng.normal(size=(20, 4)) * [1.0, 2.0, 0.5, 3.0] + [1.0, -1.0, 0.0, 2.0]
+    weights = rng.dirichlet(np.ones(20))
+    base = GaussianBase.from_correlation(values, weights, correlation)
+    mean = weights @ values
+    sd = np.sqrt(weights @ (values - mean) ** 2)
+    np.testing.assert_allclose(base.mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(base.covariance, correlation * np.outer(sd, sd), rtol=1e-10)
+    with pytest.raises(np.linalg.LinAlgError):
+        GaussianBase.from_correlation(values, weights, -np.eye(4))
+
+
+def test_fit_base_takes_the_posteriors_curvature_above_dense_max_dim(monkeypatch):
+    mean, _, correlation, gradient = _gaussian(d=6)
+
+    class Parts:
+        def __init__(self, x):
+            self.x = x
+
+        def tempered_grad(self, beta):
+            assert beta == 1.0  # the posterior's curvature, whatever the path
+            return gradient(self.x)
+
+    values = np.random.default_rng(5).normal(size=(8, 6))
+    weights = np.full(8, 1 / 8)
+    below = pilot.fit_base(values, weights, Parts)
+    assert not np.allclose(_correlation_of(below), correlation, atol=0.05)
+    monkeypatch.setattr(pilot, "DENSE_MAX_DIM", 4)
+    above = pilot.fit_base(values, weights, Parts)
+    np.testing.assert_allclose(_correlation_of(above), correlation, atol=1e-6)
+
+
+def _correlation_of(base):
+    covariance = base.covariance
+    sd = np.sqrt(np.diag(covariance))
+    return covariance / np.outer(sd, sd)
+
+
+def test_random_walk_sandwich_with_curvature_metrics_contains_the_quadrature_truth(monkeypatch):
+    # Curvature metrics and bases (as above DENSE_MAX_DIM) on a 31-coordinate walk, in this
+    # process (worker processes would not see the patched limit).
+    monkeypatch.setattr(tuning, "DENSE_MAX_DIM", 10)
+    monkeypatch.setattr(pilot, "DENSE_MAX_DIM", 10)
+    am = testing_quadrature.gaussian_random_walk(30, seed=2)
+    with am.model:
+        bdmc = pmb.sample_bdmc(n_steps=500, chains=32, random_seed=3, progressbar=False,
+                               cores=1)
+        ais = pmb.sample_ais(n_steps=500, chains=32, random_seed=4, progressbar=False, cores=1)
+    assert AnnealingPlan.from_result(bdmc).is_dense
+    assert bdmc["evidence"].attrs["pilot_chains"] == 64  # no enlarged pilot
+    truth = am.log_evidence({"y": bdmc["observed_data"]["y"].values})
+    ev = bdmc["evidence"]
+    # Stochastic bounds: each may cross the truth by a little (P(> b nats) < exp(-b)).
+    assert float(ev["lower"]) <= truth + 0.3
+    assert float(ev["upper"]) >= truth - 0.3
+    assert abs(float(ev["gap"])) < 0.5
+    assert abs(float(ais["evidence"]["lower"]) - am.log_evidence()) < 0.5
+
+
+def test_on_a_fitted_path_only_the_models_part_is_differenced():
+    # The base's Hessian is constant: -(1 - beta) * precision is added instead of differencing
+    # it, and the correlation is the same as differencing the whole path's density.
+    from pymc_bdmc.model.layout import DensityParts
+
+    mean, covariance, _, gradient = _gaussian(d=5)
+
+    def model_parts(x):
+        zeros = np.zeros(len(x))
+        return DensityParts(zeros, zeros, gradient(x), np.zeros_like(x))
+
+    rng = np.random.default_rng(6)
+    base = GaussianBase.from_correlation(rng.normal(size=(12, 5)), np.full(12, 1 / 12),
+                                         np.eye(5) * 0.6 + 0.4)
+    np.testing.assert_allclose(base.precision, np.linalg.inv(base.covariance), rtol=1e-9,
+                               atol=1e-12)
+    path = base.parts_fn(model_parts)
+    population, variance, movable = rng.normal(size=(8, 5)), np.ones(5), np.ones(5, bool)
+    for beta in (0.1, 0.7):
+        whole = curvature_correlation(population, variance, movable,
+                                      lambda x, b=beta: path(x).tempered_grad(b))
+        gradient_part, offset = tuning.tempered_curvature(path, beta)
+        split = curvature_correlation(population, variance, movable, gradient_part, offset)
+        np.testing.assert_allclose(split, whole, atol=1e-6)
