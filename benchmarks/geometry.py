@@ -53,8 +53,9 @@ SUITE = {
     "random intercepts 15 x 6, centered": lambda: tq.random_intercepts(15, 6),
     "latent GP, 30 points": lambda: tq.latent_gp(30),
 }
-#: Above the 400 coordinates up to which the pilot tunes a dense metric (``--long``): a
-#: diagonal metric, a low-rank fitted base and the pilot's trajectory length must do.
+#: Above the 400 coordinates up to which the pilot's population gives a dense metric
+#: (``--long``): the metric and the fitted base take their correlations from the model's
+#: curvature (kernels/mass.py).
 LONG = {"random walk, T=500": lambda: tq.gaussian_random_walk(500),
         "random walk, T=1000": lambda: tq.gaussian_random_walk(1000),
         # Every model call factorises an 80 x 80 covariance per chain: the 60 s budget cuts the

@@ -23,7 +23,7 @@ def _gaussian(d=6, seed=0):
 
 
 def test_curvature_correlation_is_a_gaussians_exact_correlation_from_any_population():
-    mean, _, correlation, gradient = _gaussian()
+    _, _, correlation, gradient = _gaussian()
     rng = np.random.default_rng(1)
     # Three particles nowhere near the target, with variances of any scale: a Gaussian's
     # Hessian is the same everywhere, and the difference steps scale with the variances.
@@ -52,7 +52,7 @@ def test_curvature_correlation_refuses_non_finite_gradients_and_flat_targets():
 
 
 def test_curvature_mass_factor_keeps_the_population_scales_and_skips_pinned_coordinates():
-    mean, _, correlation, gradient = _gaussian(d=5)
+    _, _, correlation, gradient = _gaussian(d=5)
     full = lambda x: np.concatenate([gradient(x[:, :5]), -x[:, 5:]], axis=1)  # noqa: E731
     rng = np.random.default_rng(3)
     population = rng.normal(size=(16, 6))
@@ -84,7 +84,7 @@ def test_gaussian_base_from_a_given_correlation_keeps_the_populations_moments():
 
 
 def test_fit_base_takes_the_posteriors_curvature_above_dense_max_dim(monkeypatch):
-    mean, _, correlation, gradient = _gaussian(d=6)
+    _, _, correlation, gradient = _gaussian(d=6)
 
     class Parts:
         def __init__(self, x):
@@ -135,7 +135,7 @@ def test_on_a_fitted_path_only_the_models_part_is_differenced():
     # it, and the correlation is the same as differencing the whole path's density.
     from pymc_bdmc.model.layout import DensityParts
 
-    mean, covariance, _, gradient = _gaussian(d=5)
+    gradient = _gaussian(d=5)[3]
 
     def model_parts(x):
         zeros = np.zeros(len(x))
@@ -151,6 +151,6 @@ def test_on_a_fitted_path_only_the_models_part_is_differenced():
     for beta in (0.1, 0.7):
         whole = curvature_correlation(population, variance, movable,
                                       lambda x, b=beta: path(x).tempered_grad(b))
-        gradient_part, offset = tuning.tempered_curvature(path, beta)
+        gradient_part, offset = path.curvature_terms(beta)
         split = curvature_correlation(population, variance, movable, gradient_part, offset)
         np.testing.assert_allclose(split, whole, atol=1e-6)

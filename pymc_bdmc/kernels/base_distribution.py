@@ -113,7 +113,7 @@ class GaussianBase:
     @classmethod
     def from_correlation(cls, values: np.ndarray, weights: np.ndarray,
                          correlation: np.ndarray) -> GaussianBase:
-        """The population's weighted mean and variances, with a given ``correlation``.
+        """Take the population's weighted mean and variances, with a given ``correlation``.
 
         For a correlation measured elsewhere than in the population (e.g. from the target's
         curvature, :func:`pymc_bdmc.kernels.mass.curvature_correlation`), where too few
@@ -244,4 +244,18 @@ class RebasedParts:
     model_parts: object
 
     def __call__(self, x: np.ndarray) -> DensityParts:
+        """Densities of the path at each row of ``x``."""
         return self.base.rebase(self.model_parts(x), x)
+
+    def curvature_terms(self, beta: float):
+        """``(gradient, hessian_offset)`` of the tempered path density, for its curvature.
+
+        The base's part, ``(1 - beta) log q0``, has the constant Hessian
+        ``-(1 - beta) * precision``; only the model's part needs differencing (see
+        :func:`pymc_bdmc.kernels.mass.curvature_correlation`).
+        """
+        def gradient(x: np.ndarray) -> np.ndarray:
+            parts = self.model_parts(x)
+            return beta * (parts.grad_log_prior + parts.grad_log_likelihood)
+
+        return gradient, -(1.0 - beta) * self.base.precision

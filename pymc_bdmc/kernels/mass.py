@@ -30,8 +30,8 @@ There the correlation comes from the model's curvature instead (:func:`curvature
 the negative Hessian of the tempered log density, by forward differences of its gradient, at a
 few particles of the pilot's own population, averaged, made positive definite (the magnitudes of
 its eigenvalues, as in Betancourt's SoftAbs metric) and inverted. ``d + 1`` gradients per
-particle in one batched call: a Gaussian's correlation exactly, from any population size. The scales still
-come from the population's variances, and the same stiffness check decides.
+particle in one batched call: a Gaussian's correlation exactly, from any population size. The
+scales still come from the population's variances, and the same stiffness check decides.
 """
 
 from __future__ import annotations
@@ -47,10 +47,11 @@ __all__ = ["CURVATURE_ANCHORS", "CURVATURE_MAX_DIM", "DENSE_CONDITION",
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
 DENSE_CONDITION = 10.0
-#: Largest number of movable coordinates for which the pilot measures dense mass matrices. A
-#: dense metric needs a pilot population of about that many particles
-#: (:mod:`pymc_bdmc.pipeline.pilot` enlarges it to 1.25 per coordinate), and its cost grows with
-#: the square of the dimension. (The trajectory length is chosen at every dimension.)
+#: Largest number of movable coordinates for which the pilot measures dense mass matrices from
+#: its population. That needs a pilot population of about that many particles
+#: (:mod:`pymc_bdmc.pipeline.pilot` enlarges it to 1.25 per coordinate); above, the correlation
+#: comes from the model's curvature (:func:`curvature_mass_factor`). (The trajectory length is
+#: chosen at every dimension.)
 DENSE_MAX_DIM = 400
 #: Largest number of movable coordinates for which the pilot measures dense mass matrices from
 #: the model's curvature (:func:`curvature_mass_factor`, above DENSE_MAX_DIM): each costs an
@@ -301,8 +302,10 @@ def curvature_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.
 
 
 def _factor_from_correlation(correlation, variance, index, weights, scores):
-    """The dense factor for ``correlation`` on the movable ``index`` at the population's scales,
-    or None where it is too weakly correlated or not less stiff than the diagonal metric."""
+    """Factor ``correlation`` on the movable ``index`` at the population's scales.
+
+    None where it is too weakly correlated or not less stiff than the diagonal metric.
+    """
     eigenvalues = np.linalg.eigvalsh(correlation)
     if not eigenvalues[0] > 0 or eigenvalues[-1] / eigenvalues[0] <= DENSE_CONDITION:
         return None

@@ -35,8 +35,12 @@ from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.kernels.base_distribution import GaussianBase, RebasedParts
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
-from pymc_bdmc.kernels.mass import (CURVATURE_MAX_DIM, DENSE_MAX_DIM, curvature_mass_factor,
-                                    dense_mass_factor)
+from pymc_bdmc.kernels.mass import (
+    CURVATURE_MAX_DIM,
+    DENSE_MAX_DIM,
+    curvature_mass_factor,
+    dense_mass_factor,
+)
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -416,9 +420,8 @@ def run_pilot(
     log_w = np.zeros(n_chains)
     beta, log_z, n_resampled = 0.0, 0.0, 0
     pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
-    # A dense metric from the population's correlation up to DENSE_MAX_DIM coordinates, from the
-    # model's curvature above (kernels/mass.py says why); the trajectory length is chosen at
-    # every dimension (on a 500-step random walk it picks 12).
+    # Dense metrics from the population up to DENSE_MAX_DIM coordinates, from the curvature
+    # above (kernels/mass.py); the trajectory length is chosen at every dimension.
     n_movable = x0.shape[1] - len(np.unique(pinned))
     dense = dense and n_movable <= CURVATURE_MAX_DIM
     curvature = n_movable > DENSE_MAX_DIM
@@ -452,7 +455,9 @@ def run_pilot(
         variance = spread(x)
         factor = None
         if dense and curvature:
-            gradient, offset = tempered_curvature(parts_fn, beta)
+            rebased = isinstance(parts_fn, RebasedParts)
+            gradient, offset = (parts_fn.curvature_terms(beta) if rebased
+                                else (lambda p, b=beta: parts_fn(p).tempered_grad(b), None))
             factor = curvature_mass_factor(x, weights, variance, variance > 0, gradient,
                                            parts.tempered_grad(beta), offset)
         elif dense:
@@ -497,23 +502,6 @@ def run_pilot(
                                    jump_per_gradient=jump if n_leapfrog is None else None,
                                    n_particles=n_chains, final_x=x,
                                    final_weights=normalized_weights(log_w))
-
-
-def tempered_curvature(parts_fn: PartsFn, beta: float):
-    """``(gradient, hessian_offset)`` of the tempered target for the curvature metric.
-
-    On a path from a Gaussian base the base's part, ``(1 - beta) log q0``, has the constant
-    Hessian ``-(1 - beta) * precision``: only the model's part is differenced.
-    """
-    if isinstance(parts_fn, RebasedParts):
-        model = parts_fn.model_parts
-
-        def joint(points):
-            parts = model(points)
-            return beta * (parts.grad_log_prior + parts.grad_log_likelihood)
-
-        return joint, -(1.0 - beta) * parts_fn.base.precision
-    return (lambda points: parts_fn(points).tempered_grad(beta)), None
 
 
 def _squared_jump(step: np.ndarray, variance: np.ndarray, factor: np.ndarray | None) -> float:

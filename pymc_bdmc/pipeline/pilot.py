@@ -8,7 +8,10 @@ pilot keeps the diagonal where the dense one is not less stiff, kernels/mass.py)
 pilot would only cost them time. So the pilot runs at its default size first, and only where
 it chose a dense metric for more coordinates than it has particles for, it is run again, from
 fresh prior draws of its own stream, with :data:`PILOT_PARTICLES_PER_COORDINATE` particles per
-movable coordinate. A user's ``pilot_chains`` is never changed.
+movable coordinate. A user's ``pilot_chains`` is never changed. Above
+:data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates the pilot is not enlarged: its dense
+metrics, and the fitted base's correlation (:func:`fit_base`), come from the model's curvature
+at a few of its particles (:mod:`pymc_bdmc.kernels.mass`).
 
 Where the path may start elsewhere than the prior (``base="auto"``, continuous models, adaptive
 schedules), the pilot then fits a Gaussian to its final population
@@ -82,7 +85,8 @@ from pymc_bdmc.schedules import ADAPTIVE
 
 __all__ = ["BASE_FIT_MOVES", "BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE", "BASE_PATH_GAIN",
            "BASE_REFIT_GAIN", "MAX_BASE_FITS", "PILOT_PARTICLES_PER_COORDINATE", "choose_path",
-           "enlarged_pilot_size", "equilibrate", "fit_base", "prefer_fitted_base", "refreeze", "tune"]
+           "enlarged_pilot_size", "equilibrate", "fit_base", "prefer_fitted_base", "refreeze",
+           "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -275,7 +279,7 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
 
 
 def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable) -> GaussianBase:
-    """A Gaussian base fitted to a pilot's final population at ``beta = 1``.
+    """Fit a Gaussian base to a pilot's final population at ``beta = 1``.
 
     Up to :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates the population's own
     shrunk correlation; above, where a pilot population is smaller than the dimension, the
