@@ -1,5 +1,7 @@
 """Dense metrics and fitted bases from the target's curvature (above DENSE_MAX_DIM)."""
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -109,17 +111,20 @@ def _correlation_of(base):
     return covariance / np.outer(sd, sd)
 
 
-def test_random_walk_sandwich_with_curvature_metrics_contains_the_quadrature_truth(monkeypatch):
+def test_random_walk_sandwich_with_curvature_metrics_contains_the_quadrature_truth(monkeypatch,
+                                                                                 caplog):
     # Curvature metrics and bases (as above DENSE_MAX_DIM) on a 31-coordinate walk, in this
     # process (worker processes would not see the patched limit).
     monkeypatch.setattr(tuning, "DENSE_MAX_DIM", 10)
     monkeypatch.setattr(pilot, "DENSE_MAX_DIM", 10)
     am = testing_quadrature.gaussian_random_walk(30, seed=2)
+    caplog.set_level(logging.INFO, logger="pymc_bdmc")
     with am.model:
         bdmc = pmb.sample_bdmc(n_steps=500, chains=32, random_seed=3, progressbar=False,
                                cores=1)
         ais = pmb.sample_ais(n_steps=500, chains=32, random_seed=4, progressbar=False, cores=1)
     assert AnnealingPlan.from_result(bdmc).is_dense
+    assert "their correlations from the model's curvature" in caplog.text
     assert bdmc["evidence"].attrs["pilot_chains"] == 64  # no enlarged pilot
     truth = am.log_evidence({"y": bdmc["observed_data"]["y"].values})
     ev = bdmc["evidence"]

@@ -192,6 +192,11 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
                                       rng, parts_fn, moves)
     logger.info("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
+    n_dense = sum(f is not None for f in pilot.mass_factor)
+    if n_dense:
+        logger.info("Dense mass matrices at %d of %d pilot temperatures, their correlations from "
+                    "the %s.", n_dense, len(pilot.mass_factor),
+                    "model's curvature" if n_movable > DENSE_MAX_DIM else "pilot population")
     return plan, pilot
 
 
