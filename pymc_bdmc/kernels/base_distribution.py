@@ -219,7 +219,7 @@ class GaussianBase:
 
     @cached_property
     def precision(self) -> np.ndarray:
-        """The dense inverse covariance matrix, minus the density's (constant) Hessian."""
+        """The dense inverse covariance matrix (the negative of the log density's Hessian)."""
         inverse_correlation = (np.eye(self.n_dim)
                                + (self.basis * self._inverse) @ self.basis.T)
         return inverse_correlation * np.outer(self._inverse_scale, self._inverse_scale)

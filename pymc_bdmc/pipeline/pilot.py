@@ -78,7 +78,13 @@ from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import hmc_step
 from pymc_bdmc.kernels.mass import CURVATURE_MAX_DIM, DENSE_MAX_DIM, curvature_correlation
 from pymc_bdmc.kernels.scale_moves import ScaleMoves
-from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, freeze_plan, tune_plan
+from pymc_bdmc.kernels.tuning import (
+    AnnealingPlan,
+    PilotResult,
+    freeze_plan,
+    tune_plan,
+    weighted_moments,
+)
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.schedules import ADAPTIVE
@@ -311,7 +317,7 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable) -> Gau
     """
     n_dim = values.shape[1]
     if DENSE_MAX_DIM < n_dim <= CURVATURE_MAX_DIM:
-        variance = weights @ (values - weights @ values) ** 2
+        variance = weighted_moments(values, weights)[1]
         correlation = curvature_correlation(values, variance, variance > 0,
                                             lambda x: parts_fn(x).tempered_grad(1.0))
         if correlation is not None and correlation.shape[0] == n_dim:
