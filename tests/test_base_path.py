@@ -101,26 +101,31 @@ def test_the_path_runs_from_the_base_to_the_posterior(small_regression):
     np.testing.assert_allclose(path_parts.tempered_grad(1.0), model_parts.tempered_grad(1.0))
 
 
-def _shifted_base_plan(am, density, rng, base):
+def _shifted_base_plan(am, density, rng, base, principal=False):
     # A base deliberately off the posterior (mean shifted, covariance widened): exactness must
     # not rest on a good fit. Linear temperatures keep every weight factor's moments finite.
+    # A full-rank base gives the pilot's metrics in its principal coordinates
+    # (kernels/pilot_metrics.py); without ``principal`` they are dropped for the diagonal.
     parts_fn = base.parts_fn(density.parts)
     pilot = base.sample(rng, 128)
     plan, _ = tune_plan(rng, pilot, parts_fn(pilot), parts_fn,
                         schedule=np.linspace(0.0, 1.0, 31), n_steps=30, n_leapfrog=3)
+    assert plan.mass_factors.shape[1:] == (base.n_dim,)  # principal scales at every step
+    assert np.all(plan.mass_index[1:] >= 0)
+    factors = (plan.mass_factors, plan.mass_index) if principal else (None, None)
     return AnnealingPlan(plan.betas, plan.step_size, plan.inv_mass, plan.n_leapfrog,
-                         plan.jitter, base=base)
+                         plan.jitter, 1, *factors, base=base)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(("seed", "principal"), [(0, False), (1, False), (2, True)])
 def test_forward_and_reverse_weights_from_a_fitted_base_are_unbiased_in_z_space(
-        small_regression, seed):
+        small_regression, seed, principal):
     am, density, _ = small_regression
     rng = np.random.default_rng(sum(map(ord, "base path")) + seed)
     mean, cov = _exact_posterior_moments(am)
     sd = np.sqrt(np.diag(cov))
     base = GaussianBase.from_covariance(mean + 0.3 * sd, 1.2 * cov)
-    plan = _shifted_base_plan(am, density, rng, base)
+    plan = _shifted_base_plan(am, density, rng, base, principal)
     parts_fn = plan.path_parts(density.parts)
     log_z = am.log_evidence()
     k = 40_000

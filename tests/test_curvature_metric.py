@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing_quadrature
-from pymc_bdmc.kernels import tuning
+from pymc_bdmc import testing, testing_quadrature
+from pymc_bdmc.kernels import pilot_metrics
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.mass import curvature_correlation, curvature_mass_factor
 from pymc_bdmc.kernels.tuning import AnnealingPlan
@@ -115,7 +115,7 @@ def test_random_walk_sandwich_with_curvature_metrics_contains_the_quadrature_tru
                                                                                  caplog):
     # Curvature metrics and bases (as above DENSE_MAX_DIM) on a 31-coordinate walk, in this
     # process (worker processes would not see the patched limit).
-    monkeypatch.setattr(tuning, "DENSE_MAX_DIM", 10)
+    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 10)
     monkeypatch.setattr(pilot, "DENSE_MAX_DIM", 10)
     am = testing_quadrature.gaussian_random_walk(30, seed=2)
     caplog.set_level(logging.INFO, logger="pymc_bdmc")
@@ -159,3 +159,33 @@ def test_on_a_fitted_path_only_the_models_part_is_differenced():
         gradient_part, offset = path.curvature_terms(beta)
         split = curvature_correlation(population, variance, movable, gradient_part, offset)
         np.testing.assert_allclose(split, whole, atol=1e-6)
+
+
+def test_a_full_rank_base_runs_principal_metrics_and_certifies(monkeypatch, caplog):
+    # With the limit patched, the 20-coefficient regression's fitted base is full rank (from
+    # the curvature, as above DENSE_MAX_DIM) and its path's metrics are diagonal in the base's
+    # principal coordinates (kernels/pilot_metrics.py): compiled and NumPy kernels give the
+    # same bounds, the sandwich holds the exact evidence, and the plan round-trips.
+    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 10)
+    monkeypatch.setattr(pilot, "DENSE_MAX_DIM", 10)
+    am = testing.linear_regression(n_obs=50, n_coef=20, seed=1)
+    caplog.set_level(logging.INFO, logger="pymc_bdmc")
+    with am.model:
+        runs = {fused: pmb.sample_bdmc(n_steps=200, chains=16, random_seed=2, progressbar=False,
+                                       cores=1, fused_kernel=fused) for fused in (True, False)}
+    bd = runs[True]
+    assert bd["evidence"].attrs["path_start"] == "fitted gaussian"
+    assert "principal coordinates" in caplog.text
+    plan = AnnealingPlan.from_result(bd)
+    assert plan.base.full_rank and plan.mass_factors.shape[1:] == (plan.n_dim,)
+    assert np.all(plan.mass_index[1:] >= 0)
+    for bound in ("lower", "upper"):
+        np.testing.assert_allclose(float(bd["evidence"][bound]),
+                                   float(runs[False]["evidence"][bound]), rtol=1e-9)
+    truth = am.log_evidence({"y": bd["observed_data"]["y"].values})
+    ev = bd["evidence"]
+    # Both bounds within 0.3 nats of the truth (a stochastic bound misses by b w.p. < e^-b).
+    assert float(ev["lower"]) - 0.3 <= truth <= float(ev["upper"]) + 0.3
+    assert abs(float(ev["gap"])) < 0.3
+    np.testing.assert_array_equal(plan.mass_factors, bd["annealing"]["mass_factor"].values)
+    assert bd["annealing"]["mass_factor"].dims == ("mass_matrix", "parameter")

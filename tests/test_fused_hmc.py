@@ -88,6 +88,60 @@ def test_dense_and_fitted_base_forms_match_numpy_kernel(scale_model_density, den
     assert density.has_fused_hmc(dense=dense, base=with_base)
 
 
+def _full_rank_base(d, rng):
+    a = rng.normal(size=(d, d))
+    return GaussianBase.from_covariance(0.3 * rng.normal(size=d), a @ a.T / d + 0.2 * np.eye(d))
+
+
+@pytest.mark.parametrize(("beta", "step_size"), [(0.0, 0.5), (0.6, 0.1), (1.0, 0.05)])
+def test_principal_form_is_the_dense_kernel_with_the_base_factor(scale_model_density, beta,
+                                                                 step_size):
+    # A diagonal metric w in the base's principal coordinates is the dense metric
+    # L = A diag(w), A = S U sqrt(Lambda): same draws, same trajectories, to round-off.
+    density = scale_model_density
+    rng = np.random.default_rng(8)
+    base = _full_rank_base(density.n_dim, rng)
+    parts_fn = base.parts_fn(density.parts)
+    x = base.sample(rng, 24)
+    parts = parts_fn(x)
+    w = rng.uniform(0.2, 0.5, density.n_dim)
+    factor = (base.scale[:, None] * base.basis) * np.sqrt(base.eigenvalues) * w
+    np.testing.assert_allclose((factor / w) @ (factor / w).T, base.covariance, rtol=1e-10)
+    results = [hmc_step(np.random.default_rng(9), x, parts, beta, HMCParams(step_size, np.ones(
+        density.n_dim), 4, jitter=0.2, mass_factor=m), parts_fn) for m in (w, factor)]
+    (x_p, parts_p, info_p), (x_d, parts_d, info_d) = results
+    np.testing.assert_array_equal(info_p.accepted, info_d.accepted)
+    np.testing.assert_allclose(x_p, x_d, rtol=ROUND_OFF, atol=ROUND_OFF)
+    for field in ("log_prior", "log_likelihood", "grad_log_prior", "grad_log_likelihood"):
+        np.testing.assert_allclose(getattr(parts_p, field), getattr(parts_d, field),
+                                   rtol=ROUND_OFF, atol=ROUND_OFF)
+    np.testing.assert_allclose(info_p.acceptance_rate, info_d.acceptance_rate, atol=1e-9)
+    assert 0 < info_p.accepted.sum() < len(x) or beta == 0.0
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.6])
+def test_principal_form_compiled_matches_numpy_kernel(scale_model_density, beta):
+    density = scale_model_density
+    rng = np.random.default_rng(10)
+    base = _full_rank_base(density.n_dim, rng)
+    x = base.sample(rng, 24)
+    params = HMCParams(0.5, np.ones(density.n_dim), 4, jitter=0.2,
+                       mass_factor=rng.uniform(0.2, 0.5, density.n_dim))
+    info = _assert_same_transition(density, x, beta, params, seed=11, base=base)
+    assert 0 < info.accepted.sum() < len(x) or beta == 0.0
+    assert density.has_fused_hmc(dense=True, base=True, principal=True)
+
+
+def test_principal_form_needs_a_full_rank_base(scale_model_density):
+    density = scale_model_density
+    x = np.zeros((4, density.n_dim))
+    params = HMCParams(0.5, np.ones(density.n_dim), 2, mass_factor=np.ones(density.n_dim))
+    with pytest.raises(ValueError, match="full-rank base"):
+        density.fused_hmc().step(np.random.default_rng(0), x, density.parts(x), 0.5, params)
+    with pytest.raises(ValueError, match="full-rank base"):
+        hmc_step(np.random.default_rng(0), x, density.parts(x), 0.5, params, density.parts)
+
+
 def test_fused_transition_rejects_impossible_states_chain_by_chain(scale_model_density):
     density = scale_model_density
     x = 0.3 * np.random.default_rng(3).normal(size=(8, density.n_dim))
@@ -140,7 +194,7 @@ class _StubDensity:
     compiled: bool = False
     compile_seconds: float = 1.0
 
-    def has_fused_hmc(self, *, dense=False, base=False):
+    def has_fused_hmc(self, *, dense=False, base=False, principal=False):
         return self.compiled
 
 

@@ -217,6 +217,49 @@ class GaussianBase:
         return DensityParts(log_q, joint - log_q, grad_q,
                             parts.grad_log_prior + parts.grad_log_likelihood - grad_q)
 
+    # -- principal coordinates: HMC whitened by a full-rank base (kernels/hmc.py) -------------
+    @property
+    def full_rank(self) -> bool:
+        """Whether ``basis`` spans the space (``A = S U diag(sqrt(eigenvalues))`` is square)."""
+        return self.basis.shape == (self.n_dim, self.n_dim)
+
+    @cached_property
+    def _sqrt_eigenvalues(self) -> np.ndarray:
+        return np.sqrt(self.eigenvalues)
+
+    def principal(self, x: np.ndarray) -> np.ndarray:
+        """Rows of ``x`` in principal coordinates ``z = A^{-1} (x - mean)`` (full rank only).
+
+        ``A = S U diag(sqrt(eigenvalues))`` factors the covariance, ``A A^T``; unlike
+        :meth:`whiten`'s symmetric root it costs one product with ``U``. Under the base ``z`` is
+        standard normal, and ``log q0 = log_norm - |z|^2 / 2``.
+        """
+        return self.principal_step(x - self.mean)
+
+    def principal_step(self, step: np.ndarray) -> np.ndarray:
+        """Rows ``A^{-1} step``: displacements in principal coordinates."""
+        return ((step * self._inverse_scale) @ self.basis) / self._sqrt_eigenvalues
+
+    def from_principal(self, z: np.ndarray) -> np.ndarray:
+        """Rows ``mean + A z`` (the inverse of :meth:`principal`)."""
+        return self.mean + ((z * self._sqrt_eigenvalues) @ self.basis.T) * self.scale
+
+    def principal_gradient(self, grad: np.ndarray) -> np.ndarray:
+        """Rows ``A^T grad``: a gradient in ``x`` as one in principal coordinates."""
+        return ((grad * self.scale) @ self.basis) * self._sqrt_eigenvalues
+
+    def gradient_at_principal(self, z: np.ndarray) -> np.ndarray:
+        """``grad log q0`` at ``x = mean + A z``, which is ``-A^{-T} z``."""
+        return -((z / self._sqrt_eigenvalues) @ self.basis.T) * self._inverse_scale
+
+    def principal_inputs(self) -> tuple:
+        """Return the arrays the compiled kernel's principal form takes (:mod:`~.fused_hmc`).
+
+        ``(mean, scale, basis, sqrt(eigenvalues), log_norm)``.
+        """
+        return (self.mean, self.scale, self.basis, self._sqrt_eigenvalues,
+                np.float64(self.log_norm))
+
     @cached_property
     def precision(self) -> np.ndarray:
         """The dense inverse covariance matrix (the negative of the log density's Hessian)."""

@@ -65,20 +65,27 @@ class FusedHMC:
         self._x = x
         self._outputs = checks_to_switches(list(outputs))
         self._compile_fn = compile_fn
-        self._fns: dict[tuple[bool, bool], Callable] = {}
+        self._fns: dict[tuple[bool, bool, bool], Callable] = {}
         self._count = count
         self._cache: dict[int, np.ndarray] = {}
 
-    def is_compiled(self, *, dense: bool = False, base: bool = False) -> bool:
+    def is_compiled(self, *, dense: bool = False, base: bool = False,
+                    principal: bool = False) -> bool:
         """Whether this form of the kernel is compiled already (so using it costs nothing more)."""
-        return (dense, base) in self._fns
+        return (dense, base, principal) in self._fns
 
-    def compiled(self, *, dense: bool = False, base: bool = False) -> Callable:
-        """The compiled function of one form of the kernel (compiling it the first time)."""
-        key = (dense, base)
+    def compiled(self, *, dense: bool = False, base: bool = False,
+                 principal: bool = False) -> Callable:
+        """The compiled function of one form of the kernel (compiling it the first time).
+
+        ``principal`` (with ``dense`` and ``base``): the metric is a vector ``w``, the factor
+        ``A diag(w)`` in the base's principal coordinates (:class:`~.hmc.HMCParams`).
+        """
+        key = (dense, base, principal)
         if key not in self._fns:
-            self._fns[key] = self._compile_fn(*_transition_graph(self._x, self._outputs,
-                                                                 dense=dense, base=base))
+            build = _principal_graph if principal else _transition_graph
+            kwargs = {} if principal else {"dense": dense, "base": base}
+            self._fns[key] = self._compile_fn(*build(self._x, self._outputs, **kwargs))
         return self._fns[key]
 
     def step(self, rng, x: np.ndarray, parts: DensityParts, beta: float,
@@ -94,9 +101,13 @@ class FusedHMC:
         eps, normals, uniforms = draw_transition_noise(rng, x.shape, params)
         dense = params.mass_factor is not None
         metric = params.mass_factor if dense else params.inv_mass
-        extra = () if base is None else base.kernel_inputs()
+        principal = dense and metric.ndim == 1
+        if principal and (base is None or not base.full_rank):
+            raise ValueError("A principal-coordinate metric needs a path from a full-rank base.")
+        extra = (() if base is None else base.principal_inputs() if principal
+                 else base.kernel_inputs())
         (x_new, prior, lik, grad_prior, grad_lik, accepted, acceptance_rate,
-         divergent) = self.compiled(dense=dense, base=base is not None)(
+         divergent) = self.compiled(dense=dense, base=base is not None, principal=principal)(
             np.ascontiguousarray(x, dtype=float), normals, eps, metric, np.float64(beta),
             parts.log_prior, parts.log_likelihood, parts.grad_log_prior,
             parts.grad_log_likelihood, uniforms, self._coefficients(params.n_leapfrog), *extra)
@@ -185,23 +196,90 @@ def _transition_graph(x, outputs, *, dense: bool = False, base: bool = False):
     )
     q, p, prior, lik, grad_prior, grad_lik = (out[-1] for out in trajectory)
 
-    kinetic0 = kinetic(momentum)
-    kinetic1 = kinetic(p)
+    inputs = [q0, normals, eps, metric, beta, prior0, lik0, grad_prior0, grad_lik0, uniforms,
+              coefficients, *base_inputs]
+    return inputs, _metropolis(beta, uniforms, (kinetic(momentum), kinetic(p)),
+                               (q0, prior0, lik0, grad_prior0, grad_lik0),
+                               (q, prior, lik, grad_prior, grad_lik))
+
+
+def _metropolis(beta, uniforms, kinetics, old, proposed):
+    """Return the accept/reject's outputs for ``proposed`` (q, parts) against ``old``."""
+    q0, prior0, lik0, grad_prior0, grad_lik0 = old
+    q, prior, lik, grad_prior, grad_lik = proposed
     # At beta = 0 the target is the prior alone, even where the likelihood is -inf.
     logp1 = pt.switch(pt.eq(beta, 0), prior, prior + beta * lik)
     logp0 = pt.switch(pt.eq(beta, 0), prior0, prior0 + beta * lik0)
+    kinetic0, kinetic1 = kinetics
     log_ratio = (logp1 - kinetic1) - (logp0 - kinetic0)
     # As in hmc_step: only finite proposals can be accepted; NaN densities count as -inf.
     log_ratio = pt.switch(pt.isnan(log_ratio) | ~pt.isfinite(logp1), -np.inf, log_ratio)
     accepted = pt.log(uniforms) < log_ratio
     row = accepted[:, None]
-    inputs = [q0, normals, eps, metric, beta, prior0, lik0, grad_prior0, grad_lik0, uniforms,
-              coefficients, *base_inputs]
-    new = [pt.switch(row, q, q0), pt.switch(accepted, prior, prior0),
-           pt.switch(accepted, lik, lik0), pt.switch(row, grad_prior, grad_prior0),
-           pt.switch(row, grad_lik, grad_lik0), accepted,
-           pt.exp(pt.minimum(log_ratio, 0.0)), ~(log_ratio > -DIVERGENCE_THRESHOLD)]
-    return inputs, new
+    return [pt.switch(row, q, q0), pt.switch(accepted, prior, prior0),
+            pt.switch(accepted, lik, lik0), pt.switch(row, grad_prior, grad_prior0),
+            pt.switch(row, grad_lik, grad_lik0), accepted,
+            pt.exp(pt.minimum(log_ratio, 0.0)), ~(log_ratio > -DIVERGENCE_THRESHOLD)]
+
+
+def _principal_graph(x, outputs):
+    """:func:`_transition_graph` in a full-rank base's principal coordinates.
+
+    As :func:`~pymc_bdmc.kernels.hmc.hmc_step`'s principal form: the state moves as
+    ``z = A^{-1} (x - mean)`` with the diagonal metric ``w`` (the ``mass_factor`` input), two
+    products with the base's basis per leapfrog step; the inputs and outputs are those of the
+    dense form on the path from the base, in ``x``.
+    """
+    q0 = pt.matrix("q0", dtype=x.dtype)
+    normals = pt.matrix("standard_normals", dtype=x.dtype)
+    eps = pt.vector("eps", dtype=x.dtype)
+    scales = pt.vector("principal_scales", dtype=x.dtype)
+    beta = pt.scalar("beta", dtype=x.dtype)
+    prior0, lik0 = pt.vector("log_prior0"), pt.vector("log_likelihood0")
+    grad_prior0, grad_lik0 = pt.matrix("grad_log_prior0"), pt.matrix("grad_log_likelihood0")
+    uniforms = pt.vector("uniforms")
+    coefficients = pt.vector("momentum_coefficients")
+    mean = pt.vector("base_mean", dtype=x.dtype)
+    scale = pt.vector("base_scale", dtype=x.dtype)
+    basis = pt.matrix("base_basis", dtype=x.dtype)
+    root = pt.vector("base_sqrt_eigenvalues", dtype=x.dtype)
+    log_norm = pt.scalar("base_log_norm", dtype=x.dtype)
+    step = eps[:, None]
+
+    def kick(z, joint_grad):  # w A^T grad log f_beta (GaussianBase.principal_gradient)
+        return scales * (beta * (((joint_grad * scale) @ basis) * root) - (1.0 - beta) * z)
+
+    def leapfrog(coefficient, z, p, *_previous):
+        z = z + step * scales * p
+        q = mean + ((z * root) @ basis.T) * scale
+        prior, lik, grad_prior, grad_lik = vectorize_graph(outputs, replace={x: q})
+        prior = pt.switch(pt.isnan(prior), -np.inf, prior)
+        lik = pt.switch(pt.isnan(lik), -np.inf, lik)
+        joint_grad = grad_prior + grad_lik
+        p = p + kick(z, joint_grad) * (coefficient * step)
+        return z, p, q, prior, lik, joint_grad
+
+    z0 = (((q0 - mean) / scale) @ basis) / root
+    joint_grad0 = grad_prior0 + grad_lik0
+    p_half = normals + 0.5 * step * kick(z0, joint_grad0)
+    trajectory = pytensor.scan(
+        leapfrog, sequences=[coefficients],
+        outputs_info=[z0, p_half, q0, prior0, lik0, joint_grad0],
+        return_updates=False,
+    )
+    z, p, q, model_prior, model_lik, joint_grad = (out[-1] for out in trajectory)
+    # The path's parts at the end (GaussianBase.rebase), from z: log q0 = log_norm - |z|^2 / 2.
+    prior = log_norm - 0.5 * pt.sum(z**2, axis=1)
+    lik = model_prior + model_lik - prior
+    grad_prior = -((z / root) @ basis.T) / scale
+    grad_lik = joint_grad - grad_prior
+
+    inputs = [q0, normals, eps, scales, beta, prior0, lik0, grad_prior0, grad_lik0, uniforms,
+              coefficients, mean, scale, basis, root, log_norm]
+    kinetics = (0.5 * pt.sum(normals**2, axis=1), 0.5 * pt.sum(p**2, axis=1))
+    return inputs, _metropolis(beta, uniforms, kinetics,
+                               (q0, prior0, lik0, grad_prior0, grad_lik0),
+                               (q, prior, lik, grad_prior, grad_lik))
 
 
 def _rebased(q, prior, lik, grad_prior, grad_lik, mean, inverse_scale, basis, inverse,

@@ -42,10 +42,13 @@ class HMCParams:
         Leapfrog steps per transition.
     jitter : float
         Relative half-width of the uniform step-size jitter, in [0, 1).
-    mass_factor : ndarray, shape (n_dim, n_dim), optional
+    mass_factor : ndarray, shape (n_dim, n_dim) or (n_dim,), optional
         A dense inverse mass matrix ``L L^T`` (roughly the target's covariance), given by its
         lower-triangular factor ``L``; ``inv_mass`` is then its diagonal. Rows and columns of
-        coordinates HMC must not move are zero.
+        coordinates HMC must not move are zero. A vector ``w`` is the factor ``L = A diag(w)``
+        with ``A`` the principal factor of the path's full-rank Gaussian base
+        (:meth:`~pymc_bdmc.kernels.base_distribution.GaussianBase.principal`): a diagonal
+        metric in the base's principal coordinates, for paths from such a base only.
     """
 
     step_size: float
@@ -116,6 +119,8 @@ def hmc_step(
     x_new, parts_new, info
     """
     if params.mass_factor is not None:
+        if params.mass_factor.ndim == 1:
+            return _principal_hmc_step(rng, x, parts, beta, params, parts_fn)
         return _dense_hmc_step(rng, x, parts, beta, params, parts_fn)
     inv_mass = params.inv_mass
     eps, normals, uniforms = draw_transition_noise(rng, x.shape, params)
@@ -163,6 +168,48 @@ def _dense_hmc_step(rng, x, parts, beta, params, parts_fn):
             new = parts_fn(q)
             kick = new.tempered_grad(beta) @ factor
             r = r + (eps if i < params.n_leapfrog - 1 else 0.5 * eps) * kick
+        kinetic1 = 0.5 * np.sum(r**2, axis=1)
+        logp1 = new.tempered_logp(beta)
+        log_ratio = (logp1 - kinetic1) - (logp0 - kinetic0)
+    return _accept(x, q, parts, new, logp1, log_ratio, uniforms)
+
+
+def _principal_hmc_step(rng, x, parts, beta, params, parts_fn):
+    """:func:`_dense_hmc_step` with ``L = A diag(w)``, ``A`` the path base's principal factor.
+
+    In principal coordinates ``z = A^{-1} (x - mean)`` the base is standard normal and the
+    metric diagonal: a move is ``z += eps w r``, a kick adds ``eps w A^T grad`` with
+    ``A^T grad log f_beta = beta A^T grad log(p(x) p(y|x)) - (1 - beta) z``. The same
+    trajectories as the dense form with that ``L`` (exact arithmetic), at two products with the
+    base's basis per leapfrog step instead of four (two for ``L``, two for the base's density).
+    ``parts_fn`` must be a :class:`~pymc_bdmc.kernels.base_distribution.RebasedParts` over a
+    full-rank base.
+    """
+    base = getattr(parts_fn, "base", None)
+    if base is None or not base.full_rank:
+        raise ValueError("A principal-coordinate metric needs a path from a full-rank base.")
+    model_parts, scales = parts_fn.model_parts, params.mass_factor
+    eps, r, uniforms = draw_transition_noise(rng, x.shape, params)
+    eps = eps[:, None]
+    kinetic0 = 0.5 * np.sum(r**2, axis=1)
+    logp0 = parts.tempered_logp(beta)
+
+    def kick(z, joint_grad):
+        return scales * (beta * base.principal_gradient(joint_grad) - (1.0 - beta) * z)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        z = base.principal(x)
+        r = r + 0.5 * eps * kick(z, parts.grad_log_prior + parts.grad_log_likelihood)
+        for i in range(params.n_leapfrog):
+            z = z + eps * scales * r
+            q = base.from_principal(z)
+            model = model_parts(q)
+            joint_grad = model.grad_log_prior + model.grad_log_likelihood
+            r = r + (eps if i < params.n_leapfrog - 1 else 0.5 * eps) * kick(z, joint_grad)
+        log_q = base.log_norm - 0.5 * np.sum(z**2, axis=1)
+        grad_q = base.gradient_at_principal(z)
+        new = DensityParts(log_q, model.log_prior + model.log_likelihood - log_q, grad_q,
+                           joint_grad - grad_q)
         kinetic1 = 0.5 * np.sum(r**2, axis=1)
         logp1 = new.tempered_logp(beta)
         log_ratio = (logp1 - kinetic1) - (logp0 - kinetic0)

@@ -29,18 +29,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.base import Transition
-from pymc_bdmc.kernels.base_distribution import GaussianBase, RebasedParts
+from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
-from pymc_bdmc.kernels.mass import (
-    CURVATURE_MAX_DIM,
-    DENSE_MAX_DIM,
-    curvature_mass_factor,
-    dense_mass_factor,
-)
+from pymc_bdmc.kernels.pilot_metrics import MetricChoice
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -85,12 +79,15 @@ class AnnealingPlan:
     transitions_per_step : int
         HMC transitions applied at each temperature (a power of a reversible kernel is
         reversible, so reverse runs stay valid).
-    mass_factors : ndarray, shape (n_factors, n_dim, n_dim), optional
+    mass_factors : ndarray, shape (n_factors, n_dim, n_dim) or (n_factors, n_dim), optional
         Lower-triangular factors ``L`` of dense inverse mass matrices ``L L^T``, measured by the
-        pilot where the population was strongly correlated.
+        pilot where the population was strongly correlated; or, on a path from a full-rank
+        base, the scales ``w`` of a diagonal metric in its principal coordinates (the factor
+        ``A diag(w)``, :mod:`pymc_bdmc.kernels.pilot_metrics`).
     mass_index : ndarray of int, shape (n_steps + 1,), optional
         Which of ``mass_factors`` the kernel at each step uses; -1 for the diagonal
-        ``inv_mass``. (``inv_mass`` always holds the diagonal of the mass matrix used.)
+        ``inv_mass``. (``inv_mass`` holds the diagonal of the dense mass matrix used, and the
+        population's variances with principal scales.)
     base : GaussianBase, optional
         Where the path starts: None for the prior, or a fitted normalised base distribution
         (:mod:`pymc_bdmc.kernels.base_distribution`). Runs then start from its exact draws and
@@ -409,22 +406,22 @@ def run_pilot(
     there too, so that the population follows a funnel into its neck; ``pinned`` are
     the coordinates HMC must not move (their variance, so their inverse mass, is 0). With
     ``dense``, temperatures where the population is strongly correlated get a dense mass
-    matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`). With ``n_leapfrog=None``, each
-    temperature's adaptation transitions use the first of :data:`LEAPFROG_CANDIDATES`, and one
-    more transition probes each other length (each length with its own step size); the length
-    with the largest squared jump per gradient (each temperature's values scaled by their
-    maximum, then summed over temperatures) becomes the measured runs' trajectory length.
+    matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`), and a path from a full-rank
+    base a diagonal one in its principal coordinates (:mod:`~.pilot_metrics`). With
+    ``n_leapfrog=None``, each temperature's adaptation transitions use the first of
+    :data:`LEAPFROG_CANDIDATES`, and one more transition probes each other length (each
+    length with its own step size); the length with the largest squared jump per gradient
+    (each temperature's values scaled by their maximum, then summed over temperatures)
+    becomes the measured runs' trajectory length.
     """
     n_chains = len(x0)
     x, parts = x0, parts0
     log_w = np.zeros(n_chains)
     beta, log_z, n_resampled = 0.0, 0.0, 0
     pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
-    # Dense metrics from the population up to DENSE_MAX_DIM coordinates, from the curvature
-    # above (kernels/mass.py); the trajectory length is chosen at every dimension.
-    n_movable = x0.shape[1] - len(np.unique(pinned))
-    dense = dense and n_movable <= CURVATURE_MAX_DIM
-    curvature = n_movable > DENSE_MAX_DIM
+    # Each temperature's metric: kernels/pilot_metrics.py. The trajectory length is chosen at
+    # every dimension.
+    metric = MetricChoice(parts_fn, x0.shape[1] - len(np.unique(pinned)), dense, pinned)
     candidates = LEAPFROG_CANDIDATES if n_leapfrog is None else (n_leapfrog,)
     # Each trajectory length has its own step size (longer ones accept less at a given step).
     log_eps = np.full(len(candidates), np.log(initial_step_size))
@@ -453,16 +450,7 @@ def run_pilot(
             weights = np.full(n_chains, 1.0 / n_chains)
             n_resampled += 1
         variance = spread(x)
-        factor = None
-        if dense and curvature:
-            rebased = isinstance(parts_fn, RebasedParts)
-            gradient, offset = (parts_fn.curvature_terms(beta) if rebased
-                                else (lambda p, b=beta: parts_fn(p).tempered_grad(b), None))
-            factor = curvature_mass_factor(x, weights, variance, variance > 0, gradient,
-                                           parts.tempered_grad(beta), offset)
-        elif dense:
-            factor = dense_mass_factor(x, weights, variance, variance > 0,
-                                       parts.tempered_grad(beta))
+        factor = metric.factor(x, weights, variance, beta, parts)
         rates = []
         jumps = np.zeros(len(candidates))
         probes = np.zeros(len(candidates))
@@ -478,7 +466,7 @@ def run_pilot(
                                factor)
             before = x
             x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
-            jumps[which] += _squared_jump(x - before, variance, factor) / candidates[which]
+            jumps[which] += metric.squared_jump(x - before, variance, factor) / candidates[which]
             probes[which] += 1
             rate = float(np.mean(info.acceptance_rate))
             rates.append(rate)
@@ -502,16 +490,6 @@ def run_pilot(
                                    jump_per_gradient=jump if n_leapfrog is None else None,
                                    n_particles=n_chains, final_x=x,
                                    final_weights=normalized_weights(log_w))
-
-
-def _squared_jump(step: np.ndarray, variance: np.ndarray, factor: np.ndarray | None) -> float:
-    """Mean squared jump of the chains, in the metric of the mass matrix (whitened units)."""
-    movable = variance > 0
-    if factor is None:
-        return float(np.mean(np.sum(step[:, movable] ** 2 / variance[movable], axis=1)))
-    chol = factor[np.ix_(movable, movable)]  # lower triangular
-    whitened = solve_triangular(chol, step[:, movable].T, lower=True)
-    return float(np.mean(np.sum(whitened**2, axis=0)))
 
 
 def _best_candidate(candidates: tuple[int, ...], jump: np.ndarray) -> int:
@@ -605,7 +583,8 @@ def _dense_kernels(pilot: PilotResult, betas: np.ndarray, step_size: np.ndarray,
         if a in slot:
             mass_index[t] = slot[a]
             step_size[t] = pilot.step_size[a]
-            inv_mass[t] = np.sum(factors[slot[a]] ** 2, axis=1)  # diag(L L^T)
+            if factors.ndim == 3:  # diag(L L^T); principal scales keep the population's
+                inv_mass[t] = np.sum(factors[slot[a]] ** 2, axis=1)
     return factors, mass_index
 
 

@@ -225,9 +225,11 @@ class ModelDensity:
         """Whether :meth:`fused_hmc` can be built (gradients and a vectorized graph)."""
         return self.gradients and self.batching == "vectorized"
 
-    def has_fused_hmc(self, *, dense: bool = False, base: bool = False) -> bool:
+    def has_fused_hmc(self, *, dense: bool = False, base: bool = False,
+                      principal: bool = False) -> bool:
         """Whether this form of :meth:`fused_hmc` is compiled already (so costs nothing more)."""
-        return self._fused is not None and self._fused.is_compiled(dense=dense, base=base)
+        return self._fused is not None and self._fused.is_compiled(dense=dense, base=base,
+                                                                   principal=principal)
 
     # -- scale groups (moves that carry a hyper-parameter's Gaussian children) ----------------
     def _find_location_scale(self) -> LocationScaleStructure:

@@ -245,7 +245,10 @@ def fused_forms(plan: AnnealingPlan) -> list[dict]:
     base = getattr(plan, "base", None) is not None
     index = getattr(plan, "mass_index", None)
     steps = np.zeros(1, dtype=int) - 1 if index is None else np.asarray(index)[1:]
-    return [{"dense": bool(dense), "base": base} for dense in np.unique(steps >= 0)]
+    # Vectors of principal scales (kernels/pilot_metrics.py) are a form of their own.
+    principal = index is not None and plan.mass_factors.ndim == 2
+    return [{"dense": bool(dense), "base": base, "principal": bool(dense) and principal}
+            for dense in np.unique(steps >= 0)]
 
 
 def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,

@@ -198,10 +198,13 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
                                       rng, parts_fn, moves)
     logger.info("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
-    n_dense = sum(f is not None for f in pilot.mass_factor)
-    if n_dense:
+    factors = [f for f in pilot.mass_factor if f is not None]
+    if factors and factors[0].ndim == 1:
+        logger.info("Metrics diagonal in the fitted base's principal coordinates at %d of %d "
+                    "pilot temperatures.", len(factors), len(pilot.mass_factor))
+    elif factors:
         logger.info("Dense mass matrices at %d of %d pilot temperatures, their correlations from "
-                    "the %s.", n_dense, len(pilot.mass_factor),
+                    "the %s.", len(factors), len(pilot.mass_factor),
                     "model's curvature" if n_movable > DENSE_MAX_DIM else "pilot population")
     return plan, pilot
 

@@ -118,7 +118,9 @@ def _dense_mass_variables(plan, dim: str) -> dict:
     """The plan's dense mass matrices (their factors) and which step uses which, if any."""
     if not getattr(plan, "is_dense", False):
         return {}
-    return {"mass_factor": (("mass_matrix", "parameter", "parameter_column"), plan.mass_factors),
+    # Principal scales (one vector per matrix, kernels/pilot_metrics.py) or dense factors.
+    dims = ("mass_matrix", "parameter", "parameter_column")[:plan.mass_factors.ndim]
+    return {"mass_factor": (dims, plan.mass_factors),
             "mass_index": (dim, plan.mass_index)}
 
 

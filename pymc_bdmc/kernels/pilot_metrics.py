@@ -1,0 +1,103 @@
+"""The HMC metric of each pilot temperature, and the jumps the pilot measures in it.
+
+The pilot (:func:`pymc_bdmc.kernels.tuning.run_pilot`) gives each of its temperatures one of
+three metrics, and the plan freezes them:
+
+* the diagonal of the population's variances;
+* a dense factor ``L`` (:mod:`pymc_bdmc.kernels.mass`), its correlations from the population up
+  to :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates and from the model's curvature up
+  to :data:`~pymc_bdmc.kernels.mass.CURVATURE_MAX_DIM`;
+* on a path from a full-rank Gaussian base (fitted from the curvature above ``DENSE_MAX_DIM``),
+  a diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``: a vector ``w`` of
+  the population's sds there, the dense factor ``A diag(w)`` (:class:`~.hmc.HMCParams`).
+
+The last is what the fitted path is for. The base is the Gaussian of the posterior's own
+curvature, so along the whole path from it (``beta = 0``: the base exactly; ``beta = 1``: the
+posterior it was fitted to) the targets are close to standard normal in ``z``, and a diagonal
+there does the work of a dense metric per temperature. A leapfrog step then multiplies by the
+base's basis twice, not four times (twice for a dense ``L``, twice for the base's density), and
+the pilot measures no curvature along that path: on the 1000-step random walk (1001 coordinates)
+those products and that curvature were most of the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from pymc_bdmc.kernels.base_distribution import RebasedParts
+from pymc_bdmc.kernels.mass import (
+    CURVATURE_MAX_DIM,
+    DENSE_MAX_DIM,
+    curvature_mass_factor,
+    dense_mass_factor,
+)
+from pymc_bdmc.model.layout import DensityParts
+
+__all__ = ["MetricChoice", "squared_jump"]
+
+#: Smallest variance of a principal coordinate's metric (guards a collapsed population).
+MIN_PRINCIPAL_VARIANCE = 1e-12
+
+
+class MetricChoice:
+    """Which kind of metric a pilot run gives its temperatures (module doc).
+
+    Parameters
+    ----------
+    parts_fn : callable
+        The path's batched densities (a :class:`~.base_distribution.RebasedParts` on a path
+        from a base).
+    n_movable : int
+        Coordinates HMC moves.
+    dense : bool
+        Whether metrics other than the population's diagonal are allowed at all.
+    pinned : ndarray of int
+        Coordinates HMC must not move (none allowed for principal coordinates).
+    """
+
+    def __init__(self, parts_fn: Callable[[np.ndarray], DensityParts], n_movable: int,
+                 dense: bool, pinned: np.ndarray):
+        self.parts_fn = parts_fn
+        base = parts_fn.base if isinstance(parts_fn, RebasedParts) else None
+        self.principal = dense and not len(pinned) and base is not None and base.full_rank
+        self.dense = dense and n_movable <= CURVATURE_MAX_DIM and not self.principal
+        self.curvature = n_movable > DENSE_MAX_DIM
+
+    def factor(self, x: np.ndarray, weights: np.ndarray, variance: np.ndarray, beta: float,
+               parts: DensityParts) -> np.ndarray | None:
+        """The metric at ``beta`` for the population ``x`` (None: the diagonal ``variance``)."""
+        if self.principal:
+            z = self.parts_fn.base.principal(x)
+            spread = weights @ (z - weights @ z) ** 2
+            return np.sqrt(np.maximum(spread, MIN_PRINCIPAL_VARIANCE))
+        if not self.dense:
+            return None
+        movable = variance > 0
+        if self.curvature:
+            rebased = isinstance(self.parts_fn, RebasedParts)
+            gradient, offset = (self.parts_fn.curvature_terms(beta) if rebased
+                                else (lambda p: self.parts_fn(p).tempered_grad(beta), None))
+            return curvature_mass_factor(x, weights, variance, movable, gradient,
+                                         parts.tempered_grad(beta), offset)
+        return dense_mass_factor(x, weights, variance, movable, parts.tempered_grad(beta))
+
+    def squared_jump(self, step: np.ndarray, variance: np.ndarray,
+                     factor: np.ndarray | None) -> float:
+        """:func:`squared_jump` on this run's path."""
+        if factor is not None and factor.ndim == 1:
+            whitened = self.parts_fn.base.principal_step(step) / factor
+            return float(np.mean(np.sum(whitened**2, axis=1)))
+        return squared_jump(step, variance, factor)
+
+
+def squared_jump(step: np.ndarray, variance: np.ndarray, factor: np.ndarray | None) -> float:
+    """Mean squared jump of the chains, in the metric of the mass matrix (whitened units)."""
+    movable = variance > 0
+    if factor is None:
+        return float(np.mean(np.sum(step[:, movable] ** 2 / variance[movable], axis=1)))
+    chol = factor[np.ix_(movable, movable)]  # lower triangular
+    whitened = solve_triangular(chol, step[:, movable].T, lower=True)
+    return float(np.mean(np.sum(whitened**2, axis=0)))
