@@ -10,6 +10,7 @@ from scipy import stats
 import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
+from pymc_bdmc.kernels import pilot_metrics
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.mass import shrunk_correlation
 from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
@@ -104,22 +105,26 @@ def test_the_path_runs_from_the_base_to_the_posterior(small_regression):
 def _shifted_base_plan(am, density, rng, base, principal=False):
     # A base deliberately off the posterior (mean shifted, covariance widened): exactness must
     # not rest on a good fit. Linear temperatures keep every weight factor's moments finite.
-    # A full-rank base gives the pilot's metrics in its principal coordinates
-    # (kernels/pilot_metrics.py); without ``principal`` they are dropped for the diagonal.
+    # Above DENSE_MAX_DIM a full-rank base gives the pilot's metrics in its principal
+    # coordinates (kernels/pilot_metrics.py); without ``principal`` the diagonal is kept.
     parts_fn = base.parts_fn(density.parts)
     pilot = base.sample(rng, 128)
     plan, _ = tune_plan(rng, pilot, parts_fn(pilot), parts_fn,
                         schedule=np.linspace(0.0, 1.0, 31), n_steps=30, n_leapfrog=3)
-    assert plan.mass_factors.shape[1:] == (base.n_dim,)  # principal scales at every step
-    assert np.all(plan.mass_index[1:] >= 0)
-    factors = (plan.mass_factors, plan.mass_index) if principal else (None, None)
+    factors = (None, None)
+    if principal:
+        assert plan.mass_factors.shape[1:] == (base.n_dim,)  # principal scales at every step
+        assert np.all(plan.mass_index[1:] >= 0)
+        factors = (plan.mass_factors, plan.mass_index)
     return AnnealingPlan(plan.betas, plan.step_size, plan.inv_mass, plan.n_leapfrog,
                          plan.jitter, 1, *factors, base=base)
 
 
 @pytest.mark.parametrize(("seed", "principal"), [(0, False), (1, False), (2, True)])
 def test_forward_and_reverse_weights_from_a_fitted_base_are_unbiased_in_z_space(
-        small_regression, seed, principal):
+        small_regression, seed, principal, monkeypatch):
+    # As above DENSE_MAX_DIM, where a full-rank base's path gets principal metrics.
+    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 1)
     am, density, _ = small_regression
     rng = np.random.default_rng(sum(map(ord, "base path")) + seed)
     mean, cov = _exact_posterior_moments(am)

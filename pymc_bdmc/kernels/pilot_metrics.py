@@ -7,9 +7,10 @@ three metrics, and the plan freezes them:
 * a dense factor ``L`` (:mod:`pymc_bdmc.kernels.mass`), its correlations from the population up
   to :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates and from the model's curvature up
   to :data:`~pymc_bdmc.kernels.mass.CURVATURE_MAX_DIM`;
-* on a path from a full-rank Gaussian base (fitted from the curvature above ``DENSE_MAX_DIM``),
-  a diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``: a vector ``w`` of
-  the population's sds there, the dense factor ``A diag(w)`` (:class:`~.hmc.HMCParams`).
+* on a path from a full-rank Gaussian base fitted from the curvature (above
+  ``DENSE_MAX_DIM``), a diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``:
+  a vector ``w`` of the population's sds there, the dense factor ``A diag(w)``
+  (:class:`~.hmc.HMCParams`).
 
 The last is what the fitted path is for. The base is the Gaussian of the posterior's own
 curvature, so along the whole path from it (``beta = 0``: the base exactly; ``beta = 1``: the
@@ -62,9 +63,12 @@ class MetricChoice:
                  dense: bool, pinned: np.ndarray):
         self.parts_fn = parts_fn
         base = parts_fn.base if isinstance(parts_fn, RebasedParts) else None
-        self.principal = dense and not len(pinned) and base is not None and base.full_rank
-        self.dense = dense and n_movable <= CURVATURE_MAX_DIM and not self.principal
         self.curvature = n_movable > DENSE_MAX_DIM
+        # Only where the base came from the curvature: below, a base from 64 particles can be
+        # full rank too (61 coordinates), and there the population's dense metrics stay.
+        self.principal = (dense and self.curvature and not len(pinned) and base is not None
+                          and base.full_rank)
+        self.dense = dense and n_movable <= CURVATURE_MAX_DIM and not self.principal
 
     def factor(self, x: np.ndarray, weights: np.ndarray, variance: np.ndarray, beta: float,
                parts: DensityParts) -> np.ndarray | None:
