@@ -1,12 +1,13 @@
 """Dense metrics and fitted bases from the target's curvature (above DENSE_MAX_DIM)."""
 
+import dataclasses
 import logging
 
 import numpy as np
 import pytest
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing, testing_quadrature
+from pymc_bdmc import BDMCInputError, testing, testing_quadrature
 from pymc_bdmc.kernels import pilot_metrics
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.mass import curvature_correlation, curvature_mass_factor
@@ -189,3 +190,6 @@ def test_a_full_rank_base_runs_principal_metrics_and_certifies(monkeypatch, capl
     assert abs(float(ev["gap"])) < 0.3
     np.testing.assert_array_equal(plan.mass_factors, bd["annealing"]["mass_factor"].values)
     assert bd["annealing"]["mass_factor"].dims == ("mass_matrix", "parameter")
+    # Without its base the plan's principal scales mean nothing: refused before any sampling.
+    with am.model, pytest.raises(BDMCInputError, match="principal coordinates"):
+        pmb.sample_ais(plan=dataclasses.replace(plan, base=None), progressbar=False)

@@ -247,12 +247,13 @@ def curvature_correlation(values: np.ndarray, variance: np.ndarray, movable: np.
     step = CURVATURE_STEP * scale
     m = index.size
     anchors = values[np.unique(np.linspace(0, len(values) - 1, n_anchors).astype(int))]
-    hessian = np.zeros((m, m))
-    for anchor in anchors:
-        points = np.repeat(anchor[None, :], m + 1, axis=0)  # the anchor, then one step per axis
-        points[1 + np.arange(m), index] += step
-        grad = gradient(points)[:, index]
-        hessian += (grad[1:] - grad[0]) * (scale / step)[:, None]  # row i: sd_i d grad / d x_i
+    # Each anchor, then one step per axis from it: all anchors' points in one batched call.
+    points = np.repeat(anchors, m + 1, axis=0)
+    stepped = (np.arange(len(anchors))[:, None] * (m + 1) + 1 + np.arange(m)).ravel()
+    points[stepped, np.tile(index, len(anchors))] += np.tile(step, len(anchors))
+    grads = gradient(points)[:, index].reshape(len(anchors), m + 1, m)
+    # Row i: sd_i d grad / d x_i, summed over the anchors.
+    hessian = np.sum((grads[:, 1:] - grads[:, :1]) * (scale / step)[:, None], axis=0)
     # The negative mean Hessian in the population's sd units, symmetrised.
     whitened = hessian * scale
     whitened = -(whitened + whitened.T) / (2.0 * len(anchors))
