@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.parallel.allocator import retain_freed_memory
 
 __all__ = ["Workers", "local_pool", "mp_context", "resolve_workers", "shutdown_pools"]
 
@@ -109,24 +110,26 @@ def mp_context():
     return context
 
 
-def _limit_blas_threads(threads: int) -> None:
+def _start_worker(threads: int) -> None:
     # Each worker's BLAS would otherwise start one thread per core: 2 workers x 2 threads on
     # 2 cores ran a BLAS-bound model 2.5x slower than one process (benchmarks/scaling.py).
     from threadpoolctl import threadpool_limits  # a PyMC dependency
 
     threadpool_limits(limits=threads, user_api="blas")
+    retain_freed_memory()
 
 
 def local_pool(cores: int) -> ProcessPoolExecutor:
     """A pool of ``cores`` local worker processes, created once and reused.
 
-    Each worker's BLAS gets its share of the machine's cores (at least one thread).
+    Each worker's BLAS gets its share of the machine's cores (at least one thread), and its
+    ``malloc`` keeps freed memory (:func:`~pymc_bdmc.parallel.allocator.retain_freed_memory`).
     """
     pool = _POOLS.get(cores)
     if pool is None or getattr(pool, "_broken", False):
         threads = max(1, (os.cpu_count() or 1) // cores)
         pool = ProcessPoolExecutor(max_workers=cores, mp_context=mp_context(),
-                                   initializer=_limit_blas_threads, initargs=(threads,))
+                                   initializer=_start_worker, initargs=(threads,))
         _POOLS[cores] = pool
     return pool
 

@@ -15,6 +15,7 @@ from pymc_bdmc.model.checks import BDMCInputError, check_finite_start, unsamplea
 from pymc_bdmc.model.density import FlatLayout, ModelDensity
 from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.streams import ChainBlocks
 
 __all__ = [
@@ -34,6 +35,9 @@ logger = logging.getLogger("pymc_bdmc")
 def compile_model(model, potentials_in_likelihood, compile_kwargs):
     """The model's density, simulator and compile time, compiled once per model structure.
 
+    Also lets this process's ``malloc`` keep freed memory while chains run
+    (:func:`~pymc_bdmc.parallel.allocator.retain_freed_memory`).
+
     Parameters
     ----------
     model : pm.Model
@@ -45,6 +49,7 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs):
     tuple
         ``(ModelDensity, ModelSimulator, compile seconds)``; see :mod:`pymc_bdmc.model.cache`.
     """
+    retain_freed_memory()  # the first stage of every entry point; once per process
     compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
                               compile_kwargs=compile_kwargs)
     return compiled.density, compiled.simulator, compiled.compile_time
