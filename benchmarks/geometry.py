@@ -9,6 +9,7 @@ Run from the repository root::
     python3 benchmarks/geometry.py --long --only T=1000 --no-smc --no-paper   # 1000 steps
     python3 benchmarks/geometry.py --long --only "GP, 80" --no-smc --no-paper  # 80 x 80 Cholesky
     python3 benchmarks/geometry.py --non-gaussian --no-suite --no-paper   # no closed forms
+    python3 benchmarks/geometry.py --blocks --no-suite --no-paper   # HSGP, gp.Marginal, LKJ, ...
 
 Models people write (``pymc_bdmc.testing_quadrature``: random walks, eight schools centered and
 non-centered, a centered random-intercepts regression, a latent GP), each with exact evidence by
@@ -17,8 +18,10 @@ models (no exact value: the BDMC gap is the certificate). ``--non-gaussian`` add
 non-Gaussian likelihoods as people write them (a centered hierarchical logistic regression,
 Poisson random intercepts, stochastic volatility, GP classification, a negative-binomial
 regression, an ordinal regression and a two-component mixture), where too the gap on simulated
-data is the certificate. For each model and seed, at the defaults (no ``n_steps``, ``chains``
-or kernel settings), printed side by side:
+data is the certificate. ``--blocks`` adds PyMC's building blocks as its examples use them (an
+HSGP, ``gp.Marginal``, an ``LKJCholeskyCov`` normal, a drifting random walk, ``pm.Truncated``
+and a Student-t regression with ``pm.Data``), also gap only. For each model and seed, at the
+defaults (no ``n_steps``, ``chains`` or kernel settings), printed side by side:
 
 * ``sample_bdmc()``: lower and upper bound minus the exact ``log p(y*)`` of its simulated data,
   the gap, and wall seconds (compilation and pilot included);
@@ -184,6 +187,85 @@ WIDE = {"centered hierarchy, 450 groups x 3": wide_hierarchy,
         "logistic regression, 420 coefficients": wide_logistic}
 
 
+def hsgp(n_points: int = 60, seed: int = 0) -> pm.Model:
+    """A Hilbert-space GP (``pm.gp.HSGP``, 20 basis functions) with unknown lengthscale."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0.0, 10.0, n_points)[:, None]
+    with pm.Model() as model:
+        ell, eta = pm.InverseGamma("ell", 5.0, 5.0), pm.HalfNormal("eta", 1.0)
+        gp = pm.gp.HSGP(m=[20], c=1.5, cov_func=eta**2 * pm.gp.cov.ExpQuad(1, ls=ell))
+        f = gp.prior("f", X=x)
+        pm.Normal("y", f, pm.HalfNormal("sigma", 1.0),
+                  observed=np.sin(x[:, 0]) + 0.3 * rng.normal(size=n_points))
+    return model
+
+
+def marginal_gp(n_points: int = 40, seed: int = 0) -> pm.Model:
+    """``pm.gp.Marginal`` (Matern 5/2): the latent function integrated out, 3 parameters."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0.0, 10.0, n_points)[:, None]
+    with pm.Model() as model:
+        ell, eta = pm.Gamma("ell", 2.0, 1.0), pm.HalfNormal("eta", 1.0)
+        gp = pm.gp.Marginal(cov_func=eta**2 * pm.gp.cov.Matern52(1, ls=ell))
+        gp.marginal_likelihood("y", X=x, y=np.sin(x[:, 0]) + 0.3 * rng.normal(size=n_points),
+                               sigma=pm.HalfNormal("sigma", 1.0))
+    return model
+
+
+def lkj_normal(n_obs: int = 50, seed: int = 0) -> pm.Model:
+    """A 3-variate normal with an ``LKJCholeskyCov`` covariance and unknown means."""
+    rng = np.random.default_rng(seed)
+    cov = np.array([[1.0, 0.5, 0.2], [0.5, 1.0, 0.3], [0.2, 0.3, 1.0]])
+    with pm.Model() as model:
+        chol, _, _ = pm.LKJCholeskyCov("chol", n=3, eta=2.0,
+                                       sd_dist=pm.Exponential.dist(1.0, shape=3))
+        pm.MvNormal("y", pm.Normal("mu", 0.0, 2.0, shape=3), chol=chol,
+                    observed=rng.multivariate_normal([0.0, 1.0, 2.0], cov, size=n_obs))
+    return model
+
+
+def drifting_walk(n_obs: int = 100, seed: int = 0) -> pm.Model:
+    """A ``GaussianRandomWalk`` with unknown drift, innovation and observation scales."""
+    rng = np.random.default_rng(seed)
+    y = np.cumsum(0.1 + 0.5 * rng.normal(size=n_obs)) + 0.3 * rng.normal(size=n_obs)
+    with pm.Model() as model:
+        x = pm.GaussianRandomWalk("x", mu=pm.Normal("drift", 0.0, 1.0),
+                                  sigma=pm.HalfNormal("s", 1.0),
+                                  init_dist=pm.Normal.dist(0.0, 5.0), steps=n_obs - 1)
+        pm.Normal("y", x, pm.HalfNormal("e", 1.0), observed=y)
+    return model
+
+
+def truncated_normal(n_obs: int = 80, seed: int = 0) -> pm.Model:
+    """``pm.Truncated`` Normal observations (the normaliser depends on the parameters)."""
+    y = np.random.default_rng(seed).normal(1.0, 1.0, n_obs)
+    with pm.Model() as model:
+        dist = pm.Normal.dist(pm.Normal("mu", 0.0, 2.0), pm.HalfNormal("s", 2.0))
+        pm.Truncated("y", dist, lower=0.0, observed=y[y > 0])
+    return model
+
+
+def robust_regression(n_obs: int = 100, seed: int = 0) -> pm.Model:
+    """Student-t regression with unknown degrees of freedom, ``pm.Data`` and ``dims``."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n_obs)
+    with pm.Model(coords={"obs": range(n_obs)}) as model:
+        xd = pm.Data("x", x, dims="obs")
+        mu = pm.Normal("a", 0.0, 5.0) + pm.Normal("b", 0.0, 5.0) * xd
+        pm.StudentT("y", nu=pm.Gamma("nu", 2.0, 0.1), mu=mu, sigma=pm.HalfNormal("s", 2.0),
+                    observed=1.0 + 2.0 * x + rng.standard_t(3, size=n_obs), dims="obs")
+    return model
+
+
+#: PyMC's building blocks as its examples use them (``--blocks``, gap only).
+BLOCKS = {"HSGP, 60 points, 20 basis functions": hsgp,
+          "gp.Marginal, 40 points": marginal_gp,
+          "LKJCholeskyCov, 3-variate normal": lkj_normal,
+          "random walk with drift, 100 steps": drifting_walk,
+          "truncated normal": truncated_normal,
+          "robust regression, pm.Data": robust_regression}
+
+
 def _timed(fn):
     start = time.perf_counter()
     out = fn()
@@ -258,6 +340,8 @@ def main(argv=None) -> None:
                         help="also models with non-Gaussian likelihoods (gap only)")
     parser.add_argument("--wide", action="store_true",
                         help="also a hierarchy and a regression above 400 coordinates (gap only)")
+    parser.add_argument("--blocks", action="store_true",
+                        help="also HSGP, gp.Marginal, LKJ, drift, Truncated, Student-t (gap only)")
     args = parser.parse_args(argv)
     quiet()
     logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -276,6 +360,7 @@ def main(argv=None) -> None:
                       flush=True)
         certified_only = {**(NON_GAUSSIAN if args.non_gaussian else {}),
                           **(WIDE if args.wide else {}),
+                          **(BLOCKS if args.blocks else {}),
                           **({} if args.no_paper else PAPER)}
         for name, build in filter(lambda item: wanted(item[0]), certified_only.items()):
             print(format_row(run_gap_only(name, build, seed)), flush=True)
