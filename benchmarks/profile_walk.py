@@ -1,16 +1,18 @@
-"""Where the time goes on a long random walk: cProfile of one default call.
+"""Where the time goes on a long random walk (or a latent GP): cProfile of one default call.
 
 Run from the repository root::
 
     python3 benchmarks/profile_walk.py                      # sample_ais(), 1000 steps, T=1000
     python3 benchmarks/profile_walk.py --steps 100          # mostly the pilot
     python3 benchmarks/profile_walk.py --call sample_bdmc --length 500
+    python3 benchmarks/profile_walk.py --model gp --length 80 --steps 100   # 80 x 80 Cholesky
 
 The model is ``testing_quadrature.gaussian_random_walk(T)`` (``T + 1`` coordinates, exact
-evidence by quadrature over the innovation scale). The call runs with ``cores=1`` so that the
-profile sees every model evaluation, and prints the error against the exact evidence, the
-pilot's log lines, the functions with the most time of their own and the package's functions
-by cumulative time.
+evidence by quadrature over the innovation scale), or with ``--model gp``
+``testing_quadrature.latent_gp(T)`` (``T`` inputs, ``T + 2`` coordinates). The call runs with
+``cores=1`` so that the profile sees every model evaluation, and prints the error against the
+exact evidence, the pilot's log lines, the functions with the most time of their own and the
+package's functions by cumulative time.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from pymc_bdmc import testing_quadrature
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--length", type=int, default=1000, help="the walk's T")
+    parser.add_argument("--model", choices=("walk", "gp"), default="walk")
+    parser.add_argument("--length", type=int, default=1000,
+                        help="the walk's T, or the GP's number of inputs")
     parser.add_argument("--steps", type=int, default=1000, help="annealing steps (n_steps)")
     parser.add_argument("--call", choices=("sample_ais", "sample_bdmc"), default="sample_ais")
     parser.add_argument("--seed", type=int, default=0)
@@ -39,7 +43,9 @@ def main() -> None:
     for name in ("pymc", "pytensor", "matplotlib", "numba"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
-    case = testing_quadrature.gaussian_random_walk(args.length)
+    build = {"walk": testing_quadrature.gaussian_random_walk,
+             "gp": testing_quadrature.latent_gp}[args.model]
+    case = build(args.length)
     profile = cProfile.Profile()
     start = time.perf_counter()
     with case.model:
@@ -55,9 +61,9 @@ def main() -> None:
     else:
         truth = case.log_evidence()
         what = "lower bound"
-    print(f"\n{args.call}, walk T={args.length}, {args.steps} steps, seed {args.seed}: {what} "
-          f"minus exact {float(evidence['lower']) - truth:+.3f} nats, {seconds:.1f} s, path "
-          f"from the {evidence.attrs['path_start']}\n")
+    print(f"\n{args.call}, {args.model} of length {args.length}, {args.steps} steps, seed "
+          f"{args.seed}: {what} minus exact {float(evidence['lower']) - truth:+.3f} nats, "
+          f"{seconds:.1f} s, path from the {evidence.attrs['path_start']}\n")
     stats = pstats.Stats(profile)
     stats.sort_stats("tottime").print_stats(args.rows)
     stats.sort_stats("cumtime").print_stats("pymc_bdmc", args.rows)
