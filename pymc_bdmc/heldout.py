@@ -62,6 +62,7 @@ from pymc_bdmc.kernels.tuning import (
 from pymc_bdmc.model.cases import CaseDensity, ConditionedModel, condition_on_parameters
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.pipeline.diagnostics import log_heldout_diagnostics
 from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
 from pymc_bdmc.pipeline.progress import StepCounter, pilot_phase, progress_enabled
@@ -509,6 +510,7 @@ def sample_heldout_likelihood(
             f"The plan's kernels act on {plan.n_dim} latent coordinates per case, but this "
             f"model has {cond.case_size}: a plan only transfers between runs of the same model."
         )
+    retain_freed_memory()  # as compile_model does for the other entry points
     density = CaseDensity(cond, compile_kwargs=compile_kwargs)
     simulator = ModelSimulator(cond.model, density.density.layout, compile_kwargs=compile_kwargs)
     compile_time = time.perf_counter() - start

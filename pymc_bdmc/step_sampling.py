@@ -20,6 +20,7 @@ import pymc as pm
 import xarray as xr
 from pymc.progress_bar import create_simple_progress
 
+from pymc_bdmc.algorithms.ais import merge_runs
 from pymc_bdmc.estimators import evidence_bounds
 from pymc_bdmc.kernels.pymc_step_pilot import plan_from_step_pilot, run_step_pilot
 from pymc_bdmc.kernels.pymc_steps import REVERSAL_DESCRIPTION, StepSpec, StepSweep
@@ -31,12 +32,12 @@ from pymc_bdmc.model.checks import (
 )
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.executors import resolve_workers
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
 from pymc_bdmc.pipeline.progress import phase, pilot_phase, progress_enabled
 from pymc_bdmc.pipeline.start import draw_prior, generating_values
 from pymc_bdmc.results.datatree import build_datatree
-from pymc_bdmc.algorithms.ais import merge_runs
 from pymc_bdmc.step_chains import ChainTask, StepRunner, StepRunnerRecipe, run_chains
 
 __all__ = ["DEFAULT_STEP_PILOT_CHAINS", "sample_with_step_methods", "step_methods_dataset"]
@@ -111,6 +112,7 @@ def sample_with_step_methods(
     n_pilot = check_positive_int(DEFAULT_STEP_PILOT_CHAINS if pilot_chains is None
                                  else pilot_chains, "pilot_chains", minimum=2)
     start = time.perf_counter()
+    retain_freed_memory()  # as compile_model does for the other entry points
     density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
                            compile_kwargs=compile_kwargs, gradients=False)
     simulator = ModelSimulator(model, density.layout, compile_kwargs=compile_kwargs)
