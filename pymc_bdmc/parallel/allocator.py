@@ -1,14 +1,14 @@
 """Keep freed memory in the process's heap while chains run (glibc's ``malloc`` only).
 
 Every call of a compiled batched density allocates its intermediates afresh and frees them at
-the end. glibc's ``malloc`` hands blocks above its ``mmap`` threshold back to the kernel when they
-are freed, and trims the top of its heap once more than its trim threshold is free there; both
-thresholds start at 128 KiB and only grow as far as the largest single block freed. A model whose
-evaluation holds several such blocks at once (an 80-point latent GP at 32 chains: three
-``(32, 80, 80)`` arrays of 1.6 MB) then gets its memory back from the kernel as fresh, zeroed
-pages on every call. Measured (by hand, one BLAS thread, ``tq.latent_gp(80)``): 12-17 ms per
-32-chain call, against 7 ms with the heap kept, and ``sample_ais(n_steps=100)`` with ``cores=1``
-took 29 s instead of 44 s, with the same result to the last digit.
+the end. glibc's ``malloc`` hands blocks above its ``mmap`` threshold back to the kernel when
+they are freed, and trims the top of its heap once more than its trim threshold is free there;
+both thresholds start at 128 KiB and only grow as far as the largest single block freed. A
+model whose evaluation holds several such blocks at once (an 80-point latent GP at 32 chains:
+its Cholesky factors and their gradients, ``(32, 80, 80)`` arrays of 1.6 MB each) then gets its
+memory back from the kernel as fresh, zeroed pages on every call. Measured (one BLAS thread, ``tq.latent_gp(80)``): 11-17 ms per 32-chain
+call, against 7 ms with the heap kept; ``python3 benchmarks/profile_walk.py --model gp --length
+80 --steps 100`` took 27.9 s instead of 41.0 s, with the same result to the last digit.
 
 :func:`retain_freed_memory` sets both thresholds to the ceilings of glibc's own dynamic
 adjustment (32 MiB for ``mmap``, twice that for trimming), once per process: in this package's
