@@ -6,9 +6,10 @@ they are freed, and trims the top of its heap once more than its trim threshold 
 both thresholds start at 128 KiB and only grow as far as the largest single block freed. A
 model whose evaluation holds several such blocks at once (an 80-point latent GP at 32 chains:
 its Cholesky factors and their gradients, ``(32, 80, 80)`` arrays of 1.6 MB each) then gets its
-memory back from the kernel as fresh, zeroed pages on every call. Measured (one BLAS thread, ``tq.latent_gp(80)``): 11-17 ms per 32-chain
-call, against 7 ms with the heap kept; ``python3 benchmarks/profile_walk.py --model gp --length
-80 --steps 100`` took 27.9 s instead of 41.0 s, with the same result to the last digit.
+memory back from the kernel as fresh, zeroed pages on every call. Measured (one BLAS thread,
+``tq.latent_gp(80)``): 11-17 ms per 32-chain call, against 7 ms with the heap kept; ``python3
+benchmarks/profile_walk.py --model gp --length 80 --steps 100`` took 27.9 s instead of 41.0 s,
+with the same result to the last digit.
 
 :func:`retain_freed_memory` sets both thresholds to the ceilings of glibc's own dynamic
 adjustment (32 MiB for ``mmap``, twice that for trimming), once per process: in this package's
