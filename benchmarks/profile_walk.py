@@ -11,8 +11,9 @@ The model is ``testing_quadrature.gaussian_random_walk(T)`` (``T + 1`` coordinat
 evidence by quadrature over the innovation scale), or with ``--model gp``
 ``testing_quadrature.latent_gp(T)`` (``T`` inputs, ``T + 2`` coordinates). The call runs with
 ``cores=1`` so that the profile sees every model evaluation, and prints the error against the
-exact evidence, the pilot's log lines, the functions with the most time of their own and the
-package's functions by cumulative time.
+exact evidence, the process's peak resident memory (``ru_maxrss``, KiB on Linux), the pilot's
+log lines, the functions with the most time of their own and the package's functions by
+cumulative time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import cProfile
 import logging
 import pstats
+import resource
 import time
 import warnings
 
@@ -63,7 +65,8 @@ def main() -> None:
         what = "lower bound"
     print(f"\n{args.call}, {args.model} of length {args.length}, {args.steps} steps, seed "
           f"{args.seed}: {what} minus exact {float(evidence['lower']) - truth:+.3f} nats, "
-          f"{seconds:.1f} s, path from the {evidence.attrs['path_start']}\n")
+          f"{seconds:.1f} s, path from the {evidence.attrs['path_start']}, peak resident "
+          f"memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB\n")
     stats = pstats.Stats(profile)
     stats.sort_stats("tottime").print_stats(args.rows)
     stats.sort_stats("cumtime").print_stats("pymc_bdmc", args.rows)
