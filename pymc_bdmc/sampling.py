@@ -245,8 +245,8 @@ def sample_ais(
             f"The plan acts on {plan.n_dim} unconstrained dimensions but the model has "
             f"{density.n_dim}: a plan only transfers between data sets of the same model."
         )
-    principal = plan is not None and plan.is_dense and plan.mass_factors.ndim == 2
-    if principal and (plan.base is None or not plan.base.full_rank):
+    if (plan is not None and plan.principal_metrics
+            and (plan.base is None or not plan.base.full_rank)):
         raise BDMCInputError(
             "The plan's metrics are scales in the principal coordinates of a full-rank fitted "
             "base, but the plan has no such base: use the plan as AnnealingPlan.from_result "

@@ -114,6 +114,14 @@ class AnnealingPlan:
         return self.mass_index is not None and bool(np.any(self.mass_index >= 0))
 
     @property
+    def principal_metrics(self) -> bool:
+        """Whether the dense metrics are scales in the base's principal coordinates.
+
+        Such a plan runs only on the path from its full-rank base (:mod:`~.pilot_metrics`).
+        """
+        return self.is_dense and self.mass_factors.ndim == 2
+
+    @property
     def n_steps(self) -> int:
         """Number of annealing steps (one fewer than temperatures)."""
         return len(self.betas) - 1

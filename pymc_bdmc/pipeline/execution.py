@@ -246,7 +246,7 @@ def fused_forms(plan: AnnealingPlan) -> list[dict]:
     index = getattr(plan, "mass_index", None)
     steps = np.zeros(1, dtype=int) - 1 if index is None else np.asarray(index)[1:]
     # Vectors of principal scales (kernels/pilot_metrics.py) are a form of their own.
-    principal = index is not None and plan.mass_factors.ndim == 2
+    principal = getattr(plan, "principal_metrics", False)
     return [{"dense": bool(dense), "base": base, "principal": bool(dense) and principal}
             for dense in np.unique(steps >= 0)]
 
