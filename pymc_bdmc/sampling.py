@@ -308,9 +308,10 @@ def sample_bdmc(
         ``method="smc"`` only: resample a population when its ESS falls below this fraction
         of ``particles``.
     target_gap : float, default 0.5
-        With ``n_steps="auto"`` (AIS with the built-in kernels and a named schedule): BDMC runs
-        at 1000 steps (or, where the pilot's timing predicts those would not fit in
-        ``max_time``, as many as fit and at least 100), then runs again, longer, until ``|gap|
+        With ``n_steps="auto"`` (AIS and a named schedule, with the built-in kernels or with
+        PyMC step methods): BDMC runs at 1000 steps (or, with the built-in kernels, where the
+        pilot's timing predicts those would not fit in ``max_time``, as many as fit and at
+        least 100), then runs again, longer, until ``|gap|
         <= target_gap`` nats, while the next run is predicted to fit in ``max_time``: at least
         twice as long, and as long as ``1 / n_steps`` decay of the gap predicts the target
         needs, if that fits. The result is the last run's; ``evidence.attrs`` records every
@@ -392,6 +393,8 @@ def sample_bdmc(
             model=model, specs=specs, settings=settings, streams=streams, simulate=True,
             potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
             executor=executor, progressbar=progressbar, compile_kwargs=compile_kwargs,
+            search=dict(target_gap=target_gap, max_time=max_time, started=started)
+            if search else None,
         )
     density, simulator, compile_time = compile_model(model, False, compile_kwargs)
     if smc is not None:

@@ -34,6 +34,7 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.executors import resolve_workers
+from pymc_bdmc.pipeline.auto_steps import search_n_steps
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
 from pymc_bdmc.pipeline.progress import phase, pilot_phase, progress_enabled
 from pymc_bdmc.pipeline.start import draw_prior, generating_values
@@ -104,8 +105,16 @@ def sample_with_step_methods(
     executor=None,
     progressbar: bool,
     compile_kwargs: dict | None,
+    search: dict | None = None,
 ) -> xr.DataTree:
-    """Run AIS (``simulate=False``) or BDMC with PyMC step methods; see ``sample_ais``."""
+    """Run AIS (``simulate=False``) or BDMC with PyMC step methods; see ``sample_ais``.
+
+    ``search``: the keywords of :func:`~pymc_bdmc.pipeline.auto_steps.search_n_steps`
+    (``target_gap``, ``max_time``, ``started``) for ``sample_bdmc(n_steps="auto")``. Every
+    attempt then sandwiches the same simulated data through the first attempt's pilot,
+    re-frozen onto its length, with fresh chains, as on the vectorized path. The first attempt
+    is not shortened to fit ``max_time``: step methods are not timed before they run.
+    """
     s = settings
     # Step methods stay in this process unless asked: a worker costs seconds to start.
     workers = resolve_workers(1 if cores is None and executor is None else cores, executor)
@@ -136,31 +145,52 @@ def sample_with_step_methods(
     x_pilot = draw_prior(simulator, n_pilot, streams["pilot_init"])
     parts_pilot = runner.parts(x_pilot)
     check_finite_start(parts_pilot, "prior draws", layout, x_pilot, model=model)
-    x0 = draw_prior(simulator, s.chains, streams["forward_init"])
-    check_finite_start(runner.parts(x0), "prior draws", layout, x0, model=model)
+    pilot_memo = {}  # the search's attempts share one pilot
 
-    start = time.perf_counter()
-    progress = create_simple_progress(progress_enabled(progressbar))
-    with progress:
-        with pilot_phase(progress) as report:
-            pilot, states = run_step_pilot(
-                streams["pilot"], runner.sweep, layout, x_pilot, parts_pilot.log_likelihood,
-                on_step=report,
-            )
-        logger.info("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "
-                    "kernels frozen.", pilot.n_steps + 1, pilot.n_resampled, pilot.log_z)
-        plan = plan_from_step_pilot(pilot, states, "adaptive" if s.adaptive else s.betas,
-                                    s.n_steps)
-        tasks = [ChainTask("forward", x0[c], rng)
-                 for c, rng in enumerate(streams["forward"].spawn(s.chains))]
-        if truth is not None:
-            tasks += [ChainTask("reverse", truth.x, rng, s.reverse_spread)
-                      for rng in streams["reverse"].spawn(s.chains)]
-        with phase(progress, "AIS chains", len(tasks)) as advance:
-            runs = run_chains(recipe, plan, tasks, workers=workers, runner=runner,
-                              on_chain=lambda _: advance())
-    sampling_time = time.perf_counter() - start
+    def run(n_steps: int, fit_length=None) -> xr.DataTree:
+        del fit_length  # nothing times the step methods before they run
+        run_settings = s if n_steps == s.n_steps else s.with_n_steps(n_steps)
+        x0 = draw_prior(simulator, run_settings.chains, streams["forward_init"])
+        check_finite_start(runner.parts(x0), "prior draws", layout, x0, model=model)
+        start = time.perf_counter()
+        progress = create_simple_progress(progress_enabled(progressbar))
+        with progress:
+            if not pilot_memo:
+                with pilot_phase(progress) as report:
+                    pilot_memo["pilot"], pilot_memo["states"] = run_step_pilot(
+                        streams["pilot"], runner.sweep, layout, x_pilot,
+                        parts_pilot.log_likelihood, on_step=report,
+                    )
+                pilot = pilot_memo["pilot"]
+                logger.info("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "
+                            "kernels frozen.", pilot.n_steps + 1, pilot.n_resampled,
+                            pilot.log_z)
+            pilot = pilot_memo["pilot"]
+            plan = plan_from_step_pilot(pilot, pilot_memo["states"],
+                                        "adaptive" if s.adaptive else run_settings.betas,
+                                        run_settings.n_steps)
+            pilot_time = time.perf_counter() - start
+            tasks = [ChainTask("forward", x0[c], rng)
+                     for c, rng in enumerate(streams["forward"].spawn(run_settings.chains))]
+            if truth is not None:
+                tasks += [ChainTask("reverse", truth.x, rng, run_settings.reverse_spread)
+                          for rng in streams["reverse"].spawn(run_settings.chains)]
+            with phase(progress, "AIS chains", len(tasks)) as advance:
+                runs = run_chains(recipe, plan, tasks, workers=workers, runner=runner,
+                                  on_chain=lambda _: advance())
+        sampling_time = time.perf_counter() - start
+        return _step_result(run_settings, runs, plan, pilot, pilot_time, sampling_time,
+                            truth=truth, streams=streams, density=density, runner=runner,
+                            workers=workers, n_pilot=n_pilot, compile_time=compile_time)
 
+    if search is None:
+        return run(s.n_steps)
+    return search_n_steps(run, **search)
+
+
+def _step_result(s, runs, plan, pilot, pilot_time, sampling_time, *, truth, streams, density,
+                 runner, workers, n_pilot, compile_time) -> xr.DataTree:
+    """Bounds, diagnostics and the DataTree of one run's chains."""
     forward = merge_runs(runs[:s.chains])
     reverse = None if truth is None else merge_runs(runs[s.chains:])
     bounds = evidence_bounds(streams["summary"], forward.log_weight,
@@ -179,6 +209,7 @@ def sample_with_step_methods(
         "workers": workers.description,
         "pilot_chains": n_pilot,
         "pilot_log_z": pilot.log_z,
+        "pilot_time": pilot_time,
         "pilot_steps": pilot.n_steps,
         "schedule": "adaptive" if s.adaptive else "fixed",
         "sampling_time": sampling_time,

@@ -238,3 +238,45 @@ def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monke
     # The last attempt ran the first attempt's pilot on its own number of temperatures.
     assert result["annealing"].sizes["step"] == tried[-1] + 1
     assert np.isfinite(result["evidence"].attrs["pilot_log_z"])
+
+
+def test_step_method_runs_search_too_with_one_pilot(monkeypatch):
+    from pymc_bdmc import step_sampling
+    from pymc_bdmc.pipeline import auto_steps
+
+    calls = []
+    original = step_sampling.run_step_pilot
+
+    def counting_pilot(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(step_sampling, "run_step_pilot", counting_pilot)
+    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 20)
+    monkeypatch.setattr(auto_steps, "MAX_N_STEPS", 80)
+    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    with am.model:
+        result = pmb.sample_bdmc(chains=4, step=pm.Metropolis(), target_gap=1e-6,
+                                 max_time=None, random_seed=3, progressbar=False)
+    attrs = result["evidence"].attrs
+    assert attrs["kernel"] == "pymc_step_methods"
+    assert list(attrs["auto_n_steps"]) == [20, 80] and len(calls) == 1
+    assert attrs["certified"] == 0 and attrs["n_steps"] == 80
+    assert result["annealing"].sizes["step"] == 81
+    assert len(attrs["auto_gaps"]) == 2 and np.isfinite(attrs["auto_gaps"]).all()
+
+
+def test_step_method_search_certifies_at_the_first_length_and_brackets_the_truth(monkeypatch):
+    from pymc_bdmc.pipeline import auto_steps
+
+    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 200)
+    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    with am.model:
+        result = pmb.sample_bdmc(chains=8, step=pm.Metropolis(), random_seed=3,
+                                 progressbar=False)
+    attrs = result["evidence"].attrs
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [200])
+    assert attrs["certified"] == 1 and abs(float(result["evidence"]["gap"])) <= 0.5
+    truth = am.log_evidence_of(result)
+    assert float(result["evidence"]["lower"]) - 0.5 <= truth <= float(
+        result["evidence"]["upper"]) + 0.5

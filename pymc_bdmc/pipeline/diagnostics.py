@@ -49,7 +49,8 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None) -> None:
             worst = int(np.argmax(run.n_divergent))
             logger.warning(
                 "%d divergent HMC trajectories in the %s run, at %d of %d steps (most at %s); "
-                "per step: annealing['n_divergent_%s'].",
+                "per step: annealing['n_divergent_%s']. They are rejected moves, so the bounds "
+                "stay valid; what they cost the mixing shows in the BDMC gap.",
                 int(run.n_divergent.sum()), name, int(np.count_nonzero(run.n_divergent)),
                 len(run.n_divergent) - 1, at(worst), name,
             )
