@@ -253,8 +253,11 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
         return
     outside = _outside_transform(layout, x)
     if outside:
+        rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1))
+        point = {k: np.round(v, 4).tolist() for k, v in layout.unravel(x[rows[0]]).items()}
         raise BDMCInputError(
-            f"{outside} of the {where} are not finite in the unconstrained space: the draws lie "
+            f"{outside} of the {where} are not finite in the unconstrained space, in "
+            f"{len(rows)} of {len(x)} draws (the first: {point}): the draws lie "
             "on or beyond the edge of the values their transform allows. Either a `transform=` "
             "narrows the distribution's support (e.g. an Interval on a Normal: the density is "
             "then the prior restricted to part of its support, unnormalised, and PyMC's draws "
