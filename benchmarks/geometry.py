@@ -10,6 +10,7 @@ Run from the repository root::
     python3 benchmarks/geometry.py --long --only "GP, 80" --no-smc --no-paper  # 80 x 80 Cholesky
     python3 benchmarks/geometry.py --non-gaussian --no-suite --no-paper   # no closed forms
     python3 benchmarks/geometry.py --blocks --no-suite --no-paper   # HSGP, gp.Marginal, LKJ, ...
+    python3 benchmarks/geometry.py --examples --no-suite --no-paper  # switchpoint, horseshoe, ...
 
 Models people write (``pymc_bdmc.testing_quadrature``: random walks, eight schools centered and
 non-centered, a centered random-intercepts regression, a latent GP), each with exact evidence by
@@ -20,7 +21,9 @@ Poisson random intercepts, stochastic volatility, GP classification, a negative-
 regression, an ordinal regression and a two-component mixture), where too the gap on simulated
 data is the certificate. ``--blocks`` adds PyMC's building blocks as its examples use them (an
 HSGP, ``gp.Marginal``, an ``LKJCholeskyCov`` normal, a drifting random walk, ``pm.Truncated``
-and a Student-t regression with ``pm.Data``), also gap only. For each model and seed, at the
+and a Student-t regression with ``pm.Data``), also gap only; ``--examples`` models from
+PyMC's examples (the coal-mining switchpoint, rugby, radon, horseshoe regressions centred and
+non-centred, zero-inflated and censored data). For each model and seed, at the
 defaults (no ``n_steps``, ``chains`` or kernel settings), printed side by side:
 
 * ``sample_bdmc()``: lower and upper bound minus the exact ``log p(y*)`` of its simulated data,
@@ -266,6 +269,107 @@ BLOCKS = {"HSGP, 60 points, 20 basis functions": hsgp,
           "robust regression, pm.Data": robust_regression}
 
 
+#: Coal-mining disasters per year, 1851-1961 (PyMC's switchpoint example).
+COAL_DISASTERS = np.array([
+    4, 5, 4, 0, 1, 4, 3, 4, 0, 6, 3, 3, 4, 0, 2, 6, 3, 3, 5, 4, 5, 3, 1, 4, 4, 1, 5, 5, 3, 4, 2, 5,
+    2, 2, 3, 4, 2, 1, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0, 1, 0, 1, 1, 0, 0, 3, 1, 0, 3, 2, 2, 0, 1, 1, 1,
+    0, 1, 0, 1, 0, 0, 0, 2, 1, 0, 0, 0, 1, 1, 0, 2, 3, 3, 1, 1, 2, 1, 1, 1, 1, 2, 4, 2, 0, 0, 1, 4,
+    0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 1])
+
+
+def switchpoint() -> pm.Model:
+    """PyMC's coal-mining switchpoint: a ``DiscreteUniform`` over 111 years (step methods)."""
+    years = np.arange(1851, 1851 + len(COAL_DISASTERS))
+    with pm.Model() as model:
+        point = pm.DiscreteUniform("switchpoint", lower=years.min(), upper=years.max())
+        early, late = pm.Exponential("early_rate", 1.0), pm.Exponential("late_rate", 1.0)
+        pm.Poisson("disasters", pm.math.switch(point >= years, early, late),
+                   observed=COAL_DISASTERS)
+    return model
+
+
+def rugby(n_teams: int = 6, seed: int = 0) -> pm.Model:
+    """Hierarchical Poisson scores with sum-to-zero attack and defence effects (PyMC's rugby)."""
+    rng = np.random.default_rng(seed)
+    home, away = (a.ravel() for a in np.meshgrid(np.arange(n_teams), np.arange(n_teams),
+                                                 indexing="ij"))
+    home, away = home[home != away], away[home != away]
+    attack, defence = rng.normal(0.0, 0.2, n_teams), rng.normal(0.0, 0.2, n_teams)
+    with pm.Model() as model:
+        advantage, intercept = pm.Normal("home", 0.0, 1.0), pm.Normal("intercept", 0.0, 1.0)
+        atts = pm.Normal("atts_star", 0.0, pm.HalfNormal("sd_att", 2.0), shape=n_teams)
+        defs = pm.Normal("defs_star", 0.0, pm.HalfNormal("sd_def", 2.0), shape=n_teams)
+        atts, defs = atts - atts.mean(), defs - defs.mean()
+        pm.Poisson("home_points", pm.math.exp(intercept + advantage + atts[home] + defs[away]),
+                   observed=rng.poisson(np.exp(0.5 + attack[home] - defence[away])))
+        pm.Poisson("away_points", pm.math.exp(intercept + atts[away] + defs[home]),
+                   observed=rng.poisson(np.exp(0.2 + attack[away] - defence[home])))
+    return model
+
+
+def radon(n_counties: int = 85, n_obs: int = 919, seed: int = 0) -> pm.Model:
+    """Centred varying intercepts, the radon example's shape: 85 counties, 919 houses."""
+    rng = np.random.default_rng(seed)
+    county = np.concatenate([np.arange(n_counties), rng.integers(0, n_counties,
+                                                                 n_obs - n_counties)])
+    floor = rng.integers(0, 2, n_obs).astype(float)
+    y = rng.normal(1.5, 0.3, n_counties)[county] - 0.7 * floor + rng.normal(0.0, 0.75, n_obs)
+    with pm.Model(coords={"county": range(n_counties), "obs": range(n_obs)}) as model:
+        alpha = pm.Normal("alpha", pm.Normal("mu_a", 0.0, 10.0), pm.HalfNormal("sigma_a", 5.0),
+                          dims="county")
+        pm.Normal("y", alpha[county] + pm.Normal("beta", 0.0, 10.0) * floor,
+                  pm.Exponential("sigma", 1.0), observed=y, dims="obs")
+    return model
+
+
+def horseshoe(centered: bool, n_obs: int = 100, n_coefficients: int = 40,
+              seed: int = 0) -> pm.Model:
+    """Sparse regression with a horseshoe prior (4 of 40 coefficients non-zero)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n_obs, n_coefficients))
+    coefficients = np.zeros(n_coefficients)
+    coefficients[:4] = [2.0, -1.5, 1.0, 0.8]
+    with pm.Model() as model:
+        tau = pm.HalfCauchy("tau", 0.1)
+        lam = pm.HalfCauchy("lam", 1.0, shape=n_coefficients)
+        if centered:
+            beta = pm.Normal("beta", 0.0, tau * lam)
+        else:
+            beta = pm.Deterministic(
+                "beta", pm.Normal("z", 0.0, 1.0, shape=n_coefficients) * tau * lam)
+        pm.Normal("y", x @ beta, pm.HalfNormal("sigma", 2.0),
+                  observed=x @ coefficients + rng.normal(size=n_obs))
+    return model
+
+
+def zero_inflated(n_obs: int = 120, seed: int = 0) -> pm.Model:
+    """``pm.ZeroInflatedPoisson`` counts."""
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n_obs) < 0.3, 0, rng.poisson(3.0, n_obs))
+    with pm.Model() as model:
+        pm.ZeroInflatedPoisson("y", psi=pm.Beta("psi", 1.0, 1.0), mu=pm.Gamma("mu", 2.0, 0.5),
+                               observed=y)
+    return model
+
+
+def censored_normal(n_obs: int = 100, seed: int = 0) -> pm.Model:
+    """``pm.Censored`` Normal observations, clipped to [-1, 3]."""
+    y = np.clip(np.random.default_rng(seed).normal(1.0, 2.0, n_obs), -1.0, 3.0)
+    with pm.Model() as model:
+        dist = pm.Normal.dist(pm.Normal("mu", 0.0, 3.0), pm.HalfNormal("s", 3.0))
+        pm.Censored("y", dist, lower=-1.0, upper=3.0, observed=y)
+    return model
+
+
+#: Models from PyMC's examples as users write them (``--examples``, gap only).
+EXAMPLES = {"coal-mining switchpoint": switchpoint,
+            "rugby, hierarchical Poisson": rugby,
+            "radon, centered, 85 counties": radon,
+            "horseshoe, 40 coefficients, centered": lambda: horseshoe(True),
+            "horseshoe, 40 coefficients, non-centered": lambda: horseshoe(False),
+            "zero-inflated Poisson": zero_inflated,
+            "censored normal": censored_normal}
+
 def _timed(fn):
     start = time.perf_counter()
     out = fn()
@@ -342,6 +446,9 @@ def main(argv=None) -> None:
                         help="also a hierarchy and a regression above 400 coordinates (gap only)")
     parser.add_argument("--blocks", action="store_true",
                         help="also HSGP, gp.Marginal, LKJ, drift, Truncated, Student-t (gap only)")
+    parser.add_argument("--examples", action="store_true",
+                        help="also models from PyMC's examples: switchpoint, rugby, radon, "
+                             "horseshoes, zero-inflated, censored (gap only)")
     args = parser.parse_args(argv)
     quiet()
     logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -361,6 +468,7 @@ def main(argv=None) -> None:
         certified_only = {**(NON_GAUSSIAN if args.non_gaussian else {}),
                           **(WIDE if args.wide else {}),
                           **(BLOCKS if args.blocks else {}),
+                          **(EXAMPLES if args.examples else {}),
                           **({} if args.no_paper else PAPER)}
         for name, build in filter(lambda item: wanted(item[0]), certified_only.items()):
             print(format_row(run_gap_only(name, build, seed)), flush=True)

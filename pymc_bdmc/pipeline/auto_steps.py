@@ -191,7 +191,9 @@ def search_n_steps(run: Callable[[int, Callable | None], xr.DataTree], *, target
             "BDMC did not certify the estimate: gap %.2f nats at %d steps, target %.2f; stopped "
             "because %s. %s; if the gap hardly shrinks as n_steps doubles (here: %s), the "
             "kernels cannot follow this posterior's geometry (docs/guide.md, §4 'Settings that "
-            "matter'), and a reparameterisation (e.g. non-centered) helps more than steps.",
+            "matter'), and a reparameterisation helps more than steps (non-centred for a "
+            "funnel of Gaussian children; centred where the data pin products such as a "
+            "horseshoe's z * tau * lam).",
             gaps[-1], tried[-1], target_gap, reason, advice,
             ", ".join(f"{n}: {g:.2f}" for n, g in zip(tried, gaps, strict=True)))
     result["evidence"].attrs.update({
