@@ -6,7 +6,10 @@ work mirrors the vectorized path: compile, simulate ``(theta*, y*)`` for BDMC, t
 separate pilot population and freeze (:mod:`pymc_bdmc.kernels.pymc_step_pilot`), then run
 forward chains from exact prior draws and reverse chains from ``theta*``, each chain through
 every temperature on its own random stream, in this process or on the workers of ``cores`` /
-``executor`` (:mod:`pymc_bdmc.step_chains`).
+``executor`` (:mod:`pymc_bdmc.step_chains`). Without either, the pilot's time per sweep
+predicts the run's, and runs predicted to take
+:data:`~pymc_bdmc.pipeline.execution.AUTO_PARALLEL_SECONDS` or more use all cores, as on the
+vectorized path.
 """
 
 from __future__ import annotations
@@ -22,7 +25,11 @@ from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.algorithms.ais import merge_runs
 from pymc_bdmc.estimators import evidence_bounds
-from pymc_bdmc.kernels.pymc_step_pilot import plan_from_step_pilot, run_step_pilot
+from pymc_bdmc.kernels.pymc_step_pilot import (
+    SWEEPS_PER_ANCHOR,
+    plan_from_step_pilot,
+    run_step_pilot,
+)
 from pymc_bdmc.kernels.pymc_steps import REVERSAL_DESCRIPTION, StepSpec, StepSweep
 from pymc_bdmc.model.checks import (
     BDMCInputError,
@@ -36,6 +43,7 @@ from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.executors import resolve_workers
 from pymc_bdmc.pipeline.auto_steps import search_n_steps
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
+from pymc_bdmc.pipeline.execution import choose_workers
 from pymc_bdmc.pipeline.progress import phase, pilot_phase, progress_enabled
 from pymc_bdmc.pipeline.start import draw_prior, generating_values
 from pymc_bdmc.results.datatree import build_datatree
@@ -116,8 +124,9 @@ def sample_with_step_methods(
     is not shortened to fit ``max_time``: step methods are not timed before they run.
     """
     s = settings
-    # Step methods stay in this process unless asked: a worker costs seconds to start.
-    workers = resolve_workers(1 if cores is None and executor is None else cores, executor)
+    # Where the user did not say, the pilot's time per sweep decides: a worker costs seconds to
+    # start and build the steps, so only runs predicted to be long use all cores.
+    chosen = None if cores is None and executor is None else resolve_workers(cores, executor)
     n_pilot = check_positive_int(DEFAULT_STEP_PILOT_CHAINS if pilot_chains is None
                                  else pilot_chains, "pilot_chains", minimum=2)
     start = time.perf_counter()
@@ -162,6 +171,8 @@ def sample_with_step_methods(
                         parts_pilot.log_likelihood, on_step=report,
                     )
                 pilot = pilot_memo["pilot"]
+                pilot_memo["sweep_seconds"] = (time.perf_counter() - start) / (
+                    (pilot.n_steps + 1) * n_pilot * SWEEPS_PER_ANCHOR)
                 logger.info("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "
                             "kernels frozen.", pilot.n_steps + 1, pilot.n_resampled,
                             pilot.log_z)
@@ -175,6 +186,10 @@ def sample_with_step_methods(
             if truth is not None:
                 tasks += [ChainTask("reverse", truth.x, rng, run_settings.reverse_spread)
                           for rng in streams["reverse"].spawn(run_settings.chains)]
+            # One sweep per chain and temperature.
+            workers = chosen if chosen is not None else choose_workers(
+                None, None, pilot_memo["sweep_seconds"] * run_settings.n_steps * len(tasks),
+                len(tasks))
             with phase(progress, "AIS chains", len(tasks)) as advance:
                 runs = run_chains(recipe, plan, tasks, workers=workers, runner=runner,
                                   on_chain=lambda _: advance())

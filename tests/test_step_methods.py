@@ -2,6 +2,7 @@
 
 import logging
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
@@ -263,6 +264,23 @@ def test_same_seed_gives_identical_results_whatever_the_workers(mixture, mixture
         np.testing.assert_array_equal(reference["evidence"]["log_weight_reverse"].values,
                                       other["evidence"]["log_weight_reverse"].values)
 
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="all cores of a 1-core machine is one")
+def test_runs_predicted_long_use_all_cores_with_the_same_results(mixture, mixture_here,
+                                                                  monkeypatch, caplog):
+    from pymc_bdmc.pipeline import execution
+
+    default = _mixture_run(mixture)  # a short run: predicted far below the threshold
+    assert default["evidence"].attrs["workers"] == "this process"
+    # Every run now counts as long: the pilot's time per sweep predicts more than 0 s.
+    monkeypatch.setattr(execution, "AUTO_PARALLEL_SECONDS", 0.0)
+    with caplog.at_level("INFO", logger="pymc_bdmc"):
+        long = _mixture_run(mixture)
+    assert "using all cores" in caplog.text
+    assert long["evidence"].attrs["workers"] != "this process"
+    assert long["evidence"].attrs["cores"] >= 2
+    _assert_same_run(mixture_here, long)
 
 def test_step_method_chains_run_on_a_local_dask_cluster(mixture, mixture_here):
     distributed = pytest.importorskip("distributed")

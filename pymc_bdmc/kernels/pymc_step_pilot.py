@@ -48,7 +48,7 @@ from pymc_bdmc.kernels.tuning import (
 from pymc_bdmc.model.density import FlatLayout
 from pymc_bdmc.resampling import systematic_resample
 
-__all__ = ["plan_from_step_pilot", "run_step_pilot"]
+__all__ = ["SWEEPS_PER_ANCHOR", "plan_from_step_pilot", "run_step_pilot"]
 
 #: Sweeps per particle at each anchor temperature.
 SWEEPS_PER_ANCHOR = 3
