@@ -36,6 +36,7 @@ __all__ = [
     "checks_to_switches",
     "compile_batched",
     "compile_pair_batched",
+    "join_value_inputs",
     "register_fused_kernel",
 ]
 
@@ -51,6 +52,40 @@ ONE_SHOT_MODE = "FAST_COMPILE"
 #: workers) compile their chains' densities in several threads of one process. Processes need no
 #: lock: each has its own compiler, and PyTensor's on-disk caches lock across processes.
 COMPILE_LOCK = threading.RLock()
+
+
+def join_value_inputs(point: Mapping[str, np.ndarray], outputs: list, inputs: list):
+    """Rewrite ``outputs`` as functions of one flat vector of the ``inputs``' values.
+
+    As PyMC's ``join_nonshared_inputs``, except that a scalar is ``x[i]``, not
+    ``x[i:i + 1].reshape(())``. Vectorized, the reshaped slice becomes a ``(chains, 1)`` column
+    whose static shape PyTensor's rewrites lose (``(chains, ?)``), and Numba then refuses to
+    broadcast it against a ``(chains, n)`` likelihood: every model with a scalar intercept next
+    to ``X @ beta`` fell back to the per-chain ``Blockwise`` loop (docs/performance.md).
+
+    Parameters
+    ----------
+    point : mapping
+        Values of the inputs (their shapes and sizes), by name.
+    outputs : list of TensorVariable
+    inputs : list of TensorVariable
+        The value variables, in the order of the flat vector.
+
+    Returns
+    -------
+    tuple
+        ``(new_outputs, x)``.
+    """
+    raveled = pt.concatenate([pt.as_tensor(var).ravel() for var in inputs])
+    x = raveled.type("joined_inputs")
+    replace, start = {}, 0
+    for var in inputs:
+        shape = np.shape(point[var.name])
+        size = int(np.prod(shape, dtype=int))
+        value = x[start] if shape == () else x[start:start + size].reshape(shape)
+        replace[var] = var.type.filter_variable(value.astype(var.dtype))
+        start += size
+    return graph_replace(list(outputs), replace, strict=False), x
 
 
 def checks_to_switches(outputs: list) -> list:

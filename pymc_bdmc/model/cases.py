@@ -35,7 +35,7 @@ import pymc as pm
 import pytensor
 from pymc.initial_point import make_initial_point_fn
 from pymc.pytensorf import compile as compile_pytensor
-from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
+from pymc.pytensorf import rewrite_pregrad
 from pytensor.compile.sharedvalue import SharedVariable
 
 from pymc_bdmc.errors import BDMCInputError
@@ -44,6 +44,7 @@ from pymc_bdmc.model.density import (
     ONE_SHOT_MODE,
     DensityParts,
     ModelDensity,
+    join_value_inputs,
     observed_data_value,
 )
 
@@ -454,8 +455,8 @@ class CaseDensity:
         prior_terms = model.logp(vars=list(model.free_RVs), sum=False)
         lik_terms = model.logp(vars=list(model.observed_RVs), sum=False)
         names = [rv.name for rv in (*model.free_RVs, *model.observed_RVs)]
-        terms, x = join_nonshared_inputs(model.initial_point(), [*prior_terms, *lik_terms],
-                                         self.density.value_vars)
+        terms, x = join_value_inputs(model.initial_point(), [*prior_terms, *lik_terms],
+                                     self.density.value_vars)
         terms = self.density._replace_data(terms)
         self._check_term_shapes(x, terms, names, n_cases)
         per_case = [t.sum(axis=tuple(range(1, t.ndim))) if t.ndim > 1 else t for t in terms]

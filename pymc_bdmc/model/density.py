@@ -26,7 +26,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import compile as compile_pytensor
-from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
+from pymc.pytensorf import rewrite_pregrad
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
@@ -44,6 +44,7 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     compile_batched,
     compile_pair_batched,
     finite_parts,
+    join_value_inputs,
     register_fused_kernel,
 )
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
@@ -116,7 +117,7 @@ class ModelDensity:
         log_lik = model.observedlogp
         if potentials_in_likelihood and model.potentials:
             log_lik = log_lik + model.potentiallogp
-        (prior_x, lik_x), x = join_nonshared_inputs(
+        (prior_x, lik_x), x = join_value_inputs(
             point=initial_point, outputs=[log_prior, log_lik], inputs=self.value_vars
         )
         prior_x, lik_x = self._replace_data([prior_x, lik_x])
@@ -285,7 +286,7 @@ class ModelDensity:
         if self._potentials_in_likelihood:
             lik_vars += model.potentials  # through logp, which puts values in place of RVs
         lik_terms = model.logp(vars=lik_vars, sum=False)
-        outs, x = join_nonshared_inputs(self._initial_point, list(prior_terms) + list(lik_terms),
+        outs, x = join_value_inputs(self._initial_point, list(prior_terms) + list(lik_terms),
                                         self.value_vars)
         outs = [pt.cast(pt.flatten(t), "float64") for t in self._replace_data(outs)]
         prior = pt.concatenate(outs[: len(prior_terms)])
@@ -338,7 +339,7 @@ class ModelDensity:
         """Elementwise log-likelihood of each observed variable, shape (chains, *obs_shape)."""
         if self._pointwise_fn is None:
             pointwise = self.model.logp(vars=self.model.observed_RVs, sum=False)
-            outs, x_in = join_nonshared_inputs(self._initial_point, pointwise, self.value_vars)
+            outs, x_in = join_value_inputs(self._initial_point, pointwise, self.value_vars)
             self._pointwise_fn, _ = self._compile_batched(x_in, self._replace_data(outs),
                                                           hot=False)
         values = self._pointwise_fn(np.ascontiguousarray(x, dtype=float))
@@ -360,7 +361,7 @@ class ModelDensity:
             )
         model = self.model
         pointwise = model.logp(vars=model.observed_RVs, sum=False)
-        terms, x = join_nonshared_inputs(self._initial_point, [model.varlogp, *pointwise],
+        terms, x = join_value_inputs(self._initial_point, [model.varlogp, *pointwise],
                                          self.value_vars)
         prior_x, *terms = self._replace_data(terms)
         shape_fn = self._compile([x], [t.shape for t in terms], mode=ONE_SHOT_MODE,
@@ -454,7 +455,7 @@ class ModelDensity:
         if self._constrain_fn is None:
             outs = list(get_default_varnames(self.model.unobserved_value_vars,
                                              include_transformed=False))
-            new_outs, x_in = join_nonshared_inputs(self._initial_point, outs, self.value_vars)
+            new_outs, x_in = join_value_inputs(self._initial_point, outs, self.value_vars)
             fn, _ = self._compile_batched(x_in, self._replace_data(new_outs), hot=False,
                                           on_unused_input="ignore")
             self._constrain_fn = ([o.name for o in outs], fn)
