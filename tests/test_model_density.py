@@ -181,3 +181,23 @@ def test_regression_with_matrix_product_is_vectorized(nig_density):
     # X @ beta over a batch is a matrix product whose round-off depends on the batch size; the
     # chain-coupling check must not mistake that for coupling (it did: a 2x slower loop).
     assert nig_density.batching == "vectorized"
+
+
+def test_a_scalar_beside_a_matrix_product_gets_the_vectorized_graph():
+    # PyMC's join writes a scalar as x[i:i+1].reshape(()), whose vectorized column Numba
+    # refused to broadcast against the (chains, n) likelihood: such models silently ran the
+    # per-chain Blockwise loop, without the fused kernel.
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 3))
+    with pm.Model() as model:
+        intercept = pm.Normal("a", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=3)
+        pm.Bernoulli("y", logit_p=intercept + x @ beta, observed=(rng.random(30) < 0.5) * 1)
+    density = ModelDensity(model)
+    assert density.batching == "vectorized" and density.can_fuse_hmc
+    points = rng.normal(size=(5, density.n_dim))
+    parts = density.parts(points)
+    logp = model.compile_logp()
+    for row, total in zip(points, parts.log_prior + parts.log_likelihood, strict=True):
+        point = density.layout.unravel(row)
+        np.testing.assert_allclose(total, logp(point), rtol=1e-10)
