@@ -309,9 +309,9 @@ def sample_bdmc(
         of ``particles``.
     target_gap : float, default 0.5
         With ``n_steps="auto"`` (AIS and a named schedule, with the built-in kernels or with
-        PyMC step methods): BDMC runs at 1000 steps (or, with the built-in kernels, where the
-        pilot's timing predicts those would not fit in ``max_time``, as many as fit and at
-        least 100), then runs again, longer, until ``|gap|
+        PyMC step methods): BDMC runs at 1000 steps (or, where the pilot's timing predicts
+        those would not fit in ``max_time``, as many as fit and at least 100), then runs
+        again, longer, until ``|gap|
         <= target_gap`` nats, while the next run is predicted to fit in ``max_time``: at least
         twice as long, and as long as ``1 / n_steps`` decay of the gap predicts the target
         needs, if that fits. The result is the last run's; ``evidence.attrs`` records every

@@ -120,8 +120,8 @@ def sample_with_step_methods(
     ``search``: the keywords of :func:`~pymc_bdmc.pipeline.auto_steps.search_n_steps`
     (``target_gap``, ``max_time``, ``started``) for ``sample_bdmc(n_steps="auto")``. Every
     attempt then sandwiches the same simulated data through the first attempt's pilot,
-    re-frozen onto its length, with fresh chains, as on the vectorized path. The first attempt
-    is not shortened to fit ``max_time``: step methods are not timed before they run.
+    re-frozen onto its length, with fresh chains, as on the vectorized path; the pilot's time
+    per sweep predicts the first attempt's, which is shortened where it would not fit.
     """
     s = settings
     # Where the user did not say, the pilot's time per sweep decides: a worker costs seconds to
@@ -157,10 +157,10 @@ def sample_with_step_methods(
     pilot_memo = {}  # the search's attempts share one pilot
 
     def run(n_steps: int, fit_length=None) -> xr.DataTree:
-        del fit_length  # nothing times the step methods before they run
         run_settings = s if n_steps == s.n_steps else s.with_n_steps(n_steps)
         x0 = draw_prior(simulator, run_settings.chains, streams["forward_init"])
         check_finite_start(runner.parts(x0), "prior draws", layout, x0, model=model)
+        n_tasks = run_settings.chains * (1 if truth is None else 2)
         start = time.perf_counter()
         progress = create_simple_progress(progress_enabled(progressbar))
         with progress:
@@ -177,6 +177,15 @@ def sample_with_step_methods(
                             "kernels frozen.", pilot.n_steps + 1, pilot.n_resampled,
                             pilot.log_z)
             pilot = pilot_memo["pilot"]
+            # One sweep per chain and temperature.
+            predicted = pilot_memo["sweep_seconds"] * run_settings.n_steps * n_tasks
+            workers = chosen if chosen is not None else choose_workers(None, None, predicted,
+                                                                       n_tasks)
+            if fit_length is not None:  # the search's first attempt: fit it to max_time
+                steps = fit_length(run_settings.n_steps,
+                                   predicted / max(1, min(workers.n_workers, n_tasks)))
+                if steps < run_settings.n_steps:
+                    run_settings = run_settings.with_n_steps(steps)
             plan = plan_from_step_pilot(pilot, pilot_memo["states"],
                                         "adaptive" if s.adaptive else run_settings.betas,
                                         run_settings.n_steps)
@@ -186,10 +195,6 @@ def sample_with_step_methods(
             if truth is not None:
                 tasks += [ChainTask("reverse", truth.x, rng, run_settings.reverse_spread)
                           for rng in streams["reverse"].spawn(run_settings.chains)]
-            # One sweep per chain and temperature.
-            workers = chosen if chosen is not None else choose_workers(
-                None, None, pilot_memo["sweep_seconds"] * run_settings.n_steps * len(tasks),
-                len(tasks))
             with phase(progress, "AIS chains", len(tasks)) as advance:
                 runs = run_chains(recipe, plan, tasks, workers=workers, runner=runner,
                                   on_chain=lambda _: advance())

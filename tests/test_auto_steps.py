@@ -280,3 +280,15 @@ def test_step_method_search_certifies_at_the_first_length_and_brackets_the_truth
     truth = am.log_evidence_of(result)
     assert float(result["evidence"]["lower"]) - 0.5 <= truth <= float(
         result["evidence"]["upper"]) + 0.5
+
+
+def test_a_step_method_first_attempt_too_long_for_the_budget_is_shortened():
+    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    with am.model:  # compilation alone spends a 1 ms budget
+        result = pmb.sample_bdmc(chains=4, step=pm.Metropolis(), max_time=1e-3, random_seed=3,
+                                 progressbar=False)
+    attrs = result["evidence"].attrs
+    assert attrs["kernel"] == "pymc_step_methods"
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [MIN_FIRST_N_STEPS])
+    assert attrs["n_steps"] == MIN_FIRST_N_STEPS
+    assert result["annealing"].sizes["step"] == MIN_FIRST_N_STEPS + 1
