@@ -23,7 +23,8 @@ data is the certificate. ``--blocks`` adds PyMC's building blocks as its example
 HSGP, ``gp.Marginal``, an ``LKJCholeskyCov`` normal, a drifting random walk, ``pm.Truncated``
 and a Student-t regression with ``pm.Data``), also gap only; ``--examples`` models from
 PyMC's examples (the coal-mining switchpoint, rugby, radon, horseshoe regressions centred and
-non-centred, zero-inflated and censored data). For each model and seed, at the
+non-centred, zero-inflated and censored data, a logistic regression on 10000 observations).
+For each model and seed, at the
 defaults (no ``n_steps``, ``chains`` or kernel settings), printed side by side:
 
 * ``sample_bdmc()``: lower and upper bound minus the exact ``log p(y*)`` of its simulated data,
@@ -361,6 +362,18 @@ def censored_normal(n_obs: int = 100, seed: int = 0) -> pm.Model:
     return model
 
 
+def large_logistic(n_obs: int = 10000, n_coefficients: int = 5, seed: int = 0) -> pm.Model:
+    """Logistic regression on 10000 observations: each model call is 10000 x 32 terms."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n_obs, n_coefficients))
+    eta = x @ rng.normal(0.0, 0.5, n_coefficients) - 0.3
+    with pm.Model() as model:
+        pm.Bernoulli("y", logit_p=pm.Normal("a", 0.0, 2.0)
+                     + x @ pm.Normal("beta", 0.0, 1.0, shape=n_coefficients),
+                     observed=(rng.random(n_obs) < 1.0 / (1.0 + np.exp(-eta))).astype(int))
+    return model
+
+
 #: Models from PyMC's examples as users write them (``--examples``, gap only).
 EXAMPLES = {"coal-mining switchpoint": switchpoint,
             "rugby, hierarchical Poisson": rugby,
@@ -368,7 +381,8 @@ EXAMPLES = {"coal-mining switchpoint": switchpoint,
             "horseshoe, 40 coefficients, centered": lambda: horseshoe(True),
             "horseshoe, 40 coefficients, non-centered": lambda: horseshoe(False),
             "zero-inflated Poisson": zero_inflated,
-            "censored normal": censored_normal}
+            "censored normal": censored_normal,
+            "logistic regression, 10000 observations": large_logistic}
 
 def _timed(fn):
     start = time.perf_counter()
