@@ -172,23 +172,43 @@ def test_an_interrupt_returns_the_last_finished_run():
                        started=time.perf_counter())
 
 
-def test_default_sample_bdmc_certifies_an_easy_model_at_the_first_length():
+def _search_settings(kernels, monkeypatch):
+    """``sample_bdmc`` keywords for the built-in kernels or PyMC step methods (in a model)."""
+    if kernels == "built-in":
+        return {}
+    from pymc_bdmc.pipeline import auto_steps
+
+    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 200)  # Python-loop steps: keep it short
+    return dict(chains=8, step=pm.Metropolis())
+
+
+@pytest.mark.parametrize("kernels", ["built-in", "step methods"])
+def test_default_sample_bdmc_certifies_an_easy_model_at_the_first_length(kernels, monkeypatch):
+    from pymc_bdmc.pipeline import auto_steps
+
     am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
-        result = pmb.sample_bdmc(random_seed=3, progressbar=False)
+        result = pmb.sample_bdmc(random_seed=3, progressbar=False,
+                                 **_search_settings(kernels, monkeypatch))
     attrs = result["evidence"].attrs
-    np.testing.assert_array_equal(attrs["auto_n_steps"], [FIRST_N_STEPS])
-    assert attrs["certified"] == 1 and attrs["n_steps"] == FIRST_N_STEPS
+    assert (attrs["kernel"] == "pymc_step_methods") == (kernels == "step methods")
+    first = auto_steps.FIRST_N_STEPS
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [first])
+    assert attrs["certified"] == 1 and attrs["n_steps"] == first
     truth = am.log_evidence_of(result)
     assert float(result["evidence"]["lower"]) - 0.5 <= truth <= float(
         result["evidence"]["upper"]) + 0.5
 
 
-def test_a_spent_budget_still_runs_a_shortened_first_attempt_that_brackets_the_truth():
+@pytest.mark.parametrize("kernels", ["built-in", "step methods"])
+def test_a_spent_budget_still_runs_a_shortened_first_attempt_that_brackets_the_truth(
+        kernels, monkeypatch):
     am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:  # compilation alone spends a 1 ms budget
-        result = pmb.sample_bdmc(max_time=1e-3, random_seed=3, progressbar=False)
+        result = pmb.sample_bdmc(max_time=1e-3, random_seed=3, progressbar=False,
+                                 **_search_settings(kernels, monkeypatch))
     attrs = result["evidence"].attrs
+    assert (attrs["kernel"] == "pymc_step_methods") == (kernels == "step methods")
     np.testing.assert_array_equal(attrs["auto_n_steps"], [MIN_FIRST_N_STEPS])
     assert attrs["n_steps"] == MIN_FIRST_N_STEPS
     assert result["annealing"].sizes["step"] == MIN_FIRST_N_STEPS + 1
@@ -215,80 +235,43 @@ def test_bad_search_settings_are_refused(kwargs, message):
             pmb.sample_bdmc(progressbar=False, **kwargs)
 
 
-def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monkeypatch):
+def _count_calls(monkeypatch, module, name):
+    calls = []
+    original = getattr(module, name)
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+@pytest.mark.parametrize("kernels", ["built-in", "step methods"])
+def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monkeypatch, kernels):
+    from pymc_bdmc import step_sampling
     from pymc_bdmc.pipeline import ais as ais_stage
     from pymc_bdmc.pipeline import auto_steps
 
-    calls = []
-    original = ais_stage.tune
-
-    def counting_tune(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(ais_stage, "tune", counting_tune)
+    if kernels == "built-in":
+        calls = _count_calls(monkeypatch, ais_stage, "tune")
+        settings = dict(chains=8, base="prior")
+    else:
+        calls = _count_calls(monkeypatch, step_sampling, "run_step_pilot")
+        settings = dict(chains=4)
     monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 20)
     monkeypatch.setattr(auto_steps, "MAX_N_STEPS", 80)
     am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
-        result = pmb.sample_bdmc(chains=8, target_gap=1e-6, max_time=None, random_seed=3,
-                                 progressbar=False, base="prior")
-    tried = result["evidence"].attrs["auto_n_steps"]
+        if kernels == "step methods":
+            settings["step"] = pm.Metropolis()
+        result = pmb.sample_bdmc(target_gap=1e-6, max_time=None, random_seed=3,
+                                 progressbar=False, **settings)
+    attrs = result["evidence"].attrs
+    assert (attrs["kernel"] == "pymc_step_methods") == (kernels == "step methods")
+    tried = attrs["auto_n_steps"]
     assert list(tried) == [20, 80] and len(calls) == 1  # a jump to the longest allowed
+    assert attrs["certified"] == 0 and attrs["n_steps"] == 80
     # The last attempt ran the first attempt's pilot on its own number of temperatures.
     assert result["annealing"].sizes["step"] == tried[-1] + 1
-    assert np.isfinite(result["evidence"].attrs["pilot_log_z"])
-
-
-def test_step_method_runs_search_too_with_one_pilot(monkeypatch):
-    from pymc_bdmc import step_sampling
-    from pymc_bdmc.pipeline import auto_steps
-
-    calls = []
-    original = step_sampling.run_step_pilot
-
-    def counting_pilot(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(step_sampling, "run_step_pilot", counting_pilot)
-    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 20)
-    monkeypatch.setattr(auto_steps, "MAX_N_STEPS", 80)
-    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
-    with am.model:
-        result = pmb.sample_bdmc(chains=4, step=pm.Metropolis(), target_gap=1e-6,
-                                 max_time=None, random_seed=3, progressbar=False)
-    attrs = result["evidence"].attrs
-    assert attrs["kernel"] == "pymc_step_methods"
-    assert list(attrs["auto_n_steps"]) == [20, 80] and len(calls) == 1
-    assert attrs["certified"] == 0 and attrs["n_steps"] == 80
-    assert result["annealing"].sizes["step"] == 81
-    assert len(attrs["auto_gaps"]) == 2 and np.isfinite(attrs["auto_gaps"]).all()
-
-
-def test_step_method_search_certifies_at_the_first_length_and_brackets_the_truth(monkeypatch):
-    from pymc_bdmc.pipeline import auto_steps
-
-    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 200)
-    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
-    with am.model:
-        result = pmb.sample_bdmc(chains=8, step=pm.Metropolis(), random_seed=3,
-                                 progressbar=False)
-    attrs = result["evidence"].attrs
-    np.testing.assert_array_equal(attrs["auto_n_steps"], [200])
-    assert attrs["certified"] == 1 and abs(float(result["evidence"]["gap"])) <= 0.5
-    truth = am.log_evidence_of(result)
-    assert float(result["evidence"]["lower"]) - 0.5 <= truth <= float(
-        result["evidence"]["upper"]) + 0.5
-
-
-def test_a_step_method_first_attempt_too_long_for_the_budget_is_shortened():
-    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
-    with am.model:  # compilation alone spends a 1 ms budget
-        result = pmb.sample_bdmc(chains=4, step=pm.Metropolis(), max_time=1e-3, random_seed=3,
-                                 progressbar=False)
-    attrs = result["evidence"].attrs
-    assert attrs["kernel"] == "pymc_step_methods"
-    np.testing.assert_array_equal(attrs["auto_n_steps"], [MIN_FIRST_N_STEPS])
-    assert attrs["n_steps"] == MIN_FIRST_N_STEPS
-    assert result["annealing"].sizes["step"] == MIN_FIRST_N_STEPS + 1
+    assert np.isfinite(attrs["pilot_log_z"]) and np.isfinite(attrs["auto_gaps"]).all()
