@@ -287,7 +287,7 @@ class ModelDensity:
             lik_vars += model.potentials  # through logp, which puts values in place of RVs
         lik_terms = model.logp(vars=lik_vars, sum=False)
         outs, x = join_value_inputs(self._initial_point, list(prior_terms) + list(lik_terms),
-                                        self.value_vars)
+                                    self.value_vars)
         outs = [pt.cast(pt.flatten(t), "float64") for t in self._replace_data(outs)]
         prior = pt.concatenate(outs[: len(prior_terms)])
         lik = pt.concatenate(outs[len(prior_terms):])
@@ -362,7 +362,7 @@ class ModelDensity:
         model = self.model
         pointwise = model.logp(vars=model.observed_RVs, sum=False)
         terms, x = join_value_inputs(self._initial_point, [model.varlogp, *pointwise],
-                                         self.value_vars)
+                                     self.value_vars)
         prior_x, *terms = self._replace_data(terms)
         shape_fn = self._compile([x], [t.shape for t in terms], mode=ONE_SHOT_MODE,
                                  on_unused_input="ignore")
