@@ -251,9 +251,8 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
     bad_lik = ~np.isfinite(parts.log_likelihood)
     if not (bad_prior.any() or bad_lik.any()):
         return
-    outside = _outside_transform(layout, x)
+    outside, rows = _outside_transform(layout, x)
     if outside:
-        rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1))
         point = {k: np.round(v, 4).tolist() for k, v in layout.unravel(x[rows[0]]).items()}
         raise BDMCInputError(
             f"{outside} of the {where} are not finite in the unconstrained space, in "
@@ -283,14 +282,14 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
     )
 
 
-def _outside_transform(layout: FlatLayout, x: np.ndarray) -> list[str]:
-    """Value variables with non-finite unconstrained values in some row of ``x``."""
-    bad_rows = ~np.all(np.isfinite(x), axis=1)
+def _outside_transform(layout: FlatLayout, x: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Value variables with non-finite unconstrained values, and the rows of ``x`` with any."""
+    rows = np.flatnonzero(~np.all(np.isfinite(x), axis=1))
     names = set()
-    for row in x[bad_rows][:DIAGNOSED_POINTS]:
+    for row in x[rows[:DIAGNOSED_POINTS]]:
         names |= {name for name, value in layout.unravel(row).items()
                   if not np.all(np.isfinite(value))}
-    return sorted(names)
+    return sorted(names), rows
 
 
 def unsampleable_prior_message(names: Iterable[str], reason: str) -> str:
