@@ -16,6 +16,7 @@ import pymc as pm
 import xarray as xr
 from pymc.model import modelcontext
 
+from pymc_bdmc.estimators import certifies
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.checks import BDMCInputError, check_positive_int
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
@@ -48,11 +49,6 @@ def harder_than_certified(real_sd: float, simulated_sd: float, tolerance: float)
                 and real_sd**2 / 2 > TRANSFER_MIN_BIAS_SCALE * tolerance)
 
 
-def _within(gap: float, tolerance: float) -> bool:
-    # An upper bound far below the lower bound is no certificate: both bounds are noisy there.
-    return bool(np.isfinite(gap) and abs(gap) <= tolerance)
-
-
 def calibrate(
     model: pm.Model | None = None,
     *,
@@ -73,10 +69,11 @@ def calibrate(
         A model with the real observed data (from the context when omitted).
     tolerance : float, default 1.0
         Largest acceptable size of the BDMC gap (nats) on simulated data. A negative gap (upper
-        below lower) is run-to-run noise of the same order, so ``|gap|`` is compared.
+        below lower) is run-to-run noise of the same order, so ``|gap|`` is compared, and the
+        gap's own standard error must be within it too (:func:`~pymc_bdmc.estimators.certifies`).
     n_steps : sequence of int, default (250, 500, 1000, 2000, 4000)
         Annealing lengths to try, in increasing order; the first whose gap is within
-        ``tolerance`` is used.
+        ``tolerance`` (and measured that precisely) is used.
     chains : int, default 32
     fix : mapping, optional
         Free variables to hold at given values (e.g. estimates from the real data) while
@@ -99,7 +96,8 @@ def calibrate(
     -------
     xarray.DataTree
         The real-data :func:`~pymc_bdmc.sample_ais` result, plus a ``calibration`` group: per
-        attempt (dim ``attempt``) ``n_steps``, ``lower``, ``upper`` and ``gap`` on simulated data;
+        attempt (dim ``attempt``) ``n_steps``, ``lower``, ``upper``, ``gap`` and ``gap_se`` on
+        simulated data;
         attrs ``tolerance``, ``certified`` (whether the tolerance was met), ``certified_n_steps``,
         ``certified_gap``, ``simulation_seed`` and ``estimation_seed``, and the transfer check:
         ``forward_log_weight_sd_simulated``, ``forward_log_weight_sd_real`` and
@@ -145,15 +143,18 @@ def calibrate(
         result = sample_bdmc(n_steps=n, model=simulation_model, random_seed=simulation_seed,
                              **common)
         ev = result["evidence"]
-        rows.append((n, float(ev["lower"]), float(ev["upper"]), float(ev["gap"])))
-        logger.info("Calibration: n_steps=%d, gap on simulated data %.3f nats.", n, rows[-1][3])
-        if _within(rows[-1][3], tolerance):
+        rows.append((n, float(ev["lower"]), float(ev["upper"]), float(ev["gap"]),
+                     float(np.hypot(ev["lower_se"], ev["upper_se"]))))
+        certified = certifies(*(float(ev[k]) for k in ("gap", "lower_se", "upper_se")),
+                              tolerance)
+        logger.info("Calibration: n_steps=%d, gap on simulated data %.3f nats (standard error "
+                    "%.3f).", n, rows[-1][3], rows[-1][4])
+        if certified:
             break
-    certified = _within(rows[-1][3], tolerance)
     if not certified:
-        logger.warning("No tried n_steps reached a gap within %.3f nats (last: %.3f at %d "
-                       "steps); the estimate below is not certified.", tolerance, rows[-1][3],
-                       rows[-1][0])
+        logger.warning("No tried n_steps reached a gap within %.3f nats, measured that precisely "
+                       "(last: %.3f, standard error %.3f, at %d steps); the estimate below is not "
+                       "certified.", tolerance, rows[-1][3], rows[-1][4], rows[-1][0])
 
     # A frozen HMC plan from the prior transfers to the real data; PyMC step-method runs
     # (discrete models), pm.do-fixed simulation models and paths from a base fitted to the
@@ -176,10 +177,10 @@ def calibrate(
             "certified simulated data (sd %.2f): the real data look harder, and the certificate "
             "may not transfer. Simulate data closer to them (`fix=`, e.g. at posterior means) or "
             "raise `n_steps`.", real_sd, simulated_sd)
-    n_tried, lower, upper, gap = (np.array(col) for col in zip(*rows, strict=True))
+    n_tried, lower, upper, gap, gap_se = (np.array(col) for col in zip(*rows, strict=True))
     real["calibration"] = xr.Dataset(
         {"n_steps": ("attempt", n_tried), "lower": ("attempt", lower),
-         "upper": ("attempt", upper), "gap": ("attempt", gap)},
+         "upper": ("attempt", upper), "gap": ("attempt", gap), "gap_se": ("attempt", gap_se)},
         coords={"attempt": np.arange(len(rows))},
         attrs={"tolerance": float(tolerance), "certified": int(certified),
                "certified_n_steps": int(rows[-1][0]), "certified_gap": float(rows[-1][3]),

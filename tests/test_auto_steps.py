@@ -19,13 +19,15 @@ from pymc_bdmc.pipeline.auto_steps import (
 )
 
 
-def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0):
+def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0):
     def run(n_steps, fit_length=None):
         calls.append(n_steps)
         if interrupt_at is not None and len(calls) == interrupt_at:
             raise KeyboardInterrupt
         gap = gaps[min(len(calls) - 1, len(gaps) - 1)]
-        tree = xr.DataTree.from_dict({"evidence": xr.Dataset({"gap": gap})})
+        se = bound_se[min(len(calls) - 1, len(bound_se) - 1)] if np.ndim(bound_se) else bound_se
+        tree = xr.DataTree.from_dict({"evidence": xr.Dataset(
+            {"gap": gap, "lower_se": se, "upper_se": se})})
         tree["evidence"].attrs.update(n_steps=n_steps,
                                       pilot_time=pilot_time if len(calls) == 1 else 0.0)
         return tree
@@ -51,6 +53,26 @@ def test_a_negative_gap_beyond_the_target_is_not_a_certificate():
                             started=time.perf_counter())
     assert calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS]
     assert result["evidence"].attrs["certified"] == 1
+
+
+def test_a_gap_within_the_target_but_measured_too_noisily_is_not_a_certificate(caplog):
+    calls = []
+    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        result = search_n_steps(_fake_run([0.1, 0.2], calls, bound_se=[0.6, 0.1]),
+                                target_gap=0.5, max_time=None, started=time.perf_counter())
+    # 0.1 nats, but each bound's standard error 0.6 (the gap's 0.85): run again, longer.
+    assert calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS]
+    attrs = result["evidence"].attrs
+    assert attrs["certified"] == 1
+    np.testing.assert_allclose(attrs["auto_gap_se"], [0.6 * np.sqrt(2), 0.1 * np.sqrt(2)])
+    assert not caplog.records
+    # Never measured precisely enough: not certified, and the warning says why.
+    calls = []
+    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        result = search_n_steps(_fake_run([0.1], calls, bound_se=0.6), target_gap=0.5,
+                                max_time=None, started=time.perf_counter())
+    assert result["evidence"].attrs["certified"] == 0
+    assert "standard error 0.85" in caplog.text
 
 
 def test_stops_when_the_next_run_would_exceed_the_budget(caplog):
@@ -178,7 +200,9 @@ def _search_settings(kernels, monkeypatch):
         return {}
     from pymc_bdmc.pipeline import auto_steps
 
-    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 200)  # Python-loop steps: keep it short
+    # Python-loop steps: few chains, and a first length at which 8 chains measure the gap to a
+    # standard error within the target (at 200 steps it was 0.73 nats, pymc_bdmc.estimators).
+    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 1000)
     return dict(chains=8, step=pm.Metropolis())
 
 

@@ -1,7 +1,7 @@
 """``sample_bdmc(n_steps="auto")``: lengthen the annealing path until BDMC certifies it.
 
 The bias of both bounds falls roughly as ``1 / n_steps``, and the gap measures it. So the search
-runs BDMC at :data:`FIRST_N_STEPS`, and while ``|gap| > target_gap`` runs again, longer: at the
+runs BDMC at :data:`FIRST_N_STEPS`, and until an attempt certifies (below) runs again, longer: at the
 length that ``1 / n_steps`` decay predicts would reach the target (``n_steps * |gap| /
 target_gap``, in multiples of the first attempt's length), at least twice the last length, and
 at most the longest run that fits in what is left of ``max_time`` (predicted from the last run's
@@ -24,9 +24,11 @@ choice slightly favours attempts whose noise narrowed the gap, which is why a ce
 measured gap, not a proof.
 
 The result is the last attempt's, with the search in its ``evidence`` attributes:
-``auto_n_steps`` and ``auto_gaps`` (every attempt), ``target_gap``, ``max_time`` and
-``certified`` (1 if ``|gap| <= target_gap``), and a log message that says what to change when
-the target was not reached.
+``auto_n_steps``, ``auto_gaps`` and ``auto_gap_se`` (every attempt), ``target_gap``,
+``max_time`` and ``certified``, and a log message that says what to change when the target was
+not reached. An attempt certifies where both its ``|gap|`` and the gap's standard error are
+within ``target_gap`` (:func:`~pymc_bdmc.estimators.certifies`: with few effective chains a
+gap can land near zero by chance).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import numpy as np
 import xarray as xr
 
 from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.estimators import certifies
 
 __all__ = ["FIRST_N_STEPS", "MAX_N_STEPS", "MIN_FIRST_N_STEPS", "check_auto_settings",
            "first_length", "search_n_steps"]
@@ -61,12 +64,9 @@ def check_auto_settings(target_gap: float, max_time: float | None) -> None:
         raise BDMCInputError(f"`max_time` must be positive seconds or None, got {max_time}.")
 
 
-def _gap(result: xr.DataTree) -> float:
-    return float(result["evidence"]["gap"])
-
-
-def _within(gap: float, target_gap: float) -> bool:
-    return bool(np.isfinite(gap) and abs(gap) <= target_gap)
+def _gap_and_noise(result: xr.DataTree) -> tuple[float, float, float]:
+    ev = result["evidence"]
+    return float(ev["gap"]), float(ev["lower_se"]), float(ev["upper_se"])
 
 
 def first_length(n_steps: int, predicted_seconds: float, remaining: float | None) -> int:
@@ -141,7 +141,7 @@ def search_n_steps(run: Callable[[int, Callable | None], xr.DataTree], *, target
                         remaining, max_time, steps)
         return steps
 
-    n_steps, tried, gaps = FIRST_N_STEPS, [], []
+    n_steps, tried, gaps, gap_se, certified = FIRST_N_STEPS, [], [], [], False
     result, reason, advice = None, "certified", "Raise `max_time` or pass a larger `n_steps`"
     while True:
         attempt_start = time.perf_counter()
@@ -156,11 +156,14 @@ def search_n_steps(run: Callable[[int, Callable | None], xr.DataTree], *, target
         result, seconds = attempt, time.perf_counter() - attempt_start
         n_steps = int(result["evidence"].attrs["n_steps"])  # the first may have been shortened
         tried.append(n_steps)
-        gaps.append(_gap(result))
+        gap, lower_se, upper_se = _gap_and_noise(result)
+        gaps.append(gap)
+        gap_se.append(float(np.hypot(lower_se, upper_se)))
+        certified = certifies(gap, lower_se, upper_se, target_gap)
         interrupted = result["evidence"].attrs.get("interrupted")
-        logger.info("Auto n_steps: %d steps, gap %.3f nats (target %.2f), %.1f s.", n_steps,
-                    gaps[-1], target_gap, seconds)
-        if _within(gaps[-1], target_gap):
+        logger.info("Auto n_steps: %d steps, gap %.3f nats (standard error %.3f, target %.2f), "
+                    "%.1f s.", n_steps, gap, gap_se[-1], target_gap, seconds)
+        if certified:
             break
         if interrupted:
             reason = "interrupted"
@@ -185,19 +188,20 @@ def search_n_steps(run: Callable[[int, Callable | None], xr.DataTree], *, target
                               f"pass `n_steps={wanted}` or raise `max_time`")
             break
         n_steps = next_steps
-    certified = _within(gaps[-1], target_gap)
     if not certified:
         logger.warning(
-            "BDMC did not certify the estimate: gap %.2f nats at %d steps, target %.2f; stopped "
+            "BDMC did not certify the estimate: gap %.2f nats (standard error %.2f) at %d steps, "
+            "target %.2f (both the gap and its standard error must be within it); stopped "
             "because %s. %s; if the gap hardly shrinks as n_steps doubles (here: %s), the "
             "kernels cannot follow this posterior's geometry (docs/guide.md, §4 'Settings that "
             "matter'), and a reparameterisation helps more than steps (non-centred for a "
             "funnel of Gaussian children; centred where the data pin products such as a "
             "horseshoe's z * tau * lam).",
-            gaps[-1], tried[-1], target_gap, reason, advice,
+            gaps[-1], gap_se[-1], tried[-1], target_gap, reason, advice,
             ", ".join(f"{n}: {g:.2f}" for n, g in zip(tried, gaps, strict=True)))
     result["evidence"].attrs.update({
         "auto_n_steps": np.array(tried), "auto_gaps": np.array(gaps),
+        "auto_gap_se": np.array(gap_se),
         "target_gap": float(target_gap),
         "max_time": float("nan") if max_time is None else float(max_time),
         "certified": int(certified), "auto_stop": reason,
