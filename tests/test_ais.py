@@ -91,3 +91,31 @@ def test_sample_ais_matches_closed_form_evidence(factory):
     lower = float(result["evidence"]["lower"])
     assert abs(lower - am.log_evidence()) < LOG_Z_TOL
     assert np.isnan(float(result["evidence"]["upper"]))
+
+
+def test_the_pilot_probes_longer_trajectories_on_a_quarter_of_its_particles(small_regression):
+    am, density, simulator = small_regression
+    rng = np.random.default_rng(sum(map(ord, "probes")))
+    x0 = simulator.draw_prior(64, rng)
+    rows = []
+
+    def counted(x):
+        rows.append(len(x))
+        return density.parts(x)
+
+    _, pilot = tune_plan(rng, x0, density.parts(x0), counted, schedule="adaptive", n_steps=100,
+                         n_leapfrog=None)
+    # Per temperature: three adaptation transitions of 3 leapfrog steps by every particle, one
+    # gradient per step, then one probe of 6 and one of 12 steps by 16 random particles.
+    temperatures = pilot.n_steps
+    assert rows.count(64) == temperatures * 3 * 3
+    assert rows.count(16) == temperatures * (6 + 12)
+    assert len(rows) == rows.count(64) + rows.count(16)
+    # Every length measured a positive jump at every temperature after the prior's.
+    assert np.all(pilot.jump_per_gradient[1:] > 0)
+    # The pilot's own SMC estimate is still close to the exact evidence.
+    assert abs(pilot.log_z - am.log_evidence()) < LOG_Z_TOL
+
+    rows.clear()
+    tune_plan(rng, x0, density.parts(x0), counted, schedule="adaptive", n_steps=100, n_leapfrog=3)
+    assert set(rows) == {64}

@@ -12,7 +12,8 @@ The pilot is an adaptive-tempering SMC run. At each pilot temperature it
    deviation of the incremental log weight) equals ``pilot_step_length`` nats;
 2. reweights, and resamples systematically when the ESS falls below half the population;
 3. sets the diagonal inverse mass matrix to the population's weighted variance;
-4. runs a few HMC transitions, steering the step size toward ``target_accept``.
+4. runs a few HMC transitions, steering the step size toward ``target_accept``, and probes
+   longer trajectories (:mod:`~pymc_bdmc.kernels.trajectory_length`).
 
 From the pilot's record, ``schedule="adaptive"`` places the measured run's ``n_steps``
 temperatures at equal increments of the estimated thermodynamic length
@@ -35,6 +36,12 @@ from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
 from pymc_bdmc.kernels.pilot_metrics import MetricChoice
+from pymc_bdmc.kernels.trajectory_length import (
+    LEAPFROG_CANDIDATES,
+    best_candidate,
+    hmc_on_rows,
+    probe_size,
+)
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.resampling import systematic_resample
 
@@ -55,9 +62,6 @@ MIN_VARIANCE = 1e-12
 MIN_PILOT_GROWTH = 0.05
 #: Largest number of pilot temperatures.
 MAX_PILOT_STEPS = 2000
-#: Leapfrog steps per transition the pilot tries when ``n_leapfrog`` is not given (the first as
-#: a fixed length always was; the others by one probe transition per pilot temperature).
-LEAPFROG_CANDIDATES = (3, 6, 12)
 
 
 @dataclass(frozen=True)
@@ -417,10 +421,11 @@ def run_pilot(
     matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`), and a path from a full-rank
     base a diagonal one in its principal coordinates (:mod:`~.pilot_metrics`). With
     ``n_leapfrog=None``, each temperature's adaptation transitions use the first of
-    :data:`LEAPFROG_CANDIDATES`, and one more transition probes each other length (each
-    length with its own step size); the length with the largest squared jump per gradient
-    (each temperature's values scaled by their maximum, then summed over temperatures)
-    becomes the measured runs' trajectory length.
+    :data:`~pymc_bdmc.kernels.trajectory_length.LEAPFROG_CANDIDATES`, and one more transition
+    of a random quarter of the particles probes each other length (each length with its own
+    step size); the length with the largest squared jump per gradient (each temperature's
+    values scaled by their maximum, then summed over temperatures) becomes the measured runs'
+    trajectory length (:mod:`~pymc_bdmc.kernels.trajectory_length`).
     """
     n_chains = len(x0)
     x, parts = x0, parts0
@@ -431,6 +436,7 @@ def run_pilot(
     # every dimension.
     metric = MetricChoice(parts_fn, x0.shape[1] - len(np.unique(pinned)), dense, pinned)
     candidates = LEAPFROG_CANDIDATES if n_leapfrog is None else (n_leapfrog,)
+    n_probe = probe_size(n_chains)
     # Each trajectory length has its own step size (longer ones accept less at a given step).
     log_eps = np.full(len(candidates), np.log(initial_step_size))
     weights = np.full(n_chains, 1.0 / n_chains)
@@ -472,9 +478,9 @@ def run_pilot(
                 x, parts, _ = moves.sweep(rng, x, parts, beta, np.sqrt(variance), parts_fn)
             params = HMCParams(float(np.exp(log_eps[which])), variance, candidates[which], jitter,
                                factor)
-            before = x
-            x, parts, info = hmc_step(rng, x, parts, beta, params, parts_fn)
-            jumps[which] += metric.squared_jump(x - before, variance, factor) / candidates[which]
+            movers = slice(None) if which == 0 else rng.choice(n_chains, n_probe, replace=False)
+            x, parts, info, step = hmc_on_rows(rng, x, parts, movers, beta, params, parts_fn)
+            jumps[which] += metric.squared_jump(step, variance, factor) / candidates[which]
             probes[which] += 1
             rate = float(np.mean(info.acceptance_rate))
             rates.append(rate)
@@ -492,24 +498,12 @@ def run_pilot(
             on_step(beta)
     log_z += float(log_mean_exp(log_w))
     jump = np.array(record["jump"])
-    best = _best_candidate(candidates, jump)
+    best = best_candidate(candidates, jump)
     record["eps"] = [eps[candidates.index(best)] for eps in record["eps"]]
     return PilotResult.from_record(log_z, record, n_resampled, n_leapfrog=best,
                                    jump_per_gradient=jump if n_leapfrog is None else None,
                                    n_particles=n_chains, final_x=x,
                                    final_weights=normalized_weights(log_w))
-
-
-def _best_candidate(candidates: tuple[int, ...], jump: np.ndarray) -> int:
-    if len(candidates) == 1:
-        return candidates[0]
-    finite = np.all(np.isfinite(jump), axis=1)
-    rows = jump[finite]
-    rows = rows[rows.max(axis=1) > 0]
-    if not len(rows):
-        return candidates[0]
-    score = np.sum(rows / rows.max(axis=1, keepdims=True), axis=0)
-    return candidates[int(np.argmax(score))]
 
 
 def thermodynamic_length(betas: np.ndarray, sd_log_likelihood: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ from which every tempered density is formed in NumPy.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -150,6 +151,14 @@ class DensityParts:
             self.grad_log_prior[index],
             self.grad_log_likelihood[index],
         )
+
+    def put(self, index: np.ndarray, other: DensityParts) -> DensityParts:
+        """A copy whose rows ``index`` are the rows of ``other`` (a move of some chains only)."""
+        values = {}
+        for field in dataclasses.fields(self):
+            values[field.name] = np.array(getattr(self, field.name), copy=True)
+            values[field.name][index] = getattr(other, field.name)
+        return type(self)(**values)
 
 
 @dataclass(frozen=True, slots=True)
