@@ -311,12 +311,14 @@ def sample_bdmc(
         With ``n_steps="auto"`` (AIS and a named schedule, with the built-in kernels or with
         PyMC step methods): BDMC runs at 1000 steps (or, where the pilot's timing predicts
         those would not fit in ``max_time``, as many as fit and at least 100), then runs
-        again, longer, until ``|gap|
-        <= target_gap`` nats, while the next run is predicted to fit in ``max_time``: at least
-        twice as long, and as long as ``1 / n_steps`` decay of the gap predicts the target
-        needs, if that fits. The result is the last run's; ``evidence.attrs`` records every
-        attempt (``auto_n_steps``, ``auto_gaps``) and ``certified``, and the log says what to
-        change if the target was not reached.
+        again, longer, until ``|gap| <= target_gap`` nats and the gap's standard error is
+        within it too (:func:`pymc_bdmc.estimators.certifies`), while the next run is predicted
+        to fit in ``max_time``: at least twice as long, and as long as ``1 / n_steps`` decay of
+        the gap predicts the target needs, if that fits. A gap within the target whose
+        standard error is not is measured again at the same length with more chains. The
+        result is the last run's; ``evidence.attrs`` records every attempt (``auto_n_steps``,
+        ``auto_chains``, ``auto_gaps``, ``auto_gap_se``) and ``certified``, and the log says
+        what to change if the target was not reached.
     max_time : float or None, default 60
         With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
         None removes the limit (at most 64000 steps). The lengths run then depend on this
@@ -414,8 +416,10 @@ def sample_bdmc(
 
     pilot_memo = {}  # the search's attempts share one pilot (and its choice of path)
 
-    def run(n: int, fit_length=None) -> xr.DataTree:
+    def run(n: int, fit_length=None, chains: int | None = None) -> xr.DataTree:
         run_settings = settings if n == settings.n_steps else settings.with_n_steps(n)
+        if chains is not None:
+            run_settings = run_settings.with_chains(chains)
         return run_ais(model=model, settings=run_settings, density=density,
                        simulator=simulator, streams=streams, truth=truth,
                        progressbar=progressbar, attrs={"compile_time": compile_time},
@@ -444,7 +448,7 @@ sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(_COMMON_DOC, {
         array, whose length then sets it.
 """: """    n_steps : int, "auto" or None, default "auto"
         Number of annealing steps (intermediate distributions), or SMC stages. ``"auto"``: for
-        AIS, the shortest of 1000, 2000, 4000, ... steps whose gap is within ``target_gap``,
+        AIS, the shortest of 1000, 2000, 4000, ... steps whose gap certifies ``target_gap``,
         within ``max_time`` (see there); 100 stages for SMC; or the length of a ``schedule`` array (which ``None``
         also accepts).
 """,

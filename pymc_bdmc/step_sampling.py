@@ -156,8 +156,10 @@ def sample_with_step_methods(
     check_finite_start(parts_pilot, "prior draws", layout, x_pilot, model=model)
     pilot_memo = {}  # the search's attempts share one pilot
 
-    def run(n_steps: int, fit_length=None) -> xr.DataTree:
+    def run(n_steps: int, fit_length=None, chains: int | None = None) -> xr.DataTree:
         run_settings = s if n_steps == s.n_steps else s.with_n_steps(n_steps)
+        if chains is not None:
+            run_settings = run_settings.with_chains(chains)
         x0 = draw_prior(simulator, run_settings.chains, streams["forward_init"])
         check_finite_start(runner.parts(x0), "prior draws", layout, x0, model=model)
         n_tasks = run_settings.chains * (1 if truth is None else 2)

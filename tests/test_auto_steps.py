@@ -20,15 +20,15 @@ from pymc_bdmc.pipeline.auto_steps import (
 
 
 def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0):
-    def run(n_steps, fit_length=None):
-        calls.append(n_steps)
+    def run(n_steps, fit_length=None, chains=None):
+        calls.append(n_steps if chains is None else (n_steps, chains))
         if interrupt_at is not None and len(calls) == interrupt_at:
             raise KeyboardInterrupt
         gap = gaps[min(len(calls) - 1, len(gaps) - 1)]
         se = bound_se[min(len(calls) - 1, len(bound_se) - 1)] if np.ndim(bound_se) else bound_se
         tree = xr.DataTree.from_dict({"evidence": xr.Dataset(
             {"gap": gap, "lower_se": se, "upper_se": se})})
-        tree["evidence"].attrs.update(n_steps=n_steps,
+        tree["evidence"].attrs.update(n_steps=n_steps, chains=32 if chains is None else chains,
                                       pilot_time=pilot_time if len(calls) == 1 else 0.0)
         return tree
     return run
@@ -55,30 +55,40 @@ def test_a_negative_gap_beyond_the_target_is_not_a_certificate():
     assert result["evidence"].attrs["certified"] == 1
 
 
-def test_a_gap_within_the_target_but_measured_too_noisily_is_not_a_certificate(caplog):
+def test_a_gap_within_the_target_but_measured_too_noisily_is_measured_with_more_chains(
+        caplog, monkeypatch):
+    from pymc_bdmc.pipeline import auto_steps
+
     calls = []
     with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
         result = search_n_steps(_fake_run([0.1, 0.2], calls, bound_se=[0.6, 0.1]),
                                 target_gap=0.5, max_time=None, started=time.perf_counter())
-    # 0.1 nats, but each bound's standard error 0.6 (the gap's 0.85): run again, longer.
-    assert calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS]
+    # 0.1 nats, but each bound's standard error 0.6 (the gap's 0.85, 1.7 times the target):
+    # the same length again, with ceil(1.7^2) = 3 times the chains.
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, 96)]
     attrs = result["evidence"].attrs
     assert attrs["certified"] == 1
+    np.testing.assert_array_equal(attrs["auto_chains"], [32, 96])
     np.testing.assert_allclose(attrs["auto_gap_se"], [0.6 * np.sqrt(2), 0.1 * np.sqrt(2)])
     assert not caplog.records
-    # Never measured precisely enough: not certified, and the warning says why.
+    # Never measured precisely enough within the budget: not certified, and the warning says
+    # why and what to pass.
+    clock = _Clock(per_step=0.01)  # 10 s per 1000 steps of 32 chains
+    monkeypatch.setattr(auto_steps, "time", clock)
     calls = []
     with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
-        result = search_n_steps(_fake_run([0.1], calls, bound_se=0.6), target_gap=0.5,
-                                max_time=None, started=time.perf_counter())
+        result = search_n_steps(clock.run([0.1], calls, bound_se=0.6), target_gap=0.5,
+                                max_time=45.0, started=0.0)
+    # 35 s were left after 10: three times the chains (30 s) fit, and were run.
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, 96)]
     assert result["evidence"].attrs["certified"] == 0
-    assert "standard error 0.85" in caplog.text
+    assert "standard error 0.85" in caplog.text and "chains=192" in caplog.text
 
 
 def test_stops_when_the_next_run_would_exceed_the_budget(caplog):
     calls = []
 
-    def slow(n_steps, fit_length=None):
+    def slow(n_steps, fit_length=None, chains=None):
         time.sleep(0.05)
         return _fake_run([5.0], calls)(n_steps)
 
@@ -100,15 +110,15 @@ class _Clock:
     def perf_counter(self):
         return self.now
 
-    def run(self, gaps, calls, pilot_time=0.0):
-        fake = _fake_run(gaps, calls, pilot_time=pilot_time)
+    def run(self, gaps, calls, pilot_time=0.0, bound_se=0.0):
+        fake = _fake_run(gaps, calls, pilot_time=pilot_time, bound_se=bound_se)
 
-        def run(n_steps, fit_length=None):
+        def run(n_steps, fit_length=None, chains=None):
             if fit_length is not None:  # the first attempt: the pilot, then the timed kernels
                 self.now += pilot_time
                 n_steps = fit_length(n_steps, self.per_step * n_steps)
-            self.now += self.per_step * n_steps
-            return fake(n_steps)
+            self.now += self.per_step * n_steps * (1 if chains is None else chains / 32)
+            return fake(n_steps, chains=chains)
         return run
 
 
@@ -299,3 +309,29 @@ def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monke
     # The last attempt ran the first attempt's pilot on its own number of temperatures.
     assert result["annealing"].sizes["step"] == tried[-1] + 1
     assert np.isfinite(attrs["pilot_log_z"]) and np.isfinite(attrs["auto_gaps"]).all()
+
+
+@pytest.mark.parametrize("kernels", ["built-in", "step methods"])
+def test_a_noisy_gap_is_measured_again_with_more_chains_on_the_same_pilot(kernels, monkeypatch):
+    from pymc_bdmc import step_sampling
+    from pymc_bdmc.pipeline import ais as ais_stage
+    from pymc_bdmc.pipeline import auto_steps
+
+    pilots = (_count_calls(monkeypatch, ais_stage, "tune") if kernels == "built-in" else
+              _count_calls(monkeypatch, step_sampling, "run_step_pilot"))
+    verdicts = iter([False, True])  # the first attempt's gap is taken as too noisy
+    monkeypatch.setattr(auto_steps, "certifies", lambda *args: next(verdicts))
+    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    with am.model:
+        settings = {**_search_settings(kernels, monkeypatch), "chains": 8}
+        monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 200)
+        result = pmb.sample_bdmc(random_seed=3, progressbar=False, max_time=None, **settings)
+    attrs = result["evidence"].attrs
+    first = auto_steps.FIRST_N_STEPS
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [first, first])
+    assert abs(attrs["auto_gaps"][0]) <= 0.5  # within the target: more chains, not more steps
+    # As many times the chains as (standard error / target)^2, at least twice as many.
+    more = 8 * max(2, int(np.ceil((attrs["auto_gap_se"][0] / 0.5) ** 2)))
+    np.testing.assert_array_equal(attrs["auto_chains"], [8, more])
+    assert attrs["chains"] == more and result["evidence"].sizes["ais_chain"] == more
+    assert len(pilots) == 1 and attrs["certified"] == 1

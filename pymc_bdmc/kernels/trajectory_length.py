@@ -59,7 +59,7 @@ def hmc_on_rows(rng: np.random.Generator, x: np.ndarray, parts: DensityParts,
 
 
 def best_candidate(candidates: tuple[int, ...], jump: np.ndarray) -> int:
-    """The candidate length with the largest summed, per-temperature-normalised jump.
+    """Return the candidate length with the largest summed, per-temperature-normalised jump.
 
     Parameters
     ----------

@@ -153,7 +153,7 @@ class DensityParts:
         )
 
     def put(self, index: np.ndarray, other: DensityParts) -> DensityParts:
-        """A copy whose rows ``index`` are the rows of ``other`` (a move of some chains only)."""
+        """Return a copy whose rows ``index`` are those of ``other`` (some chains moved)."""
         values = {}
         for field in dataclasses.fields(self):
             values[field.name] = np.array(getattr(self, field.name), copy=True)

@@ -66,6 +66,10 @@ class Settings:
     base: str = "prior"
     schedule_name: str | None = None
 
+    def with_chains(self, chains: int) -> Settings:
+        """Return the same settings with ``chains`` chains per direction (the pilot unchanged)."""
+        return dataclasses.replace(self, chains=check_positive_int(chains, "chains"))
+
     def with_n_steps(self, n_steps: int) -> Settings:
         """Return the same settings on ``n_steps`` temperatures of the same named schedule.
 
