@@ -150,6 +150,12 @@ def test_the_first_attempt_runs_as_many_steps_as_fit_in_what_is_left_of_the_budg
     assert first_length(1000, 100.0, 75.0) == 700
     assert first_length(1000, 1000.0, 5.0) == MIN_FIRST_N_STEPS  # never shorter than this
     assert first_length(1000, 10.0, -3.0) == MIN_FIRST_N_STEPS  # the budget already spent
+    # Shortened anyway: no more than 100 steps per squared thermodynamic length of the path,
+    # so that a later attempt still fits; where the default fits, it runs whatever the path.
+    assert first_length(1000, 100.0, 70.0, path_length=0.6) == MIN_FIRST_N_STEPS  # needs 36
+    assert first_length(1000, 100.0, 70.0, path_length=2.0) == 400
+    assert first_length(1000, 100.0, 70.0, path_length=5.0) == 700  # needs 2500: what fits
+    assert first_length(1000, 40.0, 50.0, path_length=0.6) == 1000
 
 
 def test_a_first_attempt_too_long_for_the_budget_is_shortened(monkeypatch, caplog):

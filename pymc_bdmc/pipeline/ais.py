@@ -66,7 +66,7 @@ def run_ais(
     plan: AnnealingPlan | None = None,
     parallel: Parallel | None = None,
     pilot_memo: dict | None = None,
-    fit_length: Callable[[int, float], int] | None = None,
+    fit_length: Callable[[int, float, float | None], int] | None = None,
 ) -> xr.DataTree:
     """Forward AIS (and reverse AIS from ``truth``) on the vectorized kernels, as a DataTree.
 
@@ -97,7 +97,8 @@ def run_ais(
         stores its pilot and plan here, later ones re-freeze them onto their own number of
         temperatures (:func:`pymc_bdmc.pipeline.pilot.refreeze`) instead of piloting again.
     fit_length : callable, optional
-        ``(n_steps, predicted_seconds) -> steps``: once the kernels are timed, the run is
+        ``(n_steps, predicted_seconds, path_length) -> steps``: once the kernels are timed
+        (``path_length`` is the pilot's thermodynamic length of the plan's path), the run is
         re-frozen onto ``steps`` temperatures if that is fewer (the ``n_steps="auto"`` search
         keeps its first attempt within ``max_time`` so, :mod:`pymc_bdmc.pipeline.auto_steps`).
 
@@ -172,7 +173,7 @@ def run_ais(
         fused, workers, seconds = how_to_run(plan, announce=fit_length is None)
         if fit_length is not None:
             steps = plan.n_steps if pilot is None or timing is None else fit_length(
-                plan.n_steps, seconds)
+                plan.n_steps, seconds, pilot.thermodynamic_length)
             if steps < plan.n_steps:
                 s = s.with_n_steps(steps)
                 plan = refreeze(plan, pilot, s)

@@ -13,7 +13,11 @@ of the kernels predicts that :data:`FIRST_N_STEPS` steps would take longer than 
 ``max_time``, it runs as many as fit, and at least :data:`MIN_FIRST_N_STEPS`. On a latent GP at
 80 inputs (each model call a batched 80 x 80 Cholesky factorisation and its gradient), 1000
 steps took 315 s of a 60 s budget for a gap of -0.19; the first attempt now runs 100 steps,
-which gave a gap of 0.35 in 70 s, 46 s of them the pilot's (docs/performance.md).
+which gave a gap of 0.35 in 70 s, 46 s of them the pilot's (docs/performance.md). A first
+attempt that must be shortened runs no more steps than its path needs, by the pilot's
+thermodynamic length (:func:`first_length`): a logistic regression on 10000 observations,
+whose fitted path has length 0.6, ran 400 steps to fill the budget (59 s) and now runs 100
+(40 s), with the same gaps.
 Every attempt sandwiches the same simulated ``y*`` with fresh randomness (its chains and
 kernels' draws) through the first attempt's pilot, re-frozen onto more temperatures: the pilot
 sees neither ``theta*`` nor any measured chain, so each attempt's bounds are valid on their own,
@@ -63,6 +67,10 @@ MIN_FIRST_N_STEPS = 100
 #: A gap within the target but too noisy is measured again with at most this many times the
 #: chains.
 MAX_CHAINS_FACTOR = 8
+#: A first attempt that must be shortened runs no more than this many steps per squared
+#: thermodynamic length of the path (``Lambda^2 / n_steps``, the variance of a log weight with
+#: perfect transitions, is then 0.01), where that is fewer than fit.
+STEPS_PER_SQUARED_LENGTH = 100
 
 
 def check_auto_settings(target_gap: float, max_time: float | None) -> None:
@@ -78,8 +86,9 @@ def _gap_and_noise(result: xr.DataTree) -> tuple[float, float, float]:
     return float(ev["gap"]), float(ev["lower_se"]), float(ev["upper_se"])
 
 
-def first_length(n_steps: int, predicted_seconds: float, remaining: float | None) -> int:
-    """Return the first attempt's length: ``n_steps``, or as many as fit in ``remaining`` s.
+def first_length(n_steps: int, predicted_seconds: float, remaining: float | None,
+                 path_length: float | None = None) -> int:
+    """Return the first attempt's length: ``n_steps``, or fewer where they do not fit.
 
     Parameters
     ----------
@@ -89,18 +98,25 @@ def first_length(n_steps: int, predicted_seconds: float, remaining: float | None
         Predicted wall seconds of the measured runs at ``n_steps``.
     remaining : float or None
         Seconds left of ``max_time`` (None: no limit).
+    path_length : float, optional
+        The pilot's thermodynamic length of the path the plan anneals along.
 
     Returns
     -------
     int
-        ``n_steps`` where it fits, else the longest multiple of :data:`MIN_FIRST_N_STEPS`
-        that does, and never fewer than :data:`MIN_FIRST_N_STEPS`.
+        ``n_steps`` where it fits. Else the longest multiple of :data:`MIN_FIRST_N_STEPS` that
+        fits, or, where fewer, the multiple of it at or above :data:`STEPS_PER_SQUARED_LENGTH`
+        times the squared path length (so that a later attempt still fits); never fewer than
+        :data:`MIN_FIRST_N_STEPS`.
     """
     if remaining is None or not predicted_seconds > remaining:
         return n_steps
     fits = int(n_steps * max(remaining, 0.0) / predicted_seconds)
-    return int(min(n_steps, max(MIN_FIRST_N_STEPS,
-                                MIN_FIRST_N_STEPS * (fits // MIN_FIRST_N_STEPS))))
+    steps = MIN_FIRST_N_STEPS * (fits // MIN_FIRST_N_STEPS)
+    if path_length is not None and np.isfinite(path_length):
+        needs = STEPS_PER_SQUARED_LENGTH * path_length**2
+        steps = min(steps, MIN_FIRST_N_STEPS * int(np.ceil(needs / MIN_FIRST_N_STEPS)))
+    return int(min(n_steps, max(MIN_FIRST_N_STEPS, steps)))
 
 
 def _next_length(n_steps: int, gap: float, target_gap: float, seconds: float,
@@ -151,9 +167,9 @@ def search_n_steps(run: Callable[[int, Callable | None, int | None], xr.DataTree
     xarray.DataTree
         The last attempt's result, with the search recorded in its ``evidence`` attributes.
     """
-    def fit_first(planned: int, predicted: float) -> int:
+    def fit_first(planned: int, predicted: float, path_length: float | None = None) -> int:
         remaining = None if max_time is None else max_time - (time.perf_counter() - started)
-        steps = first_length(planned, predicted, remaining)
+        steps = first_length(planned, predicted, remaining, path_length)
         if steps < planned:
             logger.info("%d steps would take about %.0f s, more than the %.0f s left of "
                         "max_time=%g s: the first attempt runs %d steps.", planned, predicted,
