@@ -12,6 +12,7 @@ import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing
 from pymc_bdmc.pipeline.auto_steps import (
     FIRST_N_STEPS,
+    MAX_CHAINS,
     MAX_N_STEPS,
     MIN_FIRST_N_STEPS,
     first_length,
@@ -83,6 +84,13 @@ def test_a_gap_within_the_target_but_measured_too_noisily_is_measured_with_more_
     assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, 96)]
     assert result["evidence"].attrs["certified"] == 0
     assert "standard error 0.85" in caplog.text and "chains=192" in caplog.text
+    # A single chain has no standard error: two make one; never more than MAX_CHAINS.
+    calls = []
+    result = search_n_steps(_fake_run([0.1], calls, bound_se=np.nan), target_gap=0.5,
+                            max_time=None, started=time.perf_counter())
+    assert calls[1] == (FIRST_N_STEPS, 64) and calls[-1] == (FIRST_N_STEPS, MAX_CHAINS)
+    assert result["evidence"].attrs["certified"] == 0
+    assert str(MAX_CHAINS) in result["evidence"].attrs["auto_stop"]
 
 
 def test_stops_when_the_next_run_would_exceed_the_budget(caplog):

@@ -52,7 +52,7 @@ import xarray as xr
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import certifies
 
-__all__ = ["FIRST_N_STEPS", "MAX_CHAINS_FACTOR", "MAX_N_STEPS", "MIN_FIRST_N_STEPS",
+__all__ = ["FIRST_N_STEPS", "MAX_CHAINS", "MAX_CHAINS_FACTOR", "MAX_N_STEPS", "MIN_FIRST_N_STEPS",
            "check_auto_settings",
            "first_length", "search_n_steps"]
 
@@ -65,8 +65,10 @@ MAX_N_STEPS = 64000
 #: The first attempt is never shorter than this, even where it does not fit in ``max_time``.
 MIN_FIRST_N_STEPS = 100
 #: A gap within the target but too noisy is measured again with at most this many times the
-#: chains.
+#: chains ...
 MAX_CHAINS_FACTOR = 8
+#: ... and never with more chains than this.
+MAX_CHAINS = 1024
 #: A first attempt that must be shortened runs no more than this many steps per squared
 #: thermodynamic length of the path (``Lambda^2 / n_steps``, the variance of a log weight with
 #: perfect transitions, is then 0.01), where that is fewer than fit.
@@ -137,7 +139,9 @@ def _next_length(n_steps: int, gap: float, target_gap: float, seconds: float,
 def _more_chains(chains: int, noise: float, target_gap: float, seconds: float,
                  remaining: float | None) -> int | None:
     """Chains for a gap within the target but measured too noisily (module docstring), or None."""
-    factor = min(MAX_CHAINS_FACTOR, max(2, int(np.ceil((noise / target_gap) ** 2))))
+    # No standard error (a single chain) is no measurement: at least two chains make one.
+    wanted = (noise / target_gap) ** 2 if np.isfinite(noise) else 2.0
+    factor = min(MAX_CHAINS_FACTOR, max(2, int(np.ceil(wanted))), MAX_CHAINS // chains)
     if remaining is not None and seconds > 0:
         factor = min(factor, int(remaining / seconds))
     return chains * factor if factor >= 2 else None
@@ -213,7 +217,9 @@ def search_n_steps(run: Callable[[int, Callable | None, int | None], xr.DataTree
         if np.isfinite(gap) and abs(gap) <= target_gap:  # close enough, but too noisy
             chains = _more_chains(tried_chains[-1], gap_se[-1], target_gap, seconds, remaining)
             if chains is None:
-                reason = (f"a run with more chains (about {2 * seconds:.0f} s for twice as many) "
+                reason = (f"twice the chains would exceed {MAX_CHAINS}"
+                          if 2 * tried_chains[-1] > MAX_CHAINS else
+                          f"a run with more chains (about {2 * seconds:.0f} s for twice as many) "
                           f"would exceed max_time={max_time:g} s ({elapsed:.0f} s spent)")
                 advice = (f"Pass `chains={2 * tried_chains[-1]}` or more, or raise `max_time`, "
                           f"to measure the gap more precisely")
