@@ -11,8 +11,8 @@ A probe only measures a jump, so it is made by a random subset of the particles
 of the pilot's gradients (18 of 27 per temperature), and on a logistic regression over 10000
 observations the prior path's pilot took 25.7 s; with a quarter of them, 12.6 s, the same
 length chosen, and the geometry suite's gaps within their run-to-run noise
-(docs/performance.md, "The pilot's probes"). The pilot and its choice see only the pilot's own particles, so the plan stays frozen
-before any measured chain runs.
+(docs/performance.md, "The pilot's probes"). The pilot and its choice see only the pilot's own
+particles, so the plan stays frozen before any measured chain runs.
 """
 
 from __future__ import annotations
