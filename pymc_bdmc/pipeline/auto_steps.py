@@ -175,9 +175,12 @@ def search_n_steps(run: Callable[[int, Callable | None, int | None], xr.DataTree
         remaining = None if max_time is None else max_time - (time.perf_counter() - started)
         steps = first_length(planned, predicted, remaining, path_length)
         if steps < planned:
+            short_path = first_length(planned, predicted, remaining) > steps
             logger.info("%d steps would take about %.0f s, more than the %.0f s left of "
-                        "max_time=%g s: the first attempt runs %d steps.", planned, predicted,
-                        remaining, max_time, steps)
+                        "max_time=%g s: the first attempt runs %d steps%s.", planned, predicted,
+                        remaining, max_time, steps,
+                        f" (the path's thermodynamic length, {path_length:.2f}, needs no more)"
+                        if short_path else "")
         return steps
 
     n_steps, tried, gaps, gap_se, certified = FIRST_N_STEPS, [], [], [], False
