@@ -112,9 +112,9 @@ _COMMON_DOC = """
         Local worker processes running the chains (SMC: the populations). With the vectorized
         kernels each worker compiles the model once and keeps it for later calls; with PyMC
         step methods each worker builds the step methods once per call. Default: all cores
-        when the run is predicted to take over 20 s (from timing the model, or with PyMC step
-        methods from the pilot's time per sweep), otherwise this process. A seed gives the
-        same chains whatever ``cores`` (see Notes).
+        when the run is predicted to take over 10 s in this process (from timing the model;
+        20 s with PyMC step methods, from the pilot's time per sweep), otherwise this process.
+        A seed gives the same chains whatever ``cores`` (see Notes).
     executor : concurrent.futures.Executor or dask.distributed.Client, optional
         Run the chains on this executor instead of local processes, e.g. a Dask cluster for
         runs that outgrow one machine (vectorized kernels, PyMC step methods, SMC on the

@@ -8,8 +8,8 @@ forward chains from exact prior draws and reverse chains from ``theta*``, each c
 every temperature on its own random stream, in this process or on the workers of ``cores`` /
 ``executor`` (:mod:`pymc_bdmc.step_chains`). Without either, the pilot's time per sweep
 predicts the run's, and runs predicted to take
-:data:`~pymc_bdmc.pipeline.execution.AUTO_PARALLEL_SECONDS` or more use all cores, as on the
-vectorized path.
+:data:`~pymc_bdmc.pipeline.execution.STEP_AUTO_PARALLEL_SECONDS` or more use all cores, as on
+the vectorized path (whose workers start faster, and whose threshold is lower).
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.executors import resolve_workers
+from pymc_bdmc.pipeline import execution
 from pymc_bdmc.pipeline.auto_steps import search_n_steps
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
-from pymc_bdmc.pipeline.execution import choose_workers
 from pymc_bdmc.pipeline.progress import phase, pilot_phase, progress_enabled
 from pymc_bdmc.pipeline.start import draw_prior, generating_values
 from pymc_bdmc.results.datatree import build_datatree
@@ -181,8 +181,10 @@ def sample_with_step_methods(
             pilot = pilot_memo["pilot"]
             # One sweep per chain and temperature.
             predicted = pilot_memo["sweep_seconds"] * run_settings.n_steps * n_tasks
-            workers = chosen if chosen is not None else choose_workers(None, None, predicted,
-                                                                       n_tasks)
+            # Read at call time: step-method workers cost more to start (module constant).
+            workers = chosen if chosen is not None else execution.choose_workers(
+                None, None, predicted, n_tasks,
+                threshold=execution.STEP_AUTO_PARALLEL_SECONDS)
             if fit_length is not None:  # the search's first attempt: fit it to max_time
                 steps = fit_length(run_settings.n_steps,
                                    predicted / max(1, min(workers.n_workers, n_tasks)))

@@ -274,7 +274,7 @@ def test_runs_predicted_long_use_all_cores_with_the_same_results(mixture, mixtur
     default = _mixture_run(mixture)  # a short run: predicted far below the threshold
     assert default["evidence"].attrs["workers"] == "this process"
     # Every run now counts as long: the pilot's time per sweep predicts more than 0 s.
-    monkeypatch.setattr(execution, "AUTO_PARALLEL_SECONDS", 0.0)
+    monkeypatch.setattr(execution, "STEP_AUTO_PARALLEL_SECONDS", 0.0)
     with caplog.at_level("INFO", logger="pymc_bdmc"):
         long = _mixture_run(mixture)
     assert "using all cores" in caplog.text

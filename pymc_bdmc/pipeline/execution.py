@@ -20,6 +20,7 @@ __all__ = [
     "FUSED_CALL_OVERHEAD",
     "FUSED_PAYBACK",
     "FUSED_SWEEP_SAVING",
+    "STEP_AUTO_PARALLEL_SECONDS",
     "KernelTiming",
     "choose_workers",
     "count_sweeps",
@@ -32,9 +33,13 @@ __all__ = [
 
 logger = logging.getLogger("pymc_bdmc")
 
-#: With ``cores=None``, chains go to worker processes only when the run is predicted to take
-#: longer than this (seconds): starting workers costs a few seconds each (import, compilation).
-AUTO_PARALLEL_SECONDS = 20.0
+#: With ``cores=None``, the vectorized kernels' chains go to worker processes only when the run
+#: is predicted to take longer than this in one process (seconds). Fresh workers cost about 3 s
+#: (a 9 s run took 12.5 s on two fresh workers, docs/performance.md "How the cost scales"), and
+#: a run of 19 s in one process took 10.5 s on two (a 10000-observation logistic regression).
+AUTO_PARALLEL_SECONDS = 10.0
+#: The same for PyMC step methods, whose workers also build the step methods on every call.
+STEP_AUTO_PARALLEL_SECONDS = 20.0
 #: With ``fused_kernel=None``, the fused kernel is compiled when the predicted saving exceeds
 #: this multiple of the model's own compilation time (compiling it costs about 1-2 times that).
 FUSED_PAYBACK = 2.0
@@ -252,7 +257,7 @@ def fused_forms(plan: AnnealingPlan) -> list[dict]:
 
 
 def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,
-                   announce: bool = True) -> Workers:
+                   announce: bool = True, threshold: float | None = None) -> Workers:
     """Where the chains run: as asked, or all cores for runs predicted to be long.
 
     Parameters
@@ -264,6 +269,8 @@ def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,
         Blocks of chains (fewer than two cannot be split).
     announce : bool, default True
         Log the choice of all cores (off while a run's length is still being decided).
+    threshold : float, optional
+        Seconds from which all cores are used (default :data:`AUTO_PARALLEL_SECONDS`).
 
     Returns
     -------
@@ -271,7 +278,9 @@ def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,
     """
     if executor is not None or cores is not None:
         return resolve_workers(cores, executor)
-    if n_blocks < 2 or predicted_seconds < AUTO_PARALLEL_SECONDS:
+    if threshold is None:
+        threshold = AUTO_PARALLEL_SECONDS
+    if n_blocks < 2 or predicted_seconds < threshold:
         return IN_PROCESS
     if announce:
         logger.info("Predicted run of %.0f s: using all cores (set `cores=1` to stay in this "
