@@ -55,26 +55,24 @@ def importance_ess(log_w: np.ndarray) -> float:
     return float(np.exp(2 * logsumexp(log_w) - logsumexp(2 * log_w)))
 
 
-def certifies(gap: float, lower_se: float, upper_se: float, tolerance: float) -> bool:
+def certifies(gap: float, gap_se: float, tolerance: float) -> bool:
     """Whether a BDMC gap certifies ``tolerance`` nats: within it, and measured that precisely.
 
     With few effective chains the two bounds are noisy, and their gap can land near zero by
-    chance. So the gap's own standard error (the bounds come from independent chains, so
-    ``hypot(lower_se, upper_se)``) must be within the tolerance too: a 20-step run of 16 chains
-    on a 4-coefficient regression gave a gap of 0.34 nats with standard error 1.0, and the
-    real-data estimate made with its plan was 1.46 nats off (``pmb.calibrate``,
-    ``tests/test_calibration.py``).
+    chance. So the gap's own standard error (:attr:`EvidenceBounds.gap_se`) must be within the
+    tolerance too: a 20-step run of 16 chains on a 4-coefficient regression gave a gap of 0.34
+    nats with standard error 1.0, and the real-data estimate made with its plan was 1.46 nats
+    off (``pmb.calibrate``, ``tests/test_calibration.py``).
 
     Parameters
     ----------
-    gap, lower_se, upper_se : float
+    gap, gap_se : float
         A result's ``evidence`` values of the same names.
     tolerance : float
         Nats.
     """
-    noise = float(np.hypot(lower_se, upper_se))
     return bool(np.isfinite(gap) and abs(gap) <= tolerance
-                and np.isfinite(noise) and noise <= tolerance)
+                and np.isfinite(gap_se) and gap_se <= tolerance)
 
 
 def bootstrap_se(rng: np.random.Generator, log_w: np.ndarray, n_boot: int = 1000) -> float:
@@ -126,6 +124,11 @@ class EvidenceBounds:
         return self.upper - self.lower
 
     @property
+    def gap_se(self) -> float:
+        """Standard error of :attr:`gap` (the two bounds come from independent chains)."""
+        return float(np.hypot(self.lower_se, self.upper_se))
+
+    @property
     def posterior_kl_bound(self) -> float:
         """Stochastic upper bound on ``KL(q || p(x | y))`` for the forward runs' final states.
 
@@ -155,7 +158,7 @@ class EvidenceBounds:
         rows = [
             ("lower  (forward, log-mean-exp)", self.lower, self.lower_se),
             ("upper  (reverse, -log-mean-exp)", self.upper, self.upper_se),
-            ("gap", self.gap, np.nan),
+            ("gap", self.gap, self.gap_se),
         ]
         lines = [f"{'log p(y)':<34}{'estimate':>12}{'se':>9}"]
         for name, value, se in rows:

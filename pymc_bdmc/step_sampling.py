@@ -181,7 +181,7 @@ def sample_with_step_methods(
             pilot = pilot_memo["pilot"]
             # One sweep per chain and temperature.
             predicted = pilot_memo["sweep_seconds"] * run_settings.n_steps * n_tasks
-            # Read at call time: step-method workers cost more to start (module constant).
+            # Step-method workers cost more to start: their own threshold.
             workers = chosen if chosen is not None else execution.choose_workers(
                 None, None, predicted, n_tasks,
                 threshold=execution.STEP_AUTO_PARALLEL_SECONDS)

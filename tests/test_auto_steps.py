@@ -28,7 +28,7 @@ def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0):
         gap = gaps[min(len(calls) - 1, len(gaps) - 1)]
         se = bound_se[min(len(calls) - 1, len(bound_se) - 1)] if np.ndim(bound_se) else bound_se
         tree = xr.DataTree.from_dict({"evidence": xr.Dataset(
-            {"gap": gap, "lower_se": se, "upper_se": se})})
+            {"gap": gap, "gap_se": np.hypot(se, se)})})
         tree["evidence"].attrs.update(n_steps=n_steps, chains=32 if chains is None else chains,
                                       pilot_time=pilot_time if len(calls) == 1 else 0.0)
         return tree

@@ -30,6 +30,8 @@ def test_bounds_use_the_right_average_for_each_direction():
     assert b.upper == pytest.approx(-log_mean_exp(rev), abs=EXACT)
     assert b.upper != pytest.approx(log_mean_exp(-rev))
     assert b.gap == pytest.approx(b.upper - b.lower, abs=EXACT)
+    # The bounds come from independent chains: their standard errors add in quadrature.
+    assert b.gap_se == pytest.approx(np.sqrt(b.lower_se**2 + b.upper_se**2), abs=EXACT)
     assert b.lower_mean_log_weight == pytest.approx(fwd.mean())
     assert b.upper_mean_log_weight == pytest.approx(-rev.mean())
     # Markov: P(log Zhat > log Z + b) < e^-b, so the 95% slack is log(20)

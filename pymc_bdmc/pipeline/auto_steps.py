@@ -83,9 +83,9 @@ def check_auto_settings(target_gap: float, max_time: float | None) -> None:
         raise BDMCInputError(f"`max_time` must be positive seconds or None, got {max_time}.")
 
 
-def _gap_and_noise(result: xr.DataTree) -> tuple[float, float, float]:
+def _gap_and_se(result: xr.DataTree) -> tuple[float, float]:
     ev = result["evidence"]
-    return float(ev["gap"]), float(ev["lower_se"]), float(ev["upper_se"])
+    return float(ev["gap"]), float(ev["gap_se"])
 
 
 def first_length(n_steps: int, predicted_seconds: float, remaining: float | None,
@@ -155,8 +155,9 @@ def search_n_steps(run: Callable[[int, Callable | None, int | None], xr.DataTree
     ----------
     run : callable
         ``(n_steps, fit_length, chains) -> result`` of one BDMC run on the already simulated
-        data. ``fit_length`` is None, or (first attempt) ``(n_steps, predicted_seconds) ->
-        steps``, which the run calls once its kernels are timed and then runs that many steps.
+        data. ``fit_length`` is None, or (first attempt) ``(n_steps, predicted_seconds,
+        path_length=None) -> steps``, which the run calls once its kernels are timed and then
+        runs that many steps (:func:`first_length`).
         ``chains`` is None (the call's own) or more chains (module docstring).
     target_gap : float
         Largest acceptable ``|gap|`` (nats).
@@ -200,10 +201,10 @@ def search_n_steps(run: Callable[[int, Callable | None, int | None], xr.DataTree
         n_steps = int(result["evidence"].attrs["n_steps"])  # the first may have been shortened
         tried.append(n_steps)
         tried_chains.append(int(result["evidence"].attrs["chains"]))
-        gap, lower_se, upper_se = _gap_and_noise(result)
+        gap, se = _gap_and_se(result)
         gaps.append(gap)
-        gap_se.append(float(np.hypot(lower_se, upper_se)))
-        certified = certifies(gap, lower_se, upper_se, target_gap)
+        gap_se.append(se)
+        certified = certifies(gap, se, target_gap)
         interrupted = result["evidence"].attrs.get("interrupted")
         logger.info("Auto n_steps: %d steps, %d chains, gap %.3f nats (standard error %.3f, "
                     "target %.2f), %.1f s.", n_steps, tried_chains[-1], gap, gap_se[-1],
