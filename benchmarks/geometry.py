@@ -399,7 +399,8 @@ def run_suite_model(name, build, seed, smc: bool, **settings) -> dict:
         truth_sim = analytic.log_evidence({"y": bd["observed_data"]["y"].values})
         ev = bd["evidence"]
         row.update(lower=float(ev["lower"]) - truth_sim, upper=float(ev["upper"]) - truth_sim,
-                   gap=float(ev["gap"]), n_steps=int(ev.attrs["n_steps"]))
+                   gap=float(ev["gap"]), n_steps=int(ev.attrs["n_steps"]),
+                   pilot=int(ev.attrs["pilot_chains"]))
         ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed, progressbar=False,
                                                           **settings))
         truth = analytic.log_evidence()
@@ -422,16 +423,18 @@ def run_gap_only(name, build, seed) -> dict:
     ev = bd["evidence"]
     return {"model": name, "seed": seed, "gap": float(ev["gap"]), "bdmc_s": seconds,
             "lower_abs": float(ev["lower"]), "upper_abs": float(ev["upper"]),
-            "n_steps": int(ev.attrs["n_steps"])}
+            "n_steps": int(ev.attrs["n_steps"]), "pilot": int(ev.attrs["pilot_chains"])}
 
 
 def format_row(row: dict) -> str:
     if "ais_error" not in row:
         return (f"{row['model']:<40} seed {row['seed']}  BDMC [{row['lower_abs']:.2f}, "
-                f"{row['upper_abs']:.2f}] gap {row['gap']:+.2f} ({row['n_steps']} steps) "
+                f"{row['upper_abs']:.2f}] gap {row['gap']:+.2f} ({row['n_steps']} steps, "
+                f"pilot {row['pilot']}) "
                 f"{row['bdmc_s']:.1f} s")
     text = (f"{row['model']:<40} seed {row['seed']}  BDMC lower {row['lower']:+.2f} upper "
-            f"{row['upper']:+.2f} gap {row['gap']:+.2f} ({row['n_steps']} steps) "
+            f"{row['upper']:+.2f} gap {row['gap']:+.2f} ({row['n_steps']} steps, pilot "
+            f"{row['pilot']}) "
             f"{row['bdmc_s']:.1f} s | AIS error {row['ais_error']:+.2f} {row['ais_s']:.1f} s")
     if "smc_errors" in row:
         errors = ", ".join(f"{e:+.2f}" for e in row["smc_errors"])

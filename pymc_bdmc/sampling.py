@@ -315,10 +315,13 @@ def sample_bdmc(
         within it too (:func:`pymc_bdmc.estimators.certifies`), while the next run is predicted
         to fit in ``max_time``: at least twice as long, and as long as ``1 / n_steps`` decay of
         the gap predicts the target needs, if that fits. A gap within the target whose
-        standard error is not is measured again at the same length with more chains. The
-        result is the last run's; ``evidence.attrs`` records every attempt (``auto_n_steps``,
-        ``auto_chains``, ``auto_gaps``, ``auto_gap_se``) and ``certified``, and the log says
-        what to change if the target was not reached.
+        standard error is not is measured again at the same length with more chains; a gap
+        more than 8 times the target first runs again on a fresh pilot of 4 times the
+        particles (unless ``pilot_chains`` is given): a pilot that missed part of the
+        posterior leaves gaps that steps hardly close. The result is the last run's;
+        ``evidence.attrs`` records every attempt (``auto_n_steps``, ``auto_chains``,
+        ``auto_pilot_chains``, ``auto_gaps``, ``auto_gap_se``) and ``certified``, and the log
+        says what to change if the target was not reached.
     max_time : float or None, default 60
         With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
         None removes the limit (at most 64000 steps). The lengths run then depend on this
@@ -395,7 +398,8 @@ def sample_bdmc(
             model=model, specs=specs, settings=settings, streams=streams, simulate=True,
             potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
             executor=executor, progressbar=progressbar, compile_kwargs=compile_kwargs,
-            search=dict(target_gap=target_gap, max_time=max_time, started=started)
+            search=dict(target_gap=target_gap, max_time=max_time, started=started,
+                        larger_pilot=pilot_chains is None)
             if search else None,
         )
     density, simulator, compile_time = compile_model(model, False, compile_kwargs)
@@ -416,10 +420,14 @@ def sample_bdmc(
 
     pilot_memo = {}  # the search's attempts share one pilot (and its choice of path)
 
-    def run(n: int, fit_length=None, chains: int | None = None) -> xr.DataTree:
+    def run(n: int, fit_length=None, chains: int | None = None,
+            pilot_chains: int | None = None) -> xr.DataTree:
         run_settings = settings if n == settings.n_steps else settings.with_n_steps(n)
         if chains is not None:
             run_settings = run_settings.with_chains(chains)
+        if pilot_chains is not None:  # a fresh, larger pilot replaces the shared one
+            pilot_memo.clear()
+            run_settings = run_settings.with_pilot_chains(pilot_chains)
         return run_ais(model=model, settings=run_settings, density=density,
                        simulator=simulator, streams=streams, truth=truth,
                        progressbar=progressbar, attrs={"compile_time": compile_time},
@@ -427,7 +435,8 @@ def sample_bdmc(
 
     if not search:
         return run(settings.n_steps)
-    return search_n_steps(run, target_gap=target_gap, max_time=max_time, started=started)
+    return search_n_steps(run, target_gap=target_gap, max_time=max_time, started=started,
+                          larger_pilot=not settings.pilot_chains_given)
 
 
 sample_ais.__doc__ = sample_ais.__doc__ % (_COMMON_DOC, _PARALLEL_NOTES)

@@ -151,30 +151,40 @@ def sample_with_step_methods(
     if truth is not None:
         check_finite_start(runner.parts(truth.x[None, :]), "simulated parameters", layout,
                            truth.x[None, :])
-    x_pilot = draw_prior(simulator, n_pilot, streams["pilot_init"])
-    parts_pilot = runner.parts(x_pilot)
-    check_finite_start(parts_pilot, "prior draws", layout, x_pilot, model=model)
     pilot_memo = {}  # the search's attempts share one pilot
 
-    def run(n_steps: int, fit_length=None, chains: int | None = None) -> xr.DataTree:
+    def draw_pilot(n: int) -> None:
+        pilot_memo.clear()
+        x = draw_prior(simulator, n, streams["pilot_init"])
+        parts = runner.parts(x)
+        check_finite_start(parts, "prior draws", layout, x, model=model)
+        pilot_memo.update(x=x, log_likelihood=parts.log_likelihood)
+
+    draw_pilot(n_pilot)
+
+    def run(n_steps: int, fit_length=None, chains: int | None = None,
+            pilot_chains: int | None = None) -> xr.DataTree:
         run_settings = s if n_steps == s.n_steps else s.with_n_steps(n_steps)
         if chains is not None:
             run_settings = run_settings.with_chains(chains)
+        if pilot_chains is not None:  # a fresh, larger pilot replaces the shared one
+            draw_pilot(pilot_chains)
+        x_pilot = pilot_memo["x"]
         x0 = draw_prior(simulator, run_settings.chains, streams["forward_init"])
         check_finite_start(runner.parts(x0), "prior draws", layout, x0, model=model)
         n_tasks = run_settings.chains * (1 if truth is None else 2)
         start = time.perf_counter()
         progress = create_simple_progress(progress_enabled(progressbar))
         with progress:
-            if not pilot_memo:
+            if "pilot" not in pilot_memo:
                 with pilot_phase(progress) as report:
                     pilot_memo["pilot"], pilot_memo["states"] = run_step_pilot(
                         streams["pilot"], runner.sweep, layout, x_pilot,
-                        parts_pilot.log_likelihood, on_step=report,
+                        pilot_memo["log_likelihood"], on_step=report,
                     )
                 pilot = pilot_memo["pilot"]
                 pilot_memo["sweep_seconds"] = (time.perf_counter() - start) / (
-                    (pilot.n_steps + 1) * n_pilot * SWEEPS_PER_ANCHOR)
+                    (pilot.n_steps + 1) * len(x_pilot) * SWEEPS_PER_ANCHOR)
                 logger.info("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "
                             "kernels frozen.", pilot.n_steps + 1, pilot.n_resampled,
                             pilot.log_z)
@@ -205,7 +215,8 @@ def sample_with_step_methods(
         sampling_time = time.perf_counter() - start
         return _step_result(run_settings, runs, plan, pilot, pilot_time, sampling_time,
                             truth=truth, streams=streams, density=density, runner=runner,
-                            workers=workers, n_pilot=n_pilot, compile_time=compile_time)
+                            workers=workers, n_pilot=len(x_pilot),
+                            compile_time=compile_time)
 
     if search is None:
         return run(s.n_steps)

@@ -14,23 +14,32 @@ from pymc_bdmc.pipeline.auto_steps import (
     FIRST_N_STEPS,
     MAX_CHAINS,
     MAX_N_STEPS,
+    MAX_PILOT_CHAINS,
     MIN_FIRST_N_STEPS,
     first_length,
     search_n_steps,
 )
 
 
-def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0):
-    def run(n_steps, fit_length=None, chains=None):
-        calls.append(n_steps if chains is None else (n_steps, chains))
+def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0, pilot=64):
+    pilots = [pilot]
+
+    def run(n_steps, fit_length=None, chains=None, pilot_chains=None):
+        if pilot_chains is not None:
+            pilots.append(pilot_chains)
+        if pilot_chains is not None:
+            calls.append((n_steps, "pilot", pilot_chains))
+        else:
+            calls.append(n_steps if chains is None else (n_steps, chains))
         if interrupt_at is not None and len(calls) == interrupt_at:
             raise KeyboardInterrupt
         gap = gaps[min(len(calls) - 1, len(gaps) - 1)]
         se = bound_se[min(len(calls) - 1, len(bound_se) - 1)] if np.ndim(bound_se) else bound_se
         tree = xr.DataTree.from_dict({"evidence": xr.Dataset(
             {"gap": gap, "gap_se": np.hypot(se, se)})})
-        tree["evidence"].attrs.update(n_steps=n_steps, chains=32 if chains is None else chains,
-                                      pilot_time=pilot_time if len(calls) == 1 else 0.0)
+        tree["evidence"].attrs.update(
+            n_steps=n_steps, chains=32 if chains is None else chains, pilot_chains=pilots[-1],
+            pilot_time=pilot_time if len(calls) == 1 or pilot_chains else 0.0)
         return tree
     return run
 
@@ -96,13 +105,13 @@ def test_a_gap_within_the_target_but_measured_too_noisily_is_measured_with_more_
 def test_stops_when_the_next_run_would_exceed_the_budget(caplog):
     calls = []
 
-    def slow(n_steps, fit_length=None, chains=None):
+    def slow(n_steps, fit_length=None, chains=None, pilot_chains=None):
         time.sleep(0.05)
         return _fake_run([5.0], calls)(n_steps)
 
     with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
         result = search_n_steps(slow, target_gap=0.5, max_time=0.12,
-                                started=time.perf_counter())
+                                started=time.perf_counter(), larger_pilot=False)
     assert calls == [FIRST_N_STEPS]  # 0.05 s spent, the next ~0.1 s would pass 0.12 s
     attrs = result["evidence"].attrs
     assert attrs["certified"] == 0 and "max_time" in attrs["auto_stop"]
@@ -121,12 +130,14 @@ class _Clock:
     def run(self, gaps, calls, pilot_time=0.0, bound_se=0.0):
         fake = _fake_run(gaps, calls, pilot_time=pilot_time, bound_se=bound_se)
 
-        def run(n_steps, fit_length=None, chains=None):
+        def run(n_steps, fit_length=None, chains=None, pilot_chains=None):
             if fit_length is not None:  # the first attempt: the pilot, then the timed kernels
                 self.now += pilot_time
                 n_steps = fit_length(n_steps, self.per_step * n_steps)
+            if pilot_chains is not None:  # a fresh pilot, its time in proportion to its size
+                self.now += pilot_time * pilot_chains / 64
             self.now += self.per_step * n_steps * (1 if chains is None else chains / 32)
-            return fake(n_steps, chains=chains)
+            return fake(n_steps, chains=chains, pilot_chains=pilot_chains)
         return run
 
 
@@ -145,7 +156,7 @@ def test_a_gap_far_from_the_target_jumps_to_the_predicted_length_within_the_budg
     monkeypatch.setattr(auto_steps, "time", clock)
     calls = []
     result = search_n_steps(clock.run([30.0, 2.0], calls), target_gap=0.5, max_time=100.0,
-                            started=0.0)
+                            started=0.0, larger_pilot=False)
     assert calls == [1000, 9000]
     assert result["evidence"].attrs["certified"] == 0
     assert "max_time" in result["evidence"].attrs["auto_stop"]
@@ -202,9 +213,71 @@ def test_the_next_length_is_predicted_without_the_first_attempts_pilot(monkeypat
 def test_without_a_budget_the_length_is_still_bounded():
     calls = []
     result = search_n_steps(_fake_run([5.0], calls), target_gap=0.5, max_time=None,
-                            started=time.perf_counter())
+                            started=time.perf_counter(), larger_pilot=False)
     assert calls[-1] <= MAX_N_STEPS < 2 * calls[-1]
     assert result["evidence"].attrs["certified"] == 0
+
+
+def test_a_gap_far_beyond_the_target_is_run_again_on_a_larger_pilot(caplog):
+    # Measured: a centred horseshoe's 104-particle pilot missed the posterior's mode and left a
+    # gap of 172227 nats at 1000 steps; a fresh 416-particle pilot certified -0.08.
+    calls = []
+    with caplog.at_level(logging.INFO, logger="pymc_bdmc"):
+        result = search_n_steps(_fake_run([172227.0, -0.08], calls), target_gap=0.5,
+                                max_time=None, started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
+    attrs = result["evidence"].attrs
+    assert attrs["certified"] == 1
+    np.testing.assert_array_equal(attrs["auto_pilot_chains"], [64, 256])
+    assert "pilots afresh with 256 particles" in caplog.text
+    # 8 times the target is not far enough, and neither is a gap that is not finite when the
+    # user fixed the pilot.
+    calls = []
+    search_n_steps(_fake_run([4.0, 0.1], calls), target_gap=0.5, max_time=None,
+                   started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS, 8 * FIRST_N_STEPS]
+    calls = []
+    search_n_steps(_fake_run([np.inf, 0.1], calls), target_gap=0.5, max_time=None,
+                   started=time.perf_counter(), larger_pilot=False)
+    assert calls[1] == 64 * FIRST_N_STEPS  # steps instead (inf gap: the longest allowed)
+
+
+def test_the_search_makes_one_larger_pilot_at_most():
+    calls = []
+    result = search_n_steps(_fake_run([900.0, 8.0, 0.2], calls), target_gap=0.5, max_time=None,
+                            started=time.perf_counter())
+    # 8 nats after the larger pilot: steps now, as 1/n decay predicts (16000), on that pilot.
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256), 16 * FIRST_N_STEPS]
+    np.testing.assert_array_equal(result["evidence"].attrs["auto_pilot_chains"], [64, 256, 256])
+    # Four times the pilot, but never more than MAX_PILOT_CHAINS particles.
+    calls = []
+    search_n_steps(_fake_run([900.0, 0.2], calls, pilot=400), target_gap=0.5, max_time=None,
+                   started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", MAX_PILOT_CHAINS)]
+    calls = []
+    search_n_steps(_fake_run([900.0, 0.2], calls, pilot=MAX_PILOT_CHAINS), target_gap=0.5,
+                   max_time=None, started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS, 64 * FIRST_N_STEPS]
+
+
+def test_a_larger_pilot_runs_only_where_it_fits_in_the_budget(monkeypatch):
+    from pymc_bdmc.pipeline import auto_steps
+
+    # A 10 s pilot and 10 s per 1000 steps: 20 s spent of 45, and four times the pilot plus
+    # the same run (50 s) would not fit, so the remaining 25 s go to 2000 steps.
+    clock = _Clock(per_step=0.01)
+    monkeypatch.setattr(auto_steps, "time", clock)
+    calls = []
+    search_n_steps(clock.run([20.0, 0.2], calls, pilot_time=10.0), target_gap=0.5,
+                   max_time=45.0, started=0.0)
+    assert calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS]
+    # With 80 s, it does.
+    clock = _Clock(per_step=0.01)
+    monkeypatch.setattr(auto_steps, "time", clock)
+    calls = []
+    search_n_steps(clock.run([20.0, 0.2], calls, pilot_time=10.0), target_gap=0.5,
+                   max_time=80.0, started=0.0)
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
 
 
 def test_an_interrupt_returns_the_last_finished_run():
@@ -313,8 +386,9 @@ def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monke
     with am.model:
         if kernels == "step methods":
             settings["step"] = pm.Metropolis()
+        # A gap beyond 8e-6 nats would otherwise ask for a larger pilot (tested below).
         result = pmb.sample_bdmc(target_gap=1e-6, max_time=None, random_seed=3,
-                                 progressbar=False, **settings)
+                                 pilot_chains=16, progressbar=False, **settings)
     attrs = result["evidence"].attrs
     assert (attrs["kernel"] == "pymc_step_methods") == (kernels == "step methods")
     tried = attrs["auto_n_steps"]
@@ -349,3 +423,44 @@ def test_a_noisy_gap_is_measured_again_with_more_chains_on_the_same_pilot(kernel
     np.testing.assert_array_equal(attrs["auto_chains"], [8, more])
     assert attrs["chains"] == more and result["evidence"].sizes["ais_chain"] == more
     assert len(pilots) == 1 and attrs["certified"] == 1
+
+
+@pytest.mark.parametrize("kernels", ["built-in", "step methods"])
+def test_a_gap_far_beyond_the_target_pilots_afresh_with_four_times_the_particles(kernels,
+                                                                                monkeypatch):
+    from pymc_bdmc import step_sampling
+    from pymc_bdmc.pipeline import ais as ais_stage
+    from pymc_bdmc.pipeline import auto_steps
+
+    pilot_sizes = []
+    module, name = ((ais_stage, "tune") if kernels == "built-in"
+                    else (step_sampling, "run_step_pilot"))
+    original = getattr(module, name)
+
+    def recording(*args, **kwargs):
+        pilot_sizes.append(len(args[3]))  # x_pilot, in both signatures
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, recording)
+    # A target of 1e-6 nats puts any gap far beyond it; the second attempt is taken as certified.
+    verdicts = iter([False, True])
+    monkeypatch.setattr(auto_steps, "certifies", lambda *args: next(verdicts))
+    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    with am.model:
+        settings = {**_search_settings(kernels, monkeypatch), "chains": 8}
+        monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 200)
+        result = pmb.sample_bdmc(random_seed=3, progressbar=False, max_time=None,
+                                 target_gap=1e-6, **settings)
+    attrs = result["evidence"].attrs
+    first = 64 if kernels == "built-in" else step_sampling.DEFAULT_STEP_PILOT_CHAINS
+    # The same length again, on a second pilot of fresh prior draws, four times as large.
+    assert pilot_sizes == [first, 4 * first]
+    np.testing.assert_array_equal(attrs["auto_pilot_chains"], [first, 4 * first])
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [200, 200])
+    assert attrs["pilot_chains"] == 4 * first and attrs["certified"] == 1
+    # Its bounds are those of a plan tuned on the larger pilot: they sandwich the simulated
+    # data's exact evidence.
+    ev = result["evidence"]
+    exact = am.log_evidence_of(result)
+    assert float(ev["lower"]) - 3 * float(ev["lower_se"]) <= exact
+    assert exact <= float(ev["upper"]) + 3 * float(ev["upper_se"])

@@ -130,7 +130,7 @@ def run_ais(
         if plan is None and pilot_memo:
             pilot = pilot_memo["pilot"]
             plan = refreeze(pilot_memo["plan"], pilot, s)
-            logger.info("Plan re-frozen on %d steps from the first attempt's pilot.", s.n_steps)
+            logger.info("Plan re-frozen on %d steps from an earlier attempt's pilot.", s.n_steps)
         elif plan is None:
             plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, parts_fn,
                                ADAPTIVE if s.adaptive else s.betas,

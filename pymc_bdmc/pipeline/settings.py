@@ -70,6 +70,11 @@ class Settings:
         """Return the same settings with ``chains`` chains per direction (the pilot unchanged)."""
         return dataclasses.replace(self, chains=check_positive_int(chains, "chains"))
 
+    def with_pilot_chains(self, pilot_chains: int) -> Settings:
+        """Return the same settings with a pilot of ``pilot_chains`` particles."""
+        return dataclasses.replace(
+            self, pilot_chains=check_positive_int(pilot_chains, "pilot_chains", minimum=2))
+
     def with_n_steps(self, n_steps: int) -> Settings:
         """Return the same settings on ``n_steps`` temperatures of the same named schedule.
 
