@@ -88,7 +88,9 @@ _COMMON_DOC = """
     pilot_chains : int, optional
         Size of the pilot population (default ``max(chains, 64)``, and, where the pilot
         chooses a dense mass matrix, at least 1.25 particles per movable coordinate: it then
-        runs again on that many fresh prior draws). A value given is used as it is.
+        runs again on that many fresh prior draws; ``sample_bdmc``'s length search may also
+        run one fresh pilot of 4 times the particles, see ``target_gap``). A value given is
+        used as it is.
     confidence : float, default 0.95
         Level of the Markov-inequality bounds ``lower_markov`` / ``upper_markov``.
     random_seed : int, array_like of int, SeedSequence or Generator, optional
