@@ -242,13 +242,18 @@ def test_a_gap_far_beyond_the_target_is_run_again_on_a_larger_pilot(caplog):
     assert calls[1] == 64 * FIRST_N_STEPS  # steps instead (inf gap: the longest allowed)
 
 
-def test_the_search_makes_one_larger_pilot_at_most():
+def test_the_search_makes_one_larger_pilot_at_most(caplog):
     calls = []
     result = search_n_steps(_fake_run([900.0, 8.0, 0.2], calls), target_gap=0.5, max_time=None,
                             started=time.perf_counter())
     # 8 nats after the larger pilot: steps now, as 1/n decay predicts (16000), on that pilot.
     assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256), 16 * FIRST_N_STEPS]
     np.testing.assert_array_equal(result["evidence"].attrs["auto_pilot_chains"], [64, 256, 256])
+    # An uncertified search's warning says which attempt ran on the larger pilot.
+    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        search_n_steps(_fake_run([900.0, 8.0], []), target_gap=0.5, max_time=None,
+                       started=time.perf_counter())
+    assert "(here: 1000: 900.00, 1000 (pilot 256): 8.00, 16000: 8.00" in caplog.text
     # Four times the pilot, but never more than MAX_PILOT_CHAINS particles.
     calls = []
     search_n_steps(_fake_run([900.0, 0.2], calls, pilot=400), target_gap=0.5, max_time=None,

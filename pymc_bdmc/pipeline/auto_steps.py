@@ -181,6 +181,13 @@ def _larger_pilot(pilot_chains: int, pilot_seconds: float, seconds: float,
     return size
 
 
+def _attempt_label(steps: list, chains: list, pilots: list, i: int) -> str:
+    """``1000``, or ``1000 (64 chains, pilot 416)`` where attempt ``i`` changed either."""
+    changed = ([f"{chains[i]} chains"] if i and chains[i] != chains[i - 1] else []) + (
+        [f"pilot {pilots[i]}"] if i and pilots[i] != pilots[i - 1] else [])
+    return f"{steps[i]}" + (f" ({', '.join(changed)})" if changed else "")
+
+
 def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
                    max_time: float | None, started: float,
                    larger_pilot: bool = True) -> xr.DataTree:
@@ -313,7 +320,8 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
             "funnel of Gaussian children; centred where the data pin products such as a "
             "horseshoe's z * tau * lam).",
             gaps[-1], gap_se[-1], tried[-1], target_gap, reason, advice,
-            ", ".join(f"{n}: {g:.2f}" for n, g in zip(tried, gaps, strict=True)))
+            ", ".join(_attempt_label(tried, tried_chains, tried_pilots, i) + f": {gaps[i]:.2f}"
+                      for i in range(len(tried))))
     result["evidence"].attrs.update({
         "auto_n_steps": np.array(tried), "auto_gaps": np.array(gaps),
         "auto_gap_se": np.array(gap_se), "auto_chains": np.array(tried_chains),
