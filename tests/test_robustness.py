@@ -261,3 +261,38 @@ def test_reverse_chains_stuck_at_theta_star_are_reported(caplog):
         with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
             log_ais_diagnostics(bounds, forward, reverse)
         assert ("reverse chains hardly moved" in caplog.text) is stuck
+
+
+def test_the_stuck_warning_names_the_coordinate_of_theta_star_far_from_the_forward_chains(
+        caplog):
+    from pymc_bdmc.algorithms.ais import AISRun
+    from pymc_bdmc.estimators import evidence_bounds
+    from pymc_bdmc.pipeline.diagnostics import (
+        OUTLYING_SCORE,
+        log_ais_diagnostics,
+        outlying_coordinate,
+    )
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(64, 3)) * [1.0, 2.0, 0.0]  # the last coordinate never moved
+    median, mad = np.median(x, axis=0), np.median(np.abs(x - np.median(x, axis=0)), axis=0)
+    # theta* 6 robust standard deviations out in the second coordinate, far in the third,
+    # whose forward spread is zero and which is therefore left out.
+    theta = median + np.array([1.0 * 1.4826 * mad[0], -6.0 * 1.4826 * mad[1], 50.0])
+    index, score = outlying_coordinate(theta, x)
+    assert index == 1 and score == pytest.approx(-6.0, abs=1e-12)
+    assert outlying_coordinate(median + 0.9 * OUTLYING_SCORE * 1.4826 * mad, x) is None
+
+    def run(acceptance, log_w, states):
+        n = len(log_w)
+        parts = DensityParts(np.zeros(n), np.zeros(n), np.zeros((n, 3)), np.zeros((n, 3)))
+        rates = np.concatenate([[np.nan], np.full(300, acceptance)])
+        return AISRun(log_w, states, parts, rates, np.zeros(301), np.zeros(301, dtype=int),
+                      np.zeros(301, dtype=int), np.full(n, -1))
+
+    forward = run(0.94, rng.normal(-40.0, 0.3, 64), x)
+    reverse = run(0.0, rng.normal(34.0, 0.3, 64), np.tile(theta, (64, 1)))
+    bounds = evidence_bounds(rng, forward.log_weight, reverse.log_weight)
+    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        log_ais_diagnostics(bounds, forward, reverse, theta=theta, labels=["a", "b[0]", "c"])
+    assert "Its farthest coordinate is b[0], -6.0 robust standard deviations" in caplog.text

@@ -206,7 +206,9 @@ def run_ais(
         streams["summary"], forward.log_weight,
         None if reverse is None else reverse.log_weight, confidence=s.confidence,
     )
-    log_ais_diagnostics(bounds, forward, reverse, plan.betas)
+    log_ais_diagnostics(bounds, forward, reverse, plan.betas,
+                        theta=None if truth is None else truth.x,
+                        labels=density.layout.coordinate_labels())
     attrs = {
         **attrs,
         **run_attrs(

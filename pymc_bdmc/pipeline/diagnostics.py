@@ -19,12 +19,14 @@ __all__ = [
     "log_heldout_diagnostics",
     "log_smc_diagnostics",
     "log_step_diagnostics",
+    "outlying_coordinate",
 ]
 
 logger = logging.getLogger("pymc_bdmc")
 
 
-def log_ais_diagnostics(bounds, forward, reverse, betas=None) -> None:
+def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
+                        labels=None) -> None:
     """Warn about dead, divergent or failed chains and a degenerate lower bound (AIS runs).
 
     Parameters
@@ -34,6 +36,11 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None) -> None:
     reverse : AISRun or None
     betas : numpy.ndarray, optional
         The schedule, to say where on the path a step is.
+    theta : numpy.ndarray, shape (n_dim,), optional
+        ``theta*``, where the reverse chains started (BDMC) ...
+    labels : list of str, optional
+        ... and the flat coordinates' names: where the reverse chains are stuck, the warning
+        names the coordinate of ``theta*`` farthest from the forward chains' final states.
     """
     def at(step):  # where a step is on the path, for messages
         return f"step {step}" + ("" if betas is None else f" (beta {betas[step]:.3g})")
@@ -69,7 +76,7 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None) -> None:
             "one chain. Increase `n_steps`.", bounds.ess_forward,
         )
     if reverse is not None:
-        _warn_if_reverse_stuck(forward, reverse)
+        _warn_if_reverse_stuck(forward, reverse, theta, labels)
 
 
 #: Share of the path, from beta = 1, where the reverse chains' acceptance is compared with the
@@ -77,9 +84,28 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None) -> None:
 STUCK_SHARE = 0.1
 #: ... and warned about below this acceptance while the forward chains accept at least half.
 STUCK_ACCEPTANCE = 0.05
+#: A coordinate of theta* this many robust standard deviations from the forward chains' final
+#: states is named in that warning.
+OUTLYING_SCORE = 4.0
 
 
-def _warn_if_reverse_stuck(forward: AISRun, reverse: AISRun) -> None:
+def outlying_coordinate(theta: np.ndarray, x: np.ndarray) -> tuple[int, float] | None:
+    """Return the coordinate of ``theta`` farthest from the population ``x``, and its score.
+
+    The score is ``(theta_i - median_i) / (1.4826 MAD_i)`` over the rows of ``x`` (a
+    coordinate whose rows all agree is left out). Returns None where no score reaches
+    :data:`OUTLYING_SCORE`.
+    """
+    median = np.median(x, axis=0)
+    spread = 1.4826 * np.median(np.abs(x - median), axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(spread > 0, (theta - median) / spread, 0.0)
+    score = np.where(np.isfinite(score), score, 0.0)
+    i = int(np.argmax(np.abs(score)))
+    return (i, float(score[i])) if abs(score[i]) >= OUTLYING_SCORE else None
+
+
+def _warn_if_reverse_stuck(forward: AISRun, reverse: AISRun, theta=None, labels=None) -> None:
     # The same kernels on the same temperatures: where the forward chains move and the reverse
     # ones, started at theta*, do not, theta* lies where kernels tuned on the posterior's bulk
     # cannot move (measured: a random walk's sigma* = 0.001, acceptance 0.00 against 0.94).
@@ -89,12 +115,20 @@ def _warn_if_reverse_stuck(forward: AISRun, reverse: AISRun) -> None:
         ahead = float(np.nanmean(forward.acceptance_rate[top])) if n_steps > 1 else np.nan
         back = float(np.nanmean(reverse.acceptance_rate[top])) if n_steps > 1 else np.nan
     if back < STUCK_ACCEPTANCE and ahead >= 0.5:
+        # Which variable holds theta* there: the one to reparameterise.
+        far = (None if theta is None or labels is None
+               else outlying_coordinate(np.asarray(theta), forward.x))
+        where = "" if far is None else (
+            f" Its farthest coordinate is {labels[far[0]]}, {far[1]:+.1f} robust standard "
+            f"deviations from the forward chains' final states.")
         logger.warning(
             "The reverse chains hardly moved near beta = 1 (acceptance %.2f over the last %d%% "
             "of the path, against %.2f for the forward chains there): theta* lies where kernels "
             "tuned on the bulk of the posterior cannot move (e.g. deep in a funnel's neck), so "
-            "the upper bound is loose. More steps help little; a non-centered "
-            "parameterisation helps.", back, int(100 * STUCK_SHARE), ahead,
+            "the upper bound is loose.%s More steps help little; another parameterisation "
+            "helps: non-centred for a funnel of Gaussian children, centred where the data pin "
+            "a product (such as a horseshoe's z * tau * lam).", back, int(100 * STUCK_SHARE),
+            ahead, where,
         )
 
 
