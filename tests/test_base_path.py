@@ -361,7 +361,7 @@ def test_equilibration_spends_the_same_gradients_whatever_the_trajectory_length(
     from pymc_bdmc.kernels.tuning import tune_plan
     from pymc_bdmc.pipeline import pilot as pilot_module
 
-    am, density, simulator = small_regression
+    _, density, simulator = small_regression
     x0 = simulator.draw_prior(32, np.random.default_rng(4))
     plan, pilot = tune_plan(np.random.default_rng(5), x0, density.parts(x0), density.parts,
                             schedule="adaptive", n_steps=20, n_leapfrog=3)
