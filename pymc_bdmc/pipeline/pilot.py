@@ -45,8 +45,8 @@ short of the exact ``log p(y)``, and a Gaussian fitted to it gave a pilot still 
 1000-step gap of 7.3 nats. Two things fix that. Before a Gaussian is fitted to a pilot's final
 population, that population makes :data:`BASE_FIT_MOVES` more transitions at ``beta = 1``
 (:func:`equilibrate`; they tune nothing and change no estimate), counted in gradients: a kernel
-of 12 leapfrog steps makes 15 of them, not 60 (on the 80-input latent GP the equilibration
-took 14.2 s of a 45.5 s pilot, and 3.5 s so). And while a fitted path's pilot
+of 12 leapfrog steps makes 15 of them, not 60 (on the 80-input latent GP the first
+equilibration took 14.2 s of a 45.5 s pilot, and 3.5 s so). And while a fitted path's pilot
 gains more than :data:`BASE_REFIT_GAIN` nats on the pilot it was fitted from, a new Gaussian is
 fitted to its final population, up to :data:`MAX_BASE_FITS` fits; the fit with the highest
 estimate is the fitted path the rules above compare with the prior's. On that random walk the
