@@ -206,9 +206,10 @@ def run_ais(
         streams["summary"], forward.log_weight,
         None if reverse is None else reverse.log_weight, confidence=s.confidence,
     )
+    # Labels only where a stuck reverse run may need to name a coordinate (BDMC).
+    labels = None if truth is None else density.layout.coordinate_labels()
     log_ais_diagnostics(bounds, forward, reverse, plan.betas,
-                        theta=None if truth is None else truth.x,
-                        labels=density.layout.coordinate_labels())
+                        theta=None if truth is None else truth.x, labels=labels)
     attrs = {
         **attrs,
         **run_attrs(
