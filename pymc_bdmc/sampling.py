@@ -8,6 +8,7 @@ algorithms themselves live in :mod:`pymc_bdmc.algorithms` and :mod:`pymc_bdmc.ke
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from pymc_bdmc.model.checks import (
 )
 from pymc_bdmc.pipeline.ais import run_ais
 from pymc_bdmc.pipeline.auto_steps import check_auto_settings, search_n_steps
+from pymc_bdmc.pipeline.pilot import EQUILIBRATION_SHARE
 from pymc_bdmc.pipeline.execution import (  # noqa: F401  (module-level names of the old module)
     AUTO_PARALLEL_SECONDS,
     FUSED_CALL_OVERHEAD,
@@ -373,6 +375,9 @@ def sample_bdmc(
     )
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                          target_accept, step_size_jitter, pilot_chains, confidence, base)
+    if search and max_time is not None:  # the search is timed anyway (pipeline/pilot.py)
+        settings = dataclasses.replace(settings,
+                                       equilibration_seconds=EQUILIBRATION_SHARE * max_time)
     smc = None
     if method == "smc":
         smc = sampling_smc.validate_smc(

@@ -44,9 +44,12 @@ be far from the posterior: on a 201-step random walk the prior path's pilot came
 short of the exact ``log p(y)``, and a Gaussian fitted to it gave a pilot still 42 short and a
 1000-step gap of 7.3 nats. Two things fix that. Before a Gaussian is fitted to a pilot's final
 population, that population makes :data:`BASE_FIT_MOVES` more transitions at ``beta = 1``
-(:func:`equilibrate`; they tune nothing and change no estimate), counted in gradients: a kernel
-of 12 leapfrog steps makes 15 of them, not 60 (on the 80-input latent GP the first
-equilibration took 14.2 s of a 45.5 s pilot, and 3.5 s so). And while a fitted path's pilot
+(:func:`equilibrate`; they tune nothing and change no estimate). Under the ``n_steps="auto"``
+search, whose results depend on timing anyway, each equilibration stops once it has taken
+:data:`EQUILIBRATION_SHARE` of ``max_time``: on the 80-input latent GP the first took 14.2 s of
+a 45.5 s pilot. Fewer transitions for every model (the same gradients at longer trajectories)
+cost the 450-group centred hierarchy its certificate: a gap of 414 nats where it had 0.01.
+And while a fitted path's pilot
 gains more than :data:`BASE_REFIT_GAIN` nats on the pilot it was fitted from, a new Gaussian is
 fitted to its final population, up to :data:`MAX_BASE_FITS` fits; the fit with the highest
 estimate is the fitted path the rules above compare with the prior's. On that random walk the
@@ -71,6 +74,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -91,8 +95,8 @@ from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.schedules import ADAPTIVE
 
-__all__ = ["BASE_FIT_LEAPFROG", "BASE_FIT_MOVES", "BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE",
-           "BASE_PATH_GAIN", "BASE_REFIT_GAIN", "MAX_BASE_FITS",
+__all__ = ["BASE_FIT_MOVES", "BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE",
+           "BASE_PATH_GAIN", "BASE_REFIT_GAIN", "EQUILIBRATION_SHARE", "MAX_BASE_FITS",
            "PILOT_PARTICLES_PER_COORDINATE", "choose_path", "enlarged_pilot_size", "equilibrate",
            "fit_base", "prefer_fitted_base", "refreeze", "tune"]
 
@@ -103,12 +107,11 @@ logger = logging.getLogger("pymc_bdmc")
 MAX_BASE_FITS = 8
 #: Another Gaussian is fitted while the last one's pilot estimate gained more than this (nats).
 BASE_REFIT_GAIN = 1.0
-#: Transitions of a pilot's final population at ``beta = 1`` before a Gaussian is fitted to it,
-#: counted at ...
+#: Transitions of a pilot's final population at ``beta = 1`` before a Gaussian is fitted to it
+#: (each after the scale moves) ...
 BASE_FIT_MOVES = 60
-#: ... this many leapfrog steps each: a kernel of ``k`` times as many makes one HMC transition
-#: per ``k`` rounds (the same gradients; every round still makes the scale moves).
-BASE_FIT_LEAPFROG = 3
+#: ... or as many as fit in this share of ``max_time`` (the ``n_steps="auto"`` search only).
+EQUILIBRATION_SHARE = 0.05
 
 #: Pilot particles per movable coordinate where the pilot measures a dense metric.
 PILOT_PARTICLES_PER_COORDINATE = 1.25
@@ -201,7 +204,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             plan, pilot = run(x_pilot, parts_pilot, report)
         if fit_base and pilot.final_x is not None:
             plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
-                                      rng, parts_fn, moves)
+                                      rng, parts_fn, moves, s.equilibration_seconds)
     logger.info("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
     factors = [f for f in pilot.mass_factor if f is not None]
@@ -260,7 +263,7 @@ def prefer_fitted_base(prior: PilotResult, fitted: PilotResult) -> bool:
 
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
                 path_parts: Callable, n_moves: int,
-                moves: ScaleMoves | None = None) -> np.ndarray:
+                moves: ScaleMoves | None = None, seconds: float | None = None) -> np.ndarray:
     """``n_moves`` transitions of a pilot's final population by its plan's kernel at ``beta = 1``.
 
     The kernel leaves the posterior invariant, so importance weights stay valid; the moves only
@@ -280,6 +283,8 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     n_moves : int
     moves : ScaleMoves, optional
         The model's scale moves, made before each transition.
+    seconds : float, optional
+        Stop after the first transition that ends past this wall time (at least one is made).
 
     Returns
     -------
@@ -288,17 +293,18 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     """
     if n_moves <= 0 or plan.n_steps < 1:
         return x
+    started = time.perf_counter()
     parts = path_parts(x)
     params = plan.kernel(plan.n_steps)
     sd = np.sqrt(plan.inv_mass[plan.n_steps])
-    # The pilot chose the trajectory length with the largest jump per gradient, so a longer
-    # one makes fewer transitions for the same gradients (the scale moves keep every round).
-    stride = max(1, round(params.n_leapfrog / BASE_FIT_LEAPFROG))
     for i in range(n_moves):
         if moves is not None:
             x, parts, _ = moves.sweep(rng, x, parts, 1.0, sd, path_parts)
-        if i % stride == 0:
-            x, parts, _ = hmc_step(rng, x, parts, 1.0, params, path_parts)
+        x, parts, _ = hmc_step(rng, x, parts, 1.0, params, path_parts)
+        if seconds is not None and time.perf_counter() - started > seconds:
+            logger.debug("Equilibration stopped after %d of %d transitions (%.1f s).", i + 1,
+                         n_moves, time.perf_counter() - started)
+            break
     return x
 
 
@@ -338,7 +344,7 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable) -> Gau
     return GaussianBase.fit(values, weights)
 
 
-def choose_path(plan, pilot, run, rng, parts_fn, moves=None):
+def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -353,6 +359,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None):
         The model's batched densities.
     moves : ScaleMoves, optional
         The model's scale moves, for the equilibration before each fit.
+    equilibration_seconds : float, optional
+        Wall time each equilibration may take (:func:`equilibrate`).
 
     Returns
     -------
@@ -364,7 +372,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None):
     source, source_plan, source_parts = pilot, plan, parts_fn
     for fit in range(MAX_BASE_FITS):
         population = equilibrate(rng, source.final_x, source_plan, source_parts, BASE_FIT_MOVES,
-                                 moves)
+                                 moves, equilibration_seconds)
         # A population with impossible states or undefined weights has no Gaussian to give.
         if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
             break

@@ -49,6 +49,11 @@ class Settings:
     schedule_name : str or None
         The named schedule ``betas`` came from (None for an array), so that the same settings
         can be made at another length (:meth:`with_n_steps`).
+    equilibration_seconds : float or None
+        Wall time the pilot's equilibration before each Gaussian fit may take
+        (:func:`pymc_bdmc.pipeline.pilot.equilibrate`); None: all its rounds. Only the
+        ``n_steps="auto"`` search sets it (from ``max_time``): its results depend on timing
+        anyway, where a fixed length's stay the same on every machine.
     """
 
     n_steps: int
@@ -65,6 +70,7 @@ class Settings:
     pilot_chains_given: bool = False
     base: str = "prior"
     schedule_name: str | None = None
+    equilibration_seconds: float | None = None
 
     def with_chains(self, chains: int) -> Settings:
         """Return the same settings with ``chains`` chains per direction (the pilot unchanged)."""
