@@ -10,7 +10,11 @@ import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing, testing_quadrature
 from pymc_bdmc.kernels import pilot_metrics
 from pymc_bdmc.kernels.base_distribution import GaussianBase
-from pymc_bdmc.kernels.mass import curvature_correlation, curvature_mass_factor
+from pymc_bdmc.kernels.mass import (
+    curvature_correlation,
+    curvature_mass_factor,
+    exceeds_condition,
+)
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.pipeline import pilot
 
@@ -70,6 +74,65 @@ def test_curvature_mass_factor_keeps_the_population_scales_and_skips_pinned_coor
     # An uncorrelated target keeps the diagonal metric.
     assert curvature_mass_factor(population, np.full(16, 1 / 16), variance, variance > 0,
                                  gradient=lambda x: -x) is None
+
+
+def test_the_condition_check_agrees_with_the_eigenvalues_with_or_without_them(monkeypatch):
+    # A strong pair decides without an eigendecomposition; weaker ones take the eigenvalues.
+    calls = []
+    eigvalsh = np.linalg.eigvalsh
+    monkeypatch.setattr(np.linalg, "eigvalsh", lambda a: calls.append(1) or eigvalsh(a))
+    rng = np.random.default_rng(7)
+    for rho in (0.1, 0.5, 0.8, 0.85, 0.99):
+        for d in (2, 5, 30):
+            # An AR(1) correlation, its neighbours correlated by rho, in a shuffled order.
+            order = rng.permutation(d)
+            lags = np.abs(np.subtract.outer(order, order))
+            correlation = rho**lags
+            values = eigvalsh(correlation)
+            calls.clear()
+            assert exceeds_condition(correlation, 10.0) == (values[-1] / values[0] > 10.0)
+            assert bool(calls) == ((1 + rho) / (1 - rho) <= 10.0)
+    assert not exceeds_condition(np.eye(4), 10.0)
+    assert exceeds_condition(np.ones((3, 3)), 10.0)  # singular: left to the Cholesky
+
+
+def test_a_pilot_reuses_a_curvature_correlation_until_beta_grows_past_the_reuse_ratio(
+        monkeypatch):
+    _, _, correlation, gradient = _gaussian(d=6)
+    measured = []
+
+    def counting(*args, **kwargs):
+        measured.append(1)
+        return curvature_correlation(*args, **kwargs)
+
+    class Parts:
+        def __init__(self, x):
+            self.x = x
+
+        def tempered_grad(self, beta):
+            return beta * gradient(self.x)
+
+    monkeypatch.setattr(pilot_metrics, "curvature_correlation", counting)
+    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 4)
+    choice = pilot_metrics.MetricChoice(Parts, 6, True, np.zeros(0, dtype=int))
+    assert choice.curvature and choice.dense
+    rng = np.random.default_rng(8)
+    x, weights = rng.normal(size=(16, 6)), np.full(16, 1 / 16)
+    ratio = pilot_metrics.CURVATURE_REUSE_RATIO
+    betas = [0.01, 0.01 * ratio, 0.01 * ratio * 1.01, 0.1, 0.1 * ratio * 0.99, 1.0]
+    factors = []
+    for beta in betas:
+        variance = np.linspace(0.5, 2.0, 6) * (1 + beta)
+        factor = choice.factor(x, weights, variance, beta, Parts(x))
+        factors.append(factor)
+        # Every factor has this temperature's scales and the target's correlation.
+        inverse_mass = factor @ factor.T
+        np.testing.assert_allclose(np.diag(inverse_mass), variance, rtol=1e-10)
+        sd = np.sqrt(variance)
+        np.testing.assert_allclose(inverse_mass / np.outer(sd, sd), correlation, atol=1e-6)
+    # Measured at 0.01 (and kept at 0.015), 0.01515 (past the ratio), 0.1 (kept at 0.1485)
+    # and 1.0.
+    assert len(measured) == 4
 
 
 def test_gaussian_base_from_a_given_correlation_keeps_the_populations_moments():

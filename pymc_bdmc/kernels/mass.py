@@ -43,6 +43,7 @@ from scipy.linalg import solve_triangular
 
 __all__ = ["CURVATURE_ANCHORS", "CURVATURE_MAX_DIM", "DENSE_CONDITION",
            "DENSE_MAX_DIM", "curvature_correlation", "curvature_mass_factor", "dense_mass_factor",
+           "exceeds_condition", "factor_from_correlation",
            "low_rank_shrunk_correlation", "shrunk_correlation", "stiffness"]
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
@@ -204,7 +205,7 @@ def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndar
     if not 2 <= index.size <= DENSE_MAX_DIM or len(values) < 3:
         return None
     correlation, _ = shrunk_correlation(values[:, index], weights)
-    return _factor_from_correlation(correlation, variance, index, weights, scores)
+    return factor_from_correlation(correlation, variance, movable, weights, scores)
 
 
 def curvature_correlation(values: np.ndarray, variance: np.ndarray, movable: np.ndarray,
@@ -298,17 +299,47 @@ def curvature_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.
     correlation = curvature_correlation(values, variance, movable, gradient, hessian_offset)
     if correlation is None:
         return None
-    return _factor_from_correlation(correlation, variance, np.flatnonzero(movable), weights,
-                                    scores)
+    return factor_from_correlation(correlation, variance, movable, weights, scores)
 
 
-def _factor_from_correlation(correlation, variance, index, weights, scores):
-    """Factor ``correlation`` on the movable ``index`` at the population's scales.
+def exceeds_condition(correlation: np.ndarray, condition: float = DENSE_CONDITION) -> bool:
+    """Whether a correlation matrix's condition number is above ``condition``.
 
-    None where it is too weakly correlated or not less stiff than the diagonal metric.
+    Any two coordinates correlated by ``r`` bound it from below by ``(1 + r) / (1 - r)`` (the
+    eigenvalues of their 2 x 2 block, ``1 +- r``, lie within the extreme ones by Cauchy
+    interlacing). Where that bound already exceeds ``condition`` (``|r| > 9 / 11`` at 10: a
+    random walk's neighbours) no eigendecomposition is needed, which on 1001 coordinates cost
+    as much as the rest of a curvature metric's linear algebra. A correlation that is not
+    positive definite is left to the Cholesky factorisation that follows.
     """
+    off_diagonal = np.abs(correlation - np.diag(np.diag(correlation)))
+    r = float(off_diagonal.max(initial=0.0))
+    if r >= 1.0 or (1.0 + r) / (1.0 - r) > condition:
+        return True
     eigenvalues = np.linalg.eigvalsh(correlation)
-    if not eigenvalues[0] > 0 or eigenvalues[-1] / eigenvalues[0] <= DENSE_CONDITION:
+    return bool(eigenvalues[0] > 0 and eigenvalues[-1] / eigenvalues[0] > condition)
+
+
+def factor_from_correlation(correlation: np.ndarray, variance: np.ndarray, movable: np.ndarray,
+                            weights: np.ndarray, scores: np.ndarray | None = None
+                            ) -> np.ndarray | None:
+    """The dense factor of ``correlation`` at the population's scales, or None.
+
+    Parameters
+    ----------
+    correlation : ndarray, shape (k, k)
+        Over the ``k`` movable coordinates.
+    variance, movable, weights, scores
+        As for :func:`dense_mass_factor`.
+
+    Returns
+    -------
+    ndarray, shape (d, d), or None
+        As for :func:`dense_mass_factor`: None where ``correlation`` is too weakly correlated,
+        not positive definite, or not less stiff than the diagonal metric.
+    """
+    index = np.flatnonzero(movable)
+    if not exceeds_condition(correlation):
         return None
     scale = np.sqrt(variance[index])
     try:

@@ -32,15 +32,21 @@ from pymc_bdmc.kernels.base_distribution import RebasedParts
 from pymc_bdmc.kernels.mass import (
     CURVATURE_MAX_DIM,
     DENSE_MAX_DIM,
-    curvature_mass_factor,
+    curvature_correlation,
     dense_mass_factor,
+    factor_from_correlation,
 )
 from pymc_bdmc.model.layout import DensityParts
 
-__all__ = ["MetricChoice", "squared_jump"]
+__all__ = ["CURVATURE_REUSE_RATIO", "MetricChoice", "squared_jump"]
 
 #: Smallest variance of a principal coordinate's metric (guards a collapsed population).
 MIN_PRINCIPAL_VARIANCE = 1e-12
+#: A curvature correlation measured at ``beta`` serves the following temperatures up to this
+#: multiple of ``beta`` (rescaled to each one's population sds); the next is measured afresh.
+#: Measuring it took 0.32 s of a 0.4 s metric on the 1000-step random walk, at each of 78
+#: temperatures whose ``beta`` grew by 10-30 % a step (docs/performance.md).
+CURVATURE_REUSE_RATIO = 1.5
 
 
 class MetricChoice:
@@ -69,6 +75,7 @@ class MetricChoice:
         self.principal = (dense and self.curvature and not len(pinned) and base is not None
                           and base.full_rank)
         self.dense = dense and n_movable <= CURVATURE_MAX_DIM and not self.principal
+        self._curvature_at: tuple[float, np.ndarray] | None = None  # (beta, correlation)
 
     def factor(self, x: np.ndarray, weights: np.ndarray, variance: np.ndarray, beta: float,
                parts: DensityParts) -> np.ndarray | None:
@@ -81,12 +88,26 @@ class MetricChoice:
             return None
         movable = variance > 0
         if self.curvature:
-            rebased = isinstance(self.parts_fn, RebasedParts)
-            gradient, offset = (self.parts_fn.curvature_terms(beta) if rebased
-                                else (lambda p: self.parts_fn(p).tempered_grad(beta), None))
-            return curvature_mass_factor(x, weights, variance, movable, gradient,
-                                         parts.tempered_grad(beta), offset)
+            correlation = self._curvature_correlation(x, variance, movable, beta)
+            if correlation is None:
+                return None
+            return factor_from_correlation(correlation, variance, movable, weights,
+                                           parts.tempered_grad(beta))
         return dense_mass_factor(x, weights, variance, movable, parts.tempered_grad(beta))
+
+    def _curvature_correlation(self, x, variance, movable, beta) -> np.ndarray | None:
+        """The curvature's correlation at ``beta``: measured, or the last one while it serves."""
+        if self._curvature_at is not None:
+            measured_at, correlation = self._curvature_at
+            if (beta <= CURVATURE_REUSE_RATIO * measured_at
+                    and correlation.shape[0] == np.count_nonzero(movable)):
+                return correlation
+        rebased = isinstance(self.parts_fn, RebasedParts)
+        gradient, offset = (self.parts_fn.curvature_terms(beta) if rebased
+                            else (lambda p: self.parts_fn(p).tempered_grad(beta), None))
+        correlation = curvature_correlation(x, variance, movable, gradient, offset)
+        self._curvature_at = None if correlation is None else (beta, correlation)
+        return correlation
 
     def squared_jump(self, step: np.ndarray, variance: np.ndarray,
                      factor: np.ndarray | None) -> float:
