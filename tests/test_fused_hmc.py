@@ -222,6 +222,24 @@ def test_the_predicted_wall_time_follows_the_kernel_and_the_workers_chosen():
     fused = (1000 * 1.6 * 3 * 50e-6 + 200 * (1 - FUSED_SWEEP_SAVING) * 100e-6) / 2
     assert predicted_wall_seconds(timing, 1000, 200, True, 3, 2) == pytest.approx(fused)
     assert predicted_wall_seconds(None, 1000, 200, True, 3, 2) == 0.0
+    # A dense metric's products are not saved by fusing: they add to every leapfrog step.
+    dense = KernelTiming(model_call=50e-6, transition=3e-3, metric=1e-3)
+    assert predicted_wall_seconds(dense, 1000, 0, True, 3, 1) == pytest.approx(
+        1000 * 3 * (1.6 * 50e-6 + 1e-3))
+
+
+def test_the_metrics_products_are_timed_on_the_plans_dense_steps_only(monkeypatch):
+    from pymc_bdmc.pipeline import execution
+
+    ticks = iter(range(1000))  # a clock that advances one second per reading
+    monkeypatch.setattr(execution.time, "perf_counter", lambda: float(next(ticks)))
+    x = np.zeros((4, 30))
+    assert execution.metric_seconds(x, SimpleNamespace(is_dense=False, mass_index=None)) == 0.0
+    # Two products per leapfrog step, each timed at one second, on the share of dense steps.
+    half = SimpleNamespace(is_dense=True, mass_index=np.array([-1, 0, 0, -1, -1]))
+    full = SimpleNamespace(is_dense=True, mass_index=np.array([-1, 0, 0, 0, 0]))
+    assert execution.metric_seconds(x, half) == execution.METRIC_PRODUCTS * 0.5
+    assert execution.metric_seconds(x, full) == execution.METRIC_PRODUCTS * 1.0
 
 
 def test_fused_kernel_setting_is_checked_before_sampling():

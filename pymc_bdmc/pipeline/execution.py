@@ -21,11 +21,13 @@ __all__ = [
     "FUSED_PAYBACK",
     "FUSED_SWEEP_SAVING",
     "STEP_AUTO_PARALLEL_SECONDS",
+    "METRIC_PRODUCTS",
     "KernelTiming",
     "choose_workers",
     "count_sweeps",
     "count_transitions",
     "fused_forms",
+    "metric_seconds",
     "predicted_seconds",
     "predicted_wall_seconds",
     "use_fused_kernel",
@@ -46,6 +48,9 @@ FUSED_PAYBACK = 2.0
 #: A fused transition, measured, costs about this multiple of its model calls alone (1.2 on a
 #: 4-parameter regression, 1.6 on the 375-parameter low-rank model).
 FUSED_CALL_OVERHEAD = 1.6
+#: Products of the chains with a ``d x d`` matrix per leapfrog step of a dense metric
+#: (kernels/hmc.py: the move and the kick; the principal form's two with the base's basis).
+METRIC_PRODUCTS = 2
 #: Share of a NumPy Gibbs sweep's time the compiled color updates save (measured 44% on the
 #: binary-attributes model, 750 parameters, 16 chains).
 FUSED_SWEEP_SAVING = 0.4
@@ -63,11 +68,18 @@ class KernelTiming:
         Seconds per NumPy HMC transition (``n_leapfrog`` model calls and Python).
     sweep : float
         Seconds per Gibbs sweep of the discrete coordinates (with its parts).
+    metric : float
+        Seconds per leapfrog step of a dense metric's products with the chains (two products
+        with a ``d x d`` matrix, for a dense factor or a base's principal basis alike), averaged
+        over the plan's steps; 0 for diagonal metrics. A fused kernel saves Python, not these:
+        on the 1000-step random walk they are most of a transition, and without them 1000
+        steps were predicted at 5 s where 100 took 10.
     """
 
     model_call: float
     transition: float
     sweep: float = 0.0
+    metric: float = 0.0
 
     @classmethod
     def measure(cls, density: ModelDensity, x: np.ndarray, plan: AnnealingPlan,
@@ -113,7 +125,8 @@ class KernelTiming:
             density.parts(gibbs.sweep(rng, x, beta, density.terms)[0])
             sweep = time.perf_counter() - start
         density.n_evaluations, density.n_term_evaluations = calls_before, terms_before
-        return cls(float(np.median(calls)), float(np.median(transitions)), sweep)
+        return cls(float(np.median(calls)), float(np.median(transitions)), sweep,
+                   metric_seconds(x, plan))
 
     def fused_transition(self, n_leapfrog: int) -> float:
         """Predicted seconds per fused transition: its model calls and a little more.
@@ -126,7 +139,31 @@ class KernelTiming:
         -------
         float
         """
-        return FUSED_CALL_OVERHEAD * n_leapfrog * self.model_call
+        return n_leapfrog * (FUSED_CALL_OVERHEAD * self.model_call + self.metric)
+
+
+def metric_seconds(x: np.ndarray, plan: AnnealingPlan) -> float:
+    """:attr:`KernelTiming.metric` of ``plan`` on the chains ``x`` (seconds).
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (chains, n_dim)
+    plan : AnnealingPlan
+
+    Returns
+    -------
+    float
+    """
+    if not plan.is_dense:
+        return 0.0
+    share = float(np.mean(np.asarray(plan.mass_index)[1:] >= 0))
+    basis = np.eye(x.shape[1])  # any d x d matrix: the product costs the same
+    products = []
+    for _ in range(3):
+        start = time.perf_counter()
+        np.dot(x, basis)
+        products.append(time.perf_counter() - start)
+    return METRIC_PRODUCTS * share * float(np.median(products))
 
 
 def count_transitions(plan: AnnealingPlan, directions: int, spread: int) -> int:
