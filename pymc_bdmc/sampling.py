@@ -329,7 +329,9 @@ def sample_bdmc(
     max_time : float or None, default 60
         With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
         None removes the limit (at most 64000 steps). The lengths run then depend on this
-        machine's speed; an integer ``n_steps`` makes a seeded result reproducible bit for bit.
+        machine's speed, and so, on slow models, does the pilot's equilibration before each
+        fitted Gaussian (at most 5%% of ``max_time`` each); an integer ``n_steps`` makes a
+        seeded result reproducible bit for bit.
 
     Returns
     -------

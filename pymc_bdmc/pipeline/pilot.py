@@ -49,9 +49,9 @@ search, whose results depend on timing anyway, each equilibration stops once it 
 :data:`EQUILIBRATION_SHARE` of ``max_time``: on the 80-input latent GP the first took 14.2 s of
 a 45.5 s pilot. Fewer transitions for every model (the same gradients at longer trajectories)
 cost the 450-group centred hierarchy its certificate: a gap of 414 nats where it had 0.01.
-And while a fitted path's pilot
-gains more than :data:`BASE_REFIT_GAIN` nats on the pilot it was fitted from, a new Gaussian is
-fitted to its final population, up to :data:`MAX_BASE_FITS` fits; the fit with the highest
+And while a fitted path's pilot gains more than :data:`BASE_REFIT_GAIN` nats on the pilot it
+was fitted from, a new Gaussian is fitted to its final population, up to
+:data:`MAX_BASE_FITS` fits; the fit with the highest
 estimate is the fitted path the rules above compare with the prior's. On that random walk the
 three fits' pilots reached -180.9, -169.9 and -169.8 against the exact -169.5, and the gap was
 -0.17 nats at 1000 steps (40 s in all). On near-Gaussian models the first fit gains nothing and
