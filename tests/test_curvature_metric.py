@@ -8,7 +8,7 @@ import pytest
 
 import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing, testing_quadrature
-from pymc_bdmc.kernels import pilot_metrics
+from pymc_bdmc.kernels import mass, pilot_metrics
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.mass import (
     curvature_correlation,
@@ -96,40 +96,39 @@ def test_the_condition_check_agrees_with_the_eigenvalues_with_or_without_them(mo
     assert exceeds_condition(np.ones((3, 3)), 10.0)  # singular: left to the Cholesky
 
 
-def test_a_pilot_reuses_a_curvature_correlation_until_beta_grows_past_the_reuse_ratio(
-        monkeypatch):
-    _, _, correlation, gradient = _gaussian(d=6)
+def test_a_pilot_reuses_measured_hessians_until_beta_grows_past_the_reuse_ratio(monkeypatch):
+    # Prior and likelihood Gaussian with different correlations: the tempered target's
+    # correlation changes with beta, and every temperature gets its own exactly, measured or
+    # combined from the Hessians measured at a lower beta.
+    _, _, _, prior_gradient = _gaussian(d=6, seed=10)
+    _, _, _, likelihood_gradient = _gaussian(d=6, seed=11)
     measured = []
 
     def counting(*args, **kwargs):
         measured.append(1)
-        return curvature_correlation(*args, **kwargs)
+        return mass.curvature_hessians(*args, **kwargs)
 
     class Parts:
         def __init__(self, x):
-            self.x = x
+            self.grad_log_prior = prior_gradient(x)
+            self.grad_log_likelihood = likelihood_gradient(x)
 
         def tempered_grad(self, beta):
-            return beta * gradient(self.x)
+            return self.grad_log_prior + beta * self.grad_log_likelihood
 
-    monkeypatch.setattr(pilot_metrics, "curvature_correlation", counting)
+    monkeypatch.setattr(pilot_metrics, "curvature_hessians", counting)
     monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 4)
     choice = pilot_metrics.MetricChoice(Parts, 6, True, np.zeros(0, dtype=int))
     assert choice.curvature and choice.dense
-    rng = np.random.default_rng(8)
-    x, weights = rng.normal(size=(16, 6)), np.full(16, 1 / 16)
+    x = np.random.default_rng(8).normal(size=(16, 6))
     ratio = pilot_metrics.CURVATURE_REUSE_RATIO
     betas = [0.01, 0.01 * ratio, 0.01 * ratio * 1.01, 0.1, 0.1 * ratio * 0.99, 1.0]
-    factors = []
+    variance = np.linspace(0.5, 2.0, 6)
     for beta in betas:
-        variance = np.linspace(0.5, 2.0, 6) * (1 + beta)
-        factor = choice.factor(x, weights, variance, beta, Parts(x))
-        factors.append(factor)
-        # Every factor has this temperature's scales and the target's correlation.
-        inverse_mass = factor @ factor.T
-        np.testing.assert_allclose(np.diag(inverse_mass), variance, rtol=1e-10)
-        sd = np.sqrt(variance)
-        np.testing.assert_allclose(inverse_mass / np.outer(sd, sd), correlation, atol=1e-6)
+        found = choice.correlation_at(x, variance * (1 + beta), variance > 0, beta)
+        exact = curvature_correlation(x, variance, variance > 0,
+                                      lambda p, b=beta: Parts(p).tempered_grad(b))
+        np.testing.assert_allclose(found, exact, atol=1e-6)
     # Measured at 0.01 (and kept at 0.015), 0.01515 (past the ratio), 0.1 (kept at 0.1485)
     # and 1.0.
     assert len(measured) == 4
@@ -223,6 +222,33 @@ def test_on_a_fitted_path_only_the_models_part_is_differenced():
         gradient_part, offset = path.curvature_terms(beta)
         split = curvature_correlation(population, variance, movable, gradient_part, offset)
         np.testing.assert_allclose(split, whole, atol=1e-6)
+
+
+def test_on_a_fitted_path_the_reused_hessians_weight_the_base_by_one_minus_beta(monkeypatch):
+    from pymc_bdmc.model.layout import DensityParts
+
+    _, _, _, prior_gradient = _gaussian(d=5, seed=12)
+    _, _, _, likelihood_gradient = _gaussian(d=5, seed=13)
+
+    def model_parts(x):
+        zeros = np.zeros(len(x))
+        return DensityParts(zeros, zeros, prior_gradient(x), likelihood_gradient(x))
+
+    rng = np.random.default_rng(14)
+    base = GaussianBase.from_correlation(rng.normal(size=(12, 5)), np.full(12, 1 / 12),
+                                         np.eye(5) * 0.6 + 0.4)
+    path = base.parts_fn(model_parts)
+    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 3)
+    # A pinned coordinate keeps the path's metrics dense (not principal).
+    choice = pilot_metrics.MetricChoice(path, 4, True, np.array([4]))
+    assert choice.dense and not choice.principal
+    population, variance = rng.normal(size=(8, 5)), np.array([1.0, 0.5, 2.0, 1.5, 0.0])
+    movable = variance > 0
+    for beta in (0.1, 0.12, 0.7):  # measured, reused, measured
+        whole = curvature_correlation(population, variance, movable,
+                                      lambda x, b=beta: path(x).tempered_grad(b))
+        np.testing.assert_allclose(choice.correlation_at(population, variance, movable, beta),
+                                   whole, atol=1e-6)
 
 
 def test_a_full_rank_base_runs_principal_metrics_and_certifies(monkeypatch, caplog):

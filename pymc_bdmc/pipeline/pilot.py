@@ -384,8 +384,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         x = base.sample(rng, pilot.n_particles)
         based_plan, based_pilot = run(x, based_parts(x), based_parts)
         gained = based_pilot.log_z - source.log_z
-        logger.debug("Pilot from a fitted Gaussian: log Z %.2f (%+.2f).", based_pilot.log_z,
-                     gained)
+        logger.debug("Pilot from a fitted Gaussian: log Z %.2f (sd %.2f; %+.2f).",
+                     based_pilot.log_z, based_pilot.log_z_sd, gained)
         if not np.isfinite(based_pilot.log_z):  # a failed pilot says nothing for its base
             break
         if fitted is None or based_pilot.log_z > fitted[2].log_z:
