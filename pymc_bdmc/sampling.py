@@ -30,13 +30,13 @@ from pymc_bdmc.model.checks import (
 )
 from pymc_bdmc.pipeline.ais import run_ais
 from pymc_bdmc.pipeline.auto_steps import check_auto_settings, search_n_steps
-from pymc_bdmc.pipeline.pilot import EQUILIBRATION_SHARE
 from pymc_bdmc.pipeline.execution import (  # noqa: F401  (module-level names of the old module)
     AUTO_PARALLEL_SECONDS,
     FUSED_CALL_OVERHEAD,
     FUSED_PAYBACK,
     FUSED_SWEEP_SAVING,
 )
+from pymc_bdmc.pipeline.pilot import EQUILIBRATION_SHARE
 from pymc_bdmc.pipeline.seeding import streams as make_streams
 from pymc_bdmc.pipeline.settings import (  # noqa: F401  (REVERSE_SPREAD_TRANSITIONS, as above)
     REVERSE_SPREAD_TRANSITIONS,

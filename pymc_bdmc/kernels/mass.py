@@ -42,8 +42,8 @@ import numpy as np
 from scipy.linalg import lapack
 
 __all__ = ["CURVATURE_ANCHORS", "CURVATURE_MAX_DIM", "DENSE_CONDITION",
-           "DENSE_MAX_DIM", "correlation_from_hessian", "curvature_correlation", "curvature_hessians",
-           "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
+           "DENSE_MAX_DIM", "correlation_from_hessian", "curvature_correlation",
+           "curvature_hessians", "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
            "factor_from_correlation",
            "low_rank_shrunk_correlation", "shrunk_correlation", "stiffness"]
 
@@ -295,7 +295,7 @@ def curvature_hessians(values: np.ndarray, variance: np.ndarray, movable: np.nda
 
 
 def correlation_from_hessian(hessian: np.ndarray, variance: np.ndarray) -> np.ndarray | None:
-    """The correlation of the Gaussian with precision ``-hessian``, made positive definite.
+    """Return the correlation of the Gaussian with precision ``-hessian``, made positive definite.
 
     In the units of ``variance``'s sds the negative Hessian is inverted through its Cholesky
     factor; where it is not positive definite, its eigenvalues' magnitudes are taken (SoftAbs).
@@ -380,7 +380,7 @@ def exceeds_condition(correlation: np.ndarray, condition: float = DENSE_CONDITIO
 def factor_from_correlation(correlation: np.ndarray, variance: np.ndarray, movable: np.ndarray,
                             weights: np.ndarray, scores: np.ndarray | None = None
                             ) -> np.ndarray | None:
-    """The dense factor of ``correlation`` at the population's scales, or None.
+    """Return the dense factor of ``correlation`` at the population's scales, or None.
 
     Parameters
     ----------

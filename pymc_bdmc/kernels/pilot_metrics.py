@@ -98,12 +98,13 @@ class MetricChoice:
 
     def correlation_at(self, x: np.ndarray, variance: np.ndarray, movable: np.ndarray,
                        beta: float) -> np.ndarray | None:
-        """The curvature's correlation at ``beta`` over the ``movable`` coordinates, or None.
+        """Return the curvature's correlation at ``beta`` over the ``movable`` coordinates.
 
         The prior's and the likelihood's Hessians (the model's, and the base's constant one,
         on a path from a base) are measured at the population ``x``, or taken from the last
         temperature they were measured at if ``beta`` is at most :data:`CURVATURE_REUSE_RATIO`
-        times its, and weighted by this ``beta``.
+        times its, and weighted by this ``beta``. None where fewer than two coordinates move,
+        a gradient is not finite or the curvature vanishes.
         """
         index = np.flatnonzero(movable)
         if index.size < 2:
@@ -124,7 +125,7 @@ class MetricChoice:
         return correlation_from_hessian(hessian, variance[index])
 
     def _gradient_parts(self, x: np.ndarray) -> list[np.ndarray]:
-        """The model's prior and likelihood gradients at ``x`` (whatever the path)."""
+        """Return the model's prior and likelihood gradients at ``x`` (whatever the path)."""
         rebased = isinstance(self.parts_fn, RebasedParts)
         parts = self.parts_fn.model_parts(x) if rebased else self.parts_fn(x)
         return [parts.grad_log_prior, parts.grad_log_likelihood]
