@@ -32,6 +32,9 @@ few particles of the pilot's own population, averaged, made positive definite (t
 its eigenvalues, as in Betancourt's SoftAbs metric) and inverted. ``d + 1`` gradients per
 particle in one batched call: a Gaussian's correlation exactly, from any population size. The
 scales still come from the population's variances, and the same stiffness check decides.
+The pilot differences the prior's and the likelihood's Hessians apart
+(:func:`curvature_hessians`) and reuses them over nearby temperatures, weighted by each
+one's ``beta`` (:mod:`pymc_bdmc.kernels.pilot_metrics`).
 """
 
 from __future__ import annotations

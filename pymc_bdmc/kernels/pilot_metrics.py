@@ -6,7 +6,9 @@ three metrics, and the plan freezes them:
 * the diagonal of the population's variances;
 * a dense factor ``L`` (:mod:`pymc_bdmc.kernels.mass`), its correlations from the population up
   to :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates and from the model's curvature up
-  to :data:`~pymc_bdmc.kernels.mass.CURVATURE_MAX_DIM`;
+  to :data:`~pymc_bdmc.kernels.mass.CURVATURE_MAX_DIM` (the curvature's Hessians measured
+  at one temperature serve the next while ``beta`` grows by at most
+  :data:`CURVATURE_REUSE_RATIO` times);
 * on a path from a full-rank Gaussian base fitted from the curvature (above
   ``DENSE_MAX_DIM``), a diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``:
   a vector ``w`` of the population's sds there, the dense factor ``A diag(w)``
