@@ -5,7 +5,9 @@ call the samplers repeatedly on one model (``calibrate`` alone makes several cal
 :data:`CACHE_SIZE` compiled pairs are kept, keyed by the model object, and reused only while the
 model's structure is unchanged: the key includes the identity of every variable, Potential and
 Deterministic and the shapes of the observed data. (A compiled density refers to its model, so
-a weak-keyed cache would never let a model go; a small bounded cache does.) A reused
+a weak-keyed cache would never let a model go; a small bounded cache does.) Non-centred
+local-scale variables are compiled in their centred form (:mod:`pymc_bdmc.model.centring`);
+the key is the user's model. A reused
 density is re-conditioned on the model's *current* observed data (``pm.set_data`` between calls
 is honoured; a previous BDMC run's simulated data are not), and its evaluation counter restarts.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import pymc as pm
 
+from pymc_bdmc.model.centring import centred_model
 from pymc_bdmc.model.density import ModelDensity, observed_data_value
 from pymc_bdmc.model.simulate import ModelSimulator
 
@@ -96,9 +99,10 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
         logger.debug("Reusing the compiled densities of this model.")
         return CompiledModel(density, simulator, 0.0, True)
     start = time.perf_counter()
-    density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
-                           compile_kwargs=compile_kwargs)
-    simulator = ModelSimulator(model, density.layout, compile_kwargs=compile_kwargs)
+    centring = centred_model(model)  # the same evidence; the user's model is not touched
+    density = ModelDensity(centring.model, potentials_in_likelihood=potentials_in_likelihood,
+                           compile_kwargs=compile_kwargs, centred=centring.centred)
+    simulator = ModelSimulator(centring.model, density.layout, compile_kwargs=compile_kwargs)
     if cache:
         _CACHE[key] = (model, density, simulator)
         while len(_CACHE) > CACHE_SIZE:

@@ -42,6 +42,7 @@ def run_attrs(settings: Settings, density: ModelDensity, pilot, sampling_time: f
         "sampling_time": sampling_time,
         "model_evaluations": density.n_evaluations,
         "batching": density.batching,
+        **({"centred": ", ".join(density.centred)} if density.centred else {}),
         **specific,
     }
 
