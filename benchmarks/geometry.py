@@ -23,7 +23,7 @@ data is the certificate. ``--blocks`` adds PyMC's building blocks as its example
 HSGP, ``gp.Marginal``, an ``LKJCholeskyCov`` normal, a drifting random walk, ``pm.Truncated``
 and a Student-t regression with ``pm.Data``), also gap only; ``--examples`` models from
 PyMC's examples (the coal-mining switchpoint, rugby, radon, horseshoe regressions centred and
-non-centred, zero-inflated and censored data, a logistic regression on 10000 observations).
+non-centred, a regularised horseshoe, zero-inflated and censored data, a logistic regression on 10000 observations).
 For each model and seed, at the
 defaults (no ``n_steps``, ``chains`` or kernel settings), printed side by side:
 
@@ -343,6 +343,26 @@ def horseshoe(centered: bool, n_obs: int = 100, n_coefficients: int = 40,
     return model
 
 
+def regularized_horseshoe(n_obs: int = 100, n_coefficients: int = 40,
+                          seed: int = 0) -> pm.Model:
+    """The regularised horseshoe (Piironen & Vehtari 2017), non-centred as PyMC users write it."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n_obs, n_coefficients))
+    coefficients = np.zeros(n_coefficients)
+    coefficients[:4] = [2.0, -1.5, 1.0, 0.8]
+    with pm.Model() as model:
+        tau = pm.HalfStudentT("tau", 2.0, 0.1)
+        lam = pm.HalfStudentT("lam", 5.0, shape=n_coefficients)
+        c2 = pm.InverseGamma("c2", 2.0, 8.0)
+        lam_tilde = pm.Deterministic(
+            "lam_tilde", pm.math.sqrt(c2) * lam / pm.math.sqrt(c2 + tau**2 * lam**2))
+        beta = pm.Deterministic(
+            "beta", pm.Normal("z", 0.0, 1.0, shape=n_coefficients) * tau * lam_tilde)
+        pm.Normal("y", x @ beta, pm.HalfNormal("sigma", 2.0),
+                  observed=x @ coefficients + rng.normal(size=n_obs))
+    return model
+
+
 def zero_inflated(n_obs: int = 120, seed: int = 0) -> pm.Model:
     """``pm.ZeroInflatedPoisson`` counts."""
     rng = np.random.default_rng(seed)
@@ -380,6 +400,7 @@ EXAMPLES = {"coal-mining switchpoint": switchpoint,
             "radon, centered, 85 counties": radon,
             "horseshoe, 40 coefficients, centered": lambda: horseshoe(True),
             "horseshoe, 40 coefficients, non-centered": lambda: horseshoe(False),
+            "regularized horseshoe, 40 coefficients, non-centered": regularized_horseshoe,
             "zero-inflated Poisson": zero_inflated,
             "censored normal": censored_normal,
             "logistic regression, 10000 observations": large_logistic}

@@ -43,7 +43,7 @@ from pymc_bdmc.pipeline.settings import (  # noqa: F401  (REVERSE_SPREAD_TRANSIT
     parallel_settings,
     validate,
 )
-from pymc_bdmc.pipeline.start import compile_model, vectorized_discrete
+from pymc_bdmc.pipeline.start import compile_model, other_parameterization, vectorized_discrete
 from pymc_bdmc.schedules import ScheduleName
 from pymc_bdmc.step_sampling import sample_with_step_methods
 
@@ -428,6 +428,10 @@ def sample_bdmc(
                                     parallel=parallel)
 
     pilot_memo = {}  # the search's attempts share one pilot (and its choice of path)
+    # What the attempts run on: the model as written, or (once the search swaps) its other
+    # parameterisation, on the same theta* and y*.
+    state = {"density": density, "simulator": simulator, "truth": truth,
+             "compile_time": compile_time}
 
     def run(n: int, fit_length=None, chains: int | None = None,
             pilot_chains: int | None = None) -> xr.DataTree:
@@ -437,15 +441,27 @@ def sample_bdmc(
         if pilot_chains is not None:  # a fresh, larger pilot replaces the shared one
             pilot_memo.clear()
             run_settings = run_settings.with_pilot_chains(pilot_chains)
-        return run_ais(model=model, settings=run_settings, density=density,
-                       simulator=simulator, streams=streams, truth=truth,
-                       progressbar=progressbar, attrs={"compile_time": compile_time},
+        return run_ais(model=model, settings=run_settings, density=state["density"],
+                       simulator=state["simulator"], streams=streams, truth=state["truth"],
+                       progressbar=progressbar, attrs={"compile_time": state["compile_time"]},
                        parallel=parallel, pilot_memo=pilot_memo, fit_length=fit_length)
+
+    def reparameterize() -> bool:
+        form = None if state.get("no_other_form") else other_parameterization(
+            model, density, truth, compile_kwargs)
+        if form is None:
+            state["no_other_form"] = True
+            return False
+        state.update(density=form[0], simulator=form[1], truth=form[2],
+                     compile_time=state["compile_time"] + form[3])
+        pilot_memo.clear()  # a fresh pilot, in the new coordinates
+        return True
 
     if not search:
         return run(settings.n_steps)
     return search_n_steps(run, target_gap=target_gap, max_time=max_time, started=started,
-                          larger_pilot=not settings.pilot_chains_given)
+                          larger_pilot=not settings.pilot_chains_given,
+                          reparameterize=reparameterize)
 
 
 sample_ais.__doc__ = sample_ais.__doc__ % (_COMMON_DOC, _PARALLEL_NOTES)

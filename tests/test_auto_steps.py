@@ -242,6 +242,43 @@ def test_a_gap_far_beyond_the_target_is_run_again_on_a_larger_pilot(caplog):
     assert calls[1] == 64 * FIRST_N_STEPS  # steps instead (inf gap: the longest allowed)
 
 
+def test_a_gap_far_beyond_the_target_swaps_the_parameterisation_first_where_it_can(caplog):
+    # Measured: a non-centred 40-coefficient horseshoe, seed 0: hundreds of nats as written;
+    # centred, the same simulated data certified (docs/performance.md).
+    calls, swapped = [], []
+    fake = _fake_run([471.6, 0.3], calls)
+
+    def run(n_steps, fit_length=None, chains=None, pilot_chains=None):
+        tree = fake(n_steps, fit_length, chains, pilot_chains)
+        if swapped:
+            tree["evidence"].attrs["reparameterized"] = "z as z_centred"
+        return tree
+
+    def reparameterize():
+        swapped.append(True)
+        return True
+
+    with caplog.at_level(logging.INFO, logger="pymc_bdmc"):
+        result = search_n_steps(run, target_gap=0.5, max_time=None,
+                                started=time.perf_counter(), reparameterize=reparameterize)
+    assert calls == [FIRST_N_STEPS, FIRST_N_STEPS] and swapped == [True]
+    attrs = result["evidence"].attrs
+    assert attrs["certified"] == 1 and attrs["reparameterized"] == "z as z_centred"
+    np.testing.assert_array_equal(attrs["auto_reparameterized"], [0, 1])
+    assert "other parameterisation" in caplog.text
+    # Once swapped, a gap still far off gets the larger pilot; a model with nothing to swap
+    # (reparameterize() is False) goes straight to it.
+    calls, swapped = [], []
+    fake = _fake_run([471.6, 300.0, 0.3], calls)
+    search_n_steps(run, target_gap=0.5, max_time=None, started=time.perf_counter(),
+                   reparameterize=reparameterize)
+    assert calls == [FIRST_N_STEPS, FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
+    calls = []
+    search_n_steps(_fake_run([471.6, 0.3], calls), target_gap=0.5, max_time=None,
+                   started=time.perf_counter(), reparameterize=lambda: False)
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
+
+
 def test_the_search_makes_one_larger_pilot_at_most(caplog):
     calls = []
     result = search_n_steps(_fake_run([900.0, 8.0, 0.2], calls), target_gap=0.5, max_time=None,

@@ -5,9 +5,8 @@ call the samplers repeatedly on one model (``calibrate`` alone makes several cal
 :data:`CACHE_SIZE` compiled pairs are kept, keyed by the model object, and reused only while the
 model's structure is unchanged: the key includes the identity of every variable, Potential and
 Deterministic and the shapes of the observed data. (A compiled density refers to its model, so
-a weak-keyed cache would never let a model go; a small bounded cache does.) Non-centred
-local-scale variables are compiled in their centred form (:mod:`pymc_bdmc.model.centring`);
-the key is the user's model. A reused
+a weak-keyed cache would never let a model go; a small bounded cache does.) A model's other
+parameterisation (:mod:`pymc_bdmc.model.reparameterize`) is cached beside it, under its key. A reused
 density is re-conditioned on the model's *current* observed data (``pm.set_data`` between calls
 is honoured; a previous BDMC run's simulated data are not), and its evaluation counter restarts.
 """
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 
 import pymc as pm
 
-from pymc_bdmc.model.centring import centred_model
+from pymc_bdmc.model.reparameterize import OtherForm, other_form
 from pymc_bdmc.model.density import ModelDensity, observed_data_value
 from pymc_bdmc.model.simulate import ModelSimulator
 
@@ -79,7 +78,8 @@ def _fingerprint(model: pm.Model, potentials_in_likelihood: bool, compile_kwargs
 
 
 def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
-                   compile_kwargs: dict | None = None, cache: bool = True) -> CompiledModel:
+                   compile_kwargs: dict | None = None, cache: bool = True,
+                   other: bool = False) -> CompiledModel:
     """The compiled densities and simulator of ``model``, compiled at most once per structure.
 
     Parameters
@@ -89,8 +89,12 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
     compile_kwargs : dict, optional
     cache : bool, default True
         Reuse (and store) compiled functions. ``False`` always compiles afresh.
+    other : bool, default False
+        Compile the model's other parameterisation
+        (:func:`pymc_bdmc.model.reparameterize.other_form`; ``density.reparameterized`` names
+        what it swaps, empty where nothing qualifies).
     """
-    key = _fingerprint(model, potentials_in_likelihood, compile_kwargs)
+    key = (*_fingerprint(model, potentials_in_likelihood, compile_kwargs), bool(other))
     if cache and key in _CACHE and _CACHE[key][0] is model:
         _CACHE.move_to_end(key)
         _, density, simulator = _CACHE[key]
@@ -99,10 +103,11 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
         logger.debug("Reusing the compiled densities of this model.")
         return CompiledModel(density, simulator, 0.0, True)
     start = time.perf_counter()
-    centring = centred_model(model)  # the same evidence; the user's model is not touched
-    density = ModelDensity(centring.model, potentials_in_likelihood=potentials_in_likelihood,
-                           compile_kwargs=compile_kwargs, centred=centring.centred)
-    simulator = ModelSimulator(centring.model, density.layout, compile_kwargs=compile_kwargs)
+    # The same evidence; the user's model is not touched.
+    form = other_form(model) if other else OtherForm(model)
+    density = ModelDensity(form.model, potentials_in_likelihood=potentials_in_likelihood,
+                           compile_kwargs=compile_kwargs, reparameterized=form.swapped)
+    simulator = ModelSimulator(form.model, density.layout, compile_kwargs=compile_kwargs)
     if cache:
         _CACHE[key] = (model, density, simulator)
         while len(_CACHE) > CACHE_SIZE:

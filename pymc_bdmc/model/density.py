@@ -79,9 +79,9 @@ class ModelDensity:
         Compile the gradients too. Gradient-free callers (PyMC step methods, which evaluate
         their own densities per chain) pass False: the batched function then has no gradient
         graph, is compiled only on the first call of :meth:`parts`, and returns zero gradients.
-    centred : tuple of str, optional
-        The user's variables that ``model`` samples in centred form
-        (:func:`pymc_bdmc.model.centring.centred_model`), reported with the results.
+    reparameterized : dict, optional
+        The user's variables that ``model`` swaps between centred and non-centred, each with
+        the free variable behind it (:func:`pymc_bdmc.model.reparameterize.other_form`).
 
     Notes
     -----
@@ -92,10 +92,10 @@ class ModelDensity:
 
     def __init__(self, model: pm.Model, *, potentials_in_likelihood: bool = False,
                  compile_kwargs: dict | None = None, gradients: bool = True,
-                 centred: tuple[str, ...] = ()):
+                 reparameterized: Mapping[str, str] | None = None):
         started = time.perf_counter()
         self.model = model
-        self.centred = tuple(centred)
+        self.reparameterized = dict(reparameterized or {})
         self.compile_kwargs = dict(compile_kwargs or {})
         self.n_compilations = 0
         self.n_evaluations = 0  # batched calls of the hot function (cost accounting)

@@ -42,7 +42,9 @@ def run_attrs(settings: Settings, density: ModelDensity, pilot, sampling_time: f
         "sampling_time": sampling_time,
         "model_evaluations": density.n_evaluations,
         "batching": density.batching,
-        **({"centred": ", ".join(density.centred)} if density.centred else {}),
+        **({"reparameterized": ", ".join(f"{name} as {helper}" for name, helper
+                                          in density.reparameterized.items())}
+           if density.reparameterized else {}),
         **specific,
     }
 

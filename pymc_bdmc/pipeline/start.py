@@ -11,6 +11,7 @@ from pymc_bdmc.kernels.gibbs import ChromaticGibbs
 from pymc_bdmc.kernels.pymc_steps import has_discrete_free_variables
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.cache import compiled_model
+from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.checks import BDMCInputError, check_finite_start, unsampleable_prior_message
 from pymc_bdmc.model.density import FlatLayout, ModelDensity
 from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
@@ -23,6 +24,7 @@ __all__ = [
     "compile_model",
     "draw_prior",
     "generating_values",
+    "other_parameterization",
     "gibbs_kernel",
     "prior_start",
     "prior_start_blocks",
@@ -53,6 +55,32 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs):
     compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
                               compile_kwargs=compile_kwargs)
     return compiled.density, compiled.simulator, compiled.compile_time
+
+
+def other_parameterization(model, density: ModelDensity, truth: JointDraw, compile_kwargs):
+    """``model``'s other form, conditioned on ``truth``'s data, and ``theta*`` in its coordinates.
+
+    Parameters
+    ----------
+    model : pm.Model
+    density : ModelDensity
+        The model as written, which simulated ``truth``.
+    truth : JointDraw
+    compile_kwargs : dict or None
+
+    Returns
+    -------
+    tuple or None
+        ``(ModelDensity, ModelSimulator, JointDraw, compile seconds)``, or None where the model
+        has nothing to swap (:mod:`pymc_bdmc.model.reparameterize`).
+    """
+    if not other_form(model).swapped:
+        return None
+    compiled = compiled_model(model, compile_kwargs=compile_kwargs, other=True)
+    other = compiled.density
+    other.set_observed(truth.observed)
+    return (other, compiled.simulator, draw_in_other_form(truth, density, other),
+            compiled.compile_time)
 
 
 def draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,0 +1,254 @@
+"""The other parameterisation of a model's Gaussian hierarchies: the evidence does not change.
+
+Whether a hierarchy is easier centred (``theta ~ Normal(mu, tau)``) or non-centred (``theta =
+mu + tau * z``, ``z ~ Normal(0, 1)``) depends on how strongly the data pin ``theta``. A
+horseshoe written the way PyMC's docs recommend, ``beta = z * tau * lam``, is a hard target
+once the data pin each ``beta_j``: the posterior of ``(z_j, log lam_j)`` lies near the curve
+``z_j lam_j tau = beta_j``, a curved ridge per coefficient that HMC with a fixed metric does
+not follow (reverse chains stay near ``theta*``; gaps of 100-1000 nats, docs/performance.md),
+while centred it is Gaussian in the pinned ``beta``, with scale moves
+(:mod:`pymc_bdmc.model.location_scale`). Where the data are weak the non-centred form is the
+easier one, and neither is right for every data set: so ``sample_bdmc``'s search runs the model
+as written and switches to :func:`other_form` only where a gap is far off
+(:mod:`pymc_bdmc.pipeline.auto_steps`).
+
+``p(y)`` is the same under any bijective change of the latent variables, so either form serves.
+:func:`other_form` swaps every qualifying free variable, in a copy of the model's graph:
+
+* **non-centred to centred**: a free ``z ~ Normal(0, 1)`` whose only use is an elementwise
+  affine chain ``x = a + b z`` (``+``, ``-``, ``*``, ``/``, unary minus, each keeping ``z``'s
+  shape), ``a`` and ``b`` free of ``z`` and ``b`` depending on a free variable, becomes a free
+  ``f"{z}_centred" ~ Normal(a, |b|)`` standing for ``x``, and ``z = (x - a) / b`` a
+  Deterministic under its own name;
+* **centred to non-centred**: a free ``x ~ Normal(a, b)`` without a transform whose scale
+  ``b`` depends on a free variable becomes a Deterministic ``x = a + b z`` of a free
+  ``z = f"{x}_noncentred" ~ Normal(0, 1)``.
+
+Given the other variables each map is affine with Jacobian ``|b|`` per element, so the joint
+densities agree (``p'(x, ...) = p(z, ...) / |b|``), and so do the evidence and the prior
+predictive distribution of the data. The posterior carries the user's variables under their
+own names (as Deterministics) beside the new ones.
+
+The user's model is not touched. Shared data (``pm.Data``, symbolic dimension lengths) of the
+new model are the user's own, so ``pm.set_data`` on the user's model reaches the compiled
+densities of the other form.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.model.fgraph import (
+    ModelFreeRV,
+    fgraph_from_model,
+    model_deterministic,
+    model_free_rv,
+    model_from_fgraph,
+)
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.traversal import ancestors
+from pytensor.scalar import basic as ps
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.random.basic import NormalRV
+
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.simulate import JointDraw
+
+__all__ = ["CENTRED_SUFFIX", "NONCENTRED_SUFFIX", "OtherForm", "draw_in_other_form",
+           "other_form"]
+
+#: Suffix of the name of the free variable that stands for a non-centred one, centred.
+CENTRED_SUFFIX = "_centred"
+#: Suffix of the name of the standard-normal free variable behind a centred one.
+NONCENTRED_SUFFIX = "_noncentred"
+
+
+@dataclass(frozen=True)
+class OtherForm:
+    """A model in its other parameterisation, and which of the user's variables it swaps.
+
+    Attributes
+    ----------
+    model : pm.Model
+        The user's model itself when nothing is swapped.
+    swapped : dict
+        The user's swapped free variables, now Deterministics, by name, each with the name of
+        the free variable behind it (``f"{name}{CENTRED_SUFFIX}"`` or
+        ``f"{name}{NONCENTRED_SUFFIX}"``, unless taken).
+    """
+
+    model: pm.Model
+    swapped: dict[str, str] = field(default_factory=dict)
+
+
+def other_form(model: pm.Model) -> OtherForm:
+    """``model`` with its Gaussian hierarchies swapped between centred and non-centred.
+
+    See the module docstring for which variables qualify.
+
+    Parameters
+    ----------
+    model : pm.Model
+
+    Returns
+    -------
+    OtherForm
+        ``OtherForm(model)`` when no variable qualifies, or when PyMC cannot copy the model's
+        graph (initial values, nested models).
+    """
+    try:
+        with warnings.catch_warnings():  # PyMC warns about GP objects reused on a copy
+            warnings.simplefilter("ignore", UserWarning)
+            fgraph, memo = fgraph_from_model(model, inlined_views=True)
+    except (NotImplementedError, ValueError):
+        return OtherForm(model)
+    taken = set(model.named_vars)
+    swapped = {}
+    for node in list(fgraph.toposort()):
+        if not _untransformed_normal(node):
+            continue
+        rv, user = node.inputs[0], node.outputs[0]
+        loc, scale = rv.owner.op.dist_params(rv.owner)
+        if _constant(loc) == 0.0 and _constant(scale) == 1.0:  # non-centred: centre it
+            x, loc, scale = _affine_chain(fgraph, user)
+            if x is user or not _depends_on_free(fgraph, scale):
+                continue
+            name = _free_name(node.op.name + CENTRED_SUFFIX, taken)
+            new_rv = pm.Normal.dist(mu=loc, sigma=pt.abs(scale), size=rv.shape)
+            new_free = _free(new_rv, name, node.op.dims)
+            fgraph.replace(x, new_free, import_missing=True)
+            value = (new_free - loc) / scale
+        elif _depends_on_free(fgraph, scale):  # centred: non-centre it
+            name = _free_name(node.op.name + NONCENTRED_SUFFIX, taken)
+            new_free = _free(pm.Normal.dist(0.0, 1.0, size=rv.shape), name, node.op.dims)
+            value = loc + scale * new_free
+        else:
+            continue
+        fgraph.replace(user, model_deterministic(value, node.op.name, *node.op.dims),
+                       import_missing=True)
+        swapped[node.op.name] = name
+    if not swapped:
+        return OtherForm(model)
+    # PyMC copied the data and dimension lengths; the user's own keep pm.set_data working.
+    user_shared = [v for v in [*model.named_vars.values(), *model.dim_lengths.values()]
+                   if isinstance(v, SharedVariable)]
+    for original in user_shared:
+        copy = memo.get(original)
+        if copy is not None and copy is not original and copy in fgraph.variables:
+            fgraph.replace(copy, original, import_missing=True)
+    fgraph._dim_lengths = dict(model.dim_lengths)
+    return OtherForm(model_from_fgraph(fgraph, mutate_fgraph=True), swapped)
+
+
+def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDensity
+                       ) -> JointDraw:
+    """``truth`` (a draw in ``density``'s coordinates) in the other form's coordinates.
+
+    The same point of the joint distribution: every variable keeps its value. Each swapped
+    variable ``u`` is affine in the free variable ``h`` behind it, given the others, so ``h =
+    (u - u(h=0)) / (u(h=1) - u(h=0))``, both read off the other form's own Deterministic.
+
+    Parameters
+    ----------
+    truth : JointDraw
+    density : ModelDensity
+        The model as written, which simulated ``truth``.
+    other : ModelDensity
+        Its other form (``other.reparameterized`` non-empty).
+
+    Returns
+    -------
+    JointDraw
+    """
+    point = density.layout.unravel(truth.x)
+    helpers = other.reparameterized
+    layout = other.layout
+    probes = []
+    for fill in (0.0, 1.0):
+        values = dict(point)
+        values.update({h: np.full(layout.shapes[layout.names.index(h)], fill)
+                       for h in helpers.values()})
+        probes.append(layout.ravel(values))
+    at = other.constrain(np.stack(probes))
+    for name, helper in helpers.items():
+        u0, u1 = at[name][0], at[name][1]
+        point[helper] = (np.asarray(truth.free[name]) - u0) / (u1 - u0)
+    x = layout.ravel(point)
+    return JointDraw(x, {k: v[0] for k, v in other.constrain(x[None, :]).items()},
+                     truth.observed)
+
+
+def _free(rv, name: str, dims):
+    rv.name = name
+    return model_free_rv(rv, rv.type(name=name), None, name, *dims)
+
+
+def _untransformed_normal(node) -> bool:
+    """Tell whether ``node`` is a free ``Normal`` variable without a transform."""
+    if not isinstance(node.op, ModelFreeRV) or node.op.transform is not None:
+        return False
+    rv = node.inputs[0]
+    return rv.owner is not None and isinstance(rv.owner.op, NormalRV)
+
+
+def _constant(variable) -> float | None:
+    try:
+        return float(pt.get_underlying_scalar_constant_value(variable))
+    except Exception:  # any failure means "not a known constant"
+        return None
+
+
+def _affine_chain(fgraph, z):
+    """Follow the longest chain ``x = loc + scale * z`` of elementwise ops using only ``z``."""
+    loc, scale, current = pt.as_tensor(0.0), pt.as_tensor(1.0), z
+    while True:
+        clients = [node for node, _ in fgraph.clients[current] if node.outputs]  # not outputs
+        if len(clients) != 1 or len(fgraph.clients[current]) != len(clients) + (current is z):
+            return current, loc, scale
+        node = clients[0]
+        if (not isinstance(node.op, Elemwise) or len(node.outputs) != 1
+                or node.inputs.count(current) != 1
+                or node.outputs[0].type.shape != z.type.shape):
+            return current, loc, scale
+        others = [i for i in node.inputs if i is not current]
+        op = node.op.scalar_op
+        if isinstance(op, ps.Mul):
+            factor = _fold(others, pt.mul)
+            loc, scale = loc * factor, scale * factor
+        elif isinstance(op, ps.Add):
+            loc = loc + _fold(others, pt.add)
+        elif isinstance(op, ps.Sub):
+            loc, scale = ((loc - others[0], scale) if node.inputs[0] is current
+                          else (others[0] - loc, -scale))
+        elif isinstance(op, ps.Neg):
+            loc, scale = -loc, -scale
+        elif isinstance(op, ps.TrueDiv) and node.inputs[0] is current:
+            loc, scale = loc / others[0], scale / others[0]
+        else:
+            return current, loc, scale
+        current = node.outputs[0]
+
+
+def _fold(variables, op):
+    result = variables[0]
+    for variable in variables[1:]:
+        result = op(result, variable)
+    return result
+
+
+def _depends_on_free(fgraph, variable) -> bool:
+    """Tell whether ``variable`` depends on a free variable of the model."""
+    free = {node.outputs[0] for node in fgraph.apply_nodes if isinstance(node.op, ModelFreeRV)}
+    return any(v in free for v in ancestors([variable]))
+
+
+def _free_name(name: str, taken: set[str]) -> str:
+    candidate, k = name, 1
+    while candidate in taken:
+        candidate, k = f"{name}{k}", k + 1
+    taken.add(candidate)
+    return candidate
