@@ -232,7 +232,7 @@ def latent_gp(n_points: int = 30, *, noise_sd: float = 0.3, seed: int = 0,
 
 def local_scales_regression(n_obs: int = 12, *, noise_sd: float = 0.5, seed: int = 0,
                             centered: bool = False) -> AnalyticModel:
-    """A two-coefficient regression with a local scale per coefficient, horseshoe-style.
+    """Build a two-coefficient regression with a local scale per coefficient, horseshoe-style.
 
     ``lam_j ~ HalfNormal(1)``, ``beta_j = lam_j z_j`` with ``z_j ~ N(0, 1)`` (``centered=True``:
     ``beta_j ~ N(0, lam_j)``), ``y ~ N(X beta, noise_sd)``. Given the two local scales,

@@ -6,9 +6,10 @@ call the samplers repeatedly on one model (``calibrate`` alone makes several cal
 model's structure is unchanged: the key includes the identity of every variable, Potential and
 Deterministic and the shapes of the observed data. (A compiled density refers to its model, so
 a weak-keyed cache would never let a model go; a small bounded cache does.) A model's other
-parameterisation (:mod:`pymc_bdmc.model.reparameterize`) is cached beside it, under its key. A reused
-density is re-conditioned on the model's *current* observed data (``pm.set_data`` between calls
-is honoured; a previous BDMC run's simulated data are not), and its evaluation counter restarts.
+parameterisation (:mod:`pymc_bdmc.model.reparameterize`) is cached beside it, under its key.
+A reused density is re-conditioned on the model's *current* observed data (``pm.set_data``
+between calls is honoured; a previous BDMC run's simulated data are not), and its evaluation
+counter restarts.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 
 import pymc as pm
 
-from pymc_bdmc.model.reparameterize import OtherForm, other_form
 from pymc_bdmc.model.density import ModelDensity, observed_data_value
+from pymc_bdmc.model.reparameterize import OtherForm, other_form
 from pymc_bdmc.model.simulate import ModelSimulator
 
 __all__ = ["CACHE_SIZE", "CompiledModel", "clear_cache", "compiled_model"]

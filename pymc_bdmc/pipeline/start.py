@@ -11,10 +11,10 @@ from pymc_bdmc.kernels.gibbs import ChromaticGibbs
 from pymc_bdmc.kernels.pymc_steps import has_discrete_free_variables
 from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.cache import compiled_model
-from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.checks import BDMCInputError, check_finite_start, unsampleable_prior_message
 from pymc_bdmc.model.density import FlatLayout, ModelDensity
 from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
+from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.streams import ChainBlocks
@@ -24,8 +24,8 @@ __all__ = [
     "compile_model",
     "draw_prior",
     "generating_values",
-    "other_parameterization",
     "gibbs_kernel",
+    "other_parameterization",
     "prior_start",
     "prior_start_blocks",
     "vectorized_discrete",
