@@ -277,6 +277,23 @@ def test_a_gap_far_beyond_the_target_swaps_the_parameterisation_first_where_it_c
     search_n_steps(_fake_run([471.6, 0.3], calls), target_gap=0.5, max_time=None,
                    started=time.perf_counter(), reparameterize=lambda: False)
     assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
+    # The swapped attempt is fitted to the budget like a first attempt (fresh pilot, fresh
+    # timing): it swaps where the pilot fits, though the last attempt's time would not.
+    fitted = []
+
+    def timed_run(n_steps, fit_length=None, chains=None, pilot_chains=None):
+        fitted.append(fit_length is not None)
+        if fit_length is not None:
+            n_steps = fit_length(n_steps, 1000.0)  # predicted far beyond the budget
+        return run(n_steps, None, chains, pilot_chains)
+
+    calls, swapped = [], []
+    fake = _fake_run([471.6, 0.3], calls, pilot_time=1.0)
+    result = search_n_steps(timed_run, target_gap=0.5, max_time=100.0,
+                            started=time.perf_counter(), reparameterize=reparameterize)
+    assert fitted == [True, True] and swapped == [True]
+    np.testing.assert_array_equal(result["evidence"].attrs["auto_n_steps"],
+                                  [MIN_FIRST_N_STEPS, MIN_FIRST_N_STEPS])
 
 
 def test_the_search_makes_one_larger_pilot_at_most(caplog):

@@ -58,13 +58,14 @@ still of 2265 nats.
 Before that, a model with Gaussian hierarchies (:mod:`pymc_bdmc.model.reparameterize`) whose
 gap is that far off is run again, at the same length, in its other parameterisation (centred
 variables non-centred, non-centred ones centred), on the same ``theta*`` and ``y*`` and a
-fresh pilot (where the first attempt's time fits in what is left of ``max_time``); later
-attempts stay there. The evidence is the same in either form. Which form the kernels follow
-depends on the data: where they pin each coefficient of a horseshoe, ``beta = z * tau * lam``
-is a curved ridge per coefficient (gaps of 100-1000 nats on a 40-coefficient horseshoe) and
-``beta ~ Normal(0, tau * lam)`` is Gaussian in ``beta``, with scale moves; where the data are
-weak, the form as written did better (a regularised horseshoe certified at 1000 steps on 4 of
-4 seeds as written and on 1 of 4 centred), which is why the search starts from it.
+fresh pilot (where the last pilot's time fits in what is left of ``max_time``; the attempt is
+then shortened to fit, as a first attempt is); later attempts stay there. The evidence is the
+same in either form. Which form the kernels follow depends on the data: where they pin each
+coefficient of a horseshoe, ``beta = z * tau * lam`` is a curved ridge per coefficient (gaps
+of 100-1000 nats on a 40-coefficient horseshoe) and ``beta ~ Normal(0, tau * lam)`` is
+Gaussian in ``beta``, with scale moves; where the data are weak, the form as written did
+better (a regularised horseshoe certified at 1000 steps on 4 of 4 seeds as written and on 1
+of 4 centred), which is why the search starts from it.
 ``sample_ais`` has no gap to tell, and runs the model as written.
 """
 
@@ -245,8 +246,8 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
         if steps < planned:
             short_path = first_length(planned, predicted, remaining) > steps
             logger.info("%d steps would take about %.0f s, more than the %.0f s left of "
-                        "max_time=%g s: the first attempt runs %d steps%s.", planned, predicted,
-                        remaining, max_time, steps,
+                        "max_time=%g s: the %s attempt runs %d steps%s.", planned, predicted,
+                        remaining, max_time, "next" if tried else "first", steps,
                         f" (the path's thermodynamic length, {path_length:.2f}, needs no more)"
                         if short_path else "")
         return steps
@@ -259,7 +260,9 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
     while True:
         attempt_start = time.perf_counter()
         try:
-            attempt = run(n_steps, None if tried else fit_first, chains,
+            # A first attempt, or one on the other parameterisation's fresh pilot, is fitted
+            # to the budget once its kernels are timed.
+            attempt = run(n_steps, fit_first if not tried or fresh_pilot else None, chains,
                           pilot_chains=pilot_chains)
         except KeyboardInterrupt:
             if result is None:
@@ -308,8 +311,7 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
             continue
         far = not abs(gap) <= LARGER_PILOT_GAP * target_gap
         if (far and reparameterize is not None and not tried_other[-1]
-                and (remaining is None or seconds + pilot_seconds <= remaining)
-                and reparameterize()):
+                and (remaining is None or pilot_seconds < remaining) and reparameterize()):
             logger.info("The gap is more than %g times the target: the next attempt runs the "
                         "model's Gaussian hierarchies in their other parameterisation (centred "
                         "ones non-centred, non-centred ones centred; the same evidence), on a "
