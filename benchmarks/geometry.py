@@ -308,16 +308,22 @@ def rugby(n_teams: int = 6, seed: int = 0) -> pm.Model:
     return model
 
 
-def radon(n_counties: int = 85, n_obs: int = 919, seed: int = 0) -> pm.Model:
-    """Centred varying intercepts, the radon example's shape: 85 counties, 919 houses."""
+def radon(n_counties: int = 85, n_obs: int = 919, seed: int = 0,
+          centered: bool = True) -> pm.Model:
+    """Varying intercepts, the radon example's shape: 85 counties, 919 houses."""
     rng = np.random.default_rng(seed)
     county = np.concatenate([np.arange(n_counties), rng.integers(0, n_counties,
                                                                  n_obs - n_counties)])
     floor = rng.integers(0, 2, n_obs).astype(float)
     y = rng.normal(1.5, 0.3, n_counties)[county] - 0.7 * floor + rng.normal(0.0, 0.75, n_obs)
     with pm.Model(coords={"county": range(n_counties), "obs": range(n_obs)}) as model:
-        alpha = pm.Normal("alpha", pm.Normal("mu_a", 0.0, 10.0), pm.HalfNormal("sigma_a", 5.0),
-                          dims="county")
+        mu_a, sigma_a = pm.Normal("mu_a", 0.0, 10.0), pm.HalfNormal("sigma_a", 5.0)
+        if centered:
+            alpha = pm.Normal("alpha", mu_a, sigma_a, dims="county")
+        else:
+            alpha = pm.Deterministic(
+                "alpha", mu_a + sigma_a * pm.Normal("z_a", 0.0, 1.0, dims="county"),
+                dims="county")
         pm.Normal("y", alpha[county] + pm.Normal("beta", 0.0, 10.0) * floor,
                   pm.Exponential("sigma", 1.0), observed=y, dims="obs")
     return model
@@ -399,6 +405,7 @@ def large_logistic(n_obs: int = 10000, n_coefficients: int = 5, seed: int = 0) -
 EXAMPLES = {"coal-mining switchpoint": switchpoint,
             "rugby, hierarchical Poisson": rugby,
             "radon, centered, 85 counties": radon,
+            "radon, non-centered, 85 counties": lambda: radon(centered=False),
             "horseshoe, 40 coefficients, centered": lambda: horseshoe(True),
             "horseshoe, 40 coefficients, non-centered": lambda: horseshoe(False),
             "regularized horseshoe, 40 coefficients, non-centered": regularized_horseshoe,

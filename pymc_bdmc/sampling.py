@@ -427,34 +427,37 @@ def sample_bdmc(
                                     progressbar=progressbar, attrs={"compile_time": compile_time},
                                     parallel=parallel)
 
-    pilot_memo = {}  # the search's attempts share one pilot (and its choice of path)
-    # What the attempts run on: the model as written, or (once the search swaps) its other
-    # parameterisation, on the same theta* and y*.
-    state = {"density": density, "simulator": simulator, "truth": truth,
-             "compile_time": compile_time}
+    # What the attempts run on: the model as written, or (where the search tries it) its other
+    # parameterisation, on the same theta* and y*. Each form's attempts share one pilot (and
+    # its choice of path).
+    forms = {False: {"density": density, "simulator": simulator, "truth": truth,
+                     "pilot_memo": {}}}
+    current = [False]
+    compile_seconds = [compile_time]
 
     def run(n: int, fit_length=None, chains: int | None = None,
             pilot_chains: int | None = None) -> xr.DataTree:
+        form = forms[current[0]]
         run_settings = settings if n == settings.n_steps else settings.with_n_steps(n)
         if chains is not None:
             run_settings = run_settings.with_chains(chains)
         if pilot_chains is not None:  # a fresh, larger pilot replaces the shared one
-            pilot_memo.clear()
+            form["pilot_memo"].clear()
             run_settings = run_settings.with_pilot_chains(pilot_chains)
-        return run_ais(model=model, settings=run_settings, density=state["density"],
-                       simulator=state["simulator"], streams=streams, truth=state["truth"],
-                       progressbar=progressbar, attrs={"compile_time": state["compile_time"]},
-                       parallel=parallel, pilot_memo=pilot_memo, fit_length=fit_length)
+        return run_ais(model=model, settings=run_settings, density=form["density"],
+                       simulator=form["simulator"], streams=streams, truth=form["truth"],
+                       progressbar=progressbar, attrs={"compile_time": compile_seconds[0]},
+                       parallel=parallel, pilot_memo=form["pilot_memo"], fit_length=fit_length)
 
-    def reparameterize() -> bool:
-        form = None if state.get("no_other_form") else other_parameterization(
-            model, density, truth, compile_kwargs)
-        if form is None:
-            state["no_other_form"] = True
+    def reparameterize(other: bool) -> bool:
+        if other and other not in forms:
+            made = other_parameterization(model, density, truth, compile_kwargs)
+            forms[True] = None if made is None else {
+                "density": made[0], "simulator": made[1], "truth": made[2], "pilot_memo": {}}
+            compile_seconds[0] += 0.0 if made is None else made[3]
+        if forms[other] is None:  # nothing to swap
             return False
-        state.update(density=form[0], simulator=form[1], truth=form[2],
-                     compile_time=state["compile_time"] + form[3])
-        pilot_memo.clear()  # a fresh pilot, in the new coordinates
+        current[0] = other
         return True
 
     if not search:

@@ -242,58 +242,79 @@ def test_a_gap_far_beyond_the_target_is_run_again_on_a_larger_pilot(caplog):
     assert calls[1] == 64 * FIRST_N_STEPS  # steps instead (inf gap: the longest allowed)
 
 
-def test_a_gap_far_beyond_the_target_swaps_the_parameterisation_first_where_it_can(caplog):
-    # Measured: a non-centred 40-coefficient horseshoe, seed 0: hundreds of nats as written;
-    # centred, the same simulated data certified (docs/performance.md).
-    calls, swapped = [], []
-    fake = _fake_run([471.6, 0.3], calls)
+class _TwoForms:
+    """A fake run on a model as written and its other parameterisation (a flag in the result)."""
 
-    def run(n_steps, fit_length=None, chains=None, pilot_chains=None):
-        tree = fake(n_steps, fit_length, chains, pilot_chains)
-        if swapped:
+    def __init__(self, gaps, pilot_time=0.0):
+        self.calls, self.swaps, self.other, self.fitted = [], [], False, []
+        self.fake = _fake_run(gaps, self.calls, pilot_time=pilot_time)
+
+    def run(self, n_steps, fit_length=None, chains=None, pilot_chains=None):
+        self.fitted.append(fit_length is not None)
+        if fit_length is not None:
+            n_steps = fit_length(n_steps, 1000.0)  # predicted at 1000 s for the full length
+        tree = self.fake(n_steps, None, chains, pilot_chains)
+        if self.other:
             tree["evidence"].attrs["reparameterized"] = "z as z_centred"
         return tree
 
-    def reparameterize():
-        swapped.append(True)
+    def reparameterize(self, other):
+        self.swaps.append(other)
+        self.other = other
         return True
 
+
+def test_an_uncertified_attempt_is_measured_again_in_the_other_parameterisation(caplog):
+    # Measured: a non-centred 40-coefficient horseshoe, seed 0: hundreds of nats as written;
+    # centred, the same simulated data certified (docs/performance.md).
+    forms = _TwoForms([471.6, 0.3])
     with caplog.at_level(logging.INFO, logger="pymc_bdmc"):
-        result = search_n_steps(run, target_gap=0.5, max_time=None,
-                                started=time.perf_counter(), reparameterize=reparameterize)
-    assert calls == [FIRST_N_STEPS, FIRST_N_STEPS] and swapped == [True]
+        result = search_n_steps(forms.run, target_gap=0.5, max_time=None,
+                                started=time.perf_counter(), reparameterize=forms.reparameterize)
+    assert forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS] and forms.swaps == [True]
+    assert forms.fitted == [True, True]  # the other form's fresh pilot fits its own length
     attrs = result["evidence"].attrs
     assert attrs["certified"] == 1 and attrs["reparameterized"] == "z as z_centred"
     np.testing.assert_array_equal(attrs["auto_reparameterized"], [0, 1])
     assert "other parameterisation" in caplog.text
-    # Once swapped, a gap still far off gets the larger pilot; a model with nothing to swap
-    # (reparameterize() is False) goes straight to it.
-    calls, swapped = [], []
-    fake = _fake_run([471.6, 300.0, 0.3], calls)
-    search_n_steps(run, target_gap=0.5, max_time=None, started=time.perf_counter(),
-                   reparameterize=reparameterize)
-    assert calls == [FIRST_N_STEPS, FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
+    # The form with the smaller gap goes on: here the model as written, on its own pilot, at
+    # the length its gap predicts (2.0 nats at 1000 steps: 4000).
+    forms = _TwoForms([2.0, 5.0, 0.3])
+    result = search_n_steps(forms.run, target_gap=0.5, max_time=None,
+                            started=time.perf_counter(), reparameterize=forms.reparameterize)
+    assert forms.swaps == [True, False]
+    assert forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS, 4 * FIRST_N_STEPS]
+    np.testing.assert_array_equal(result["evidence"].attrs["auto_reparameterized"], [0, 1, 0])
+    assert "reparameterized" not in result["evidence"].attrs
+    # An uncertified search reports the form it went on with.
+    forms = _TwoForms([2.0, 5.0, 2.0])
+    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        result = search_n_steps(forms.run, target_gap=0.5, max_time=None,
+                                started=time.perf_counter(), reparameterize=forms.reparameterize)
+    assert "1000: 2.00, 1000 (other form): 5.00, 4000 (as written): 2.00" in caplog.text
+    # Once in the other form, a gap still far off gets the larger pilot; a model with no
+    # other form (reparameterize returns False) goes straight to it.
+    forms = _TwoForms([471.6, 300.0, 0.3])
+    search_n_steps(forms.run, target_gap=0.5, max_time=None, started=time.perf_counter(),
+                   reparameterize=forms.reparameterize)
+    assert forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
     calls = []
     search_n_steps(_fake_run([471.6, 0.3], calls), target_gap=0.5, max_time=None,
-                   started=time.perf_counter(), reparameterize=lambda: False)
+                   started=time.perf_counter(), reparameterize=lambda other: False)
     assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
-    # The swapped attempt is fitted to the budget like a first attempt (fresh pilot, fresh
-    # timing): it swaps where the pilot fits, though the last attempt's time would not.
-    fitted = []
 
-    def timed_run(n_steps, fit_length=None, chains=None, pilot_chains=None):
-        fitted.append(fit_length is not None)
-        if fit_length is not None:
-            n_steps = fit_length(n_steps, 1000.0)  # predicted far beyond the budget
-        return run(n_steps, None, chains, pilot_chains)
 
-    calls, swapped = [], []
-    fake = _fake_run([471.6, 0.3], calls, pilot_time=1.0)
-    result = search_n_steps(timed_run, target_gap=0.5, max_time=100.0,
-                            started=time.perf_counter(), reparameterize=reparameterize)
-    assert fitted == [True, True] and swapped == [True]
+def test_the_other_form_is_tried_where_its_pilot_fits_and_shortened_to_the_budget():
+    forms = _TwoForms([471.6, 0.3], pilot_time=1.0)
+    result = search_n_steps(forms.run, target_gap=0.5, max_time=100.0,
+                            started=time.perf_counter(), reparameterize=forms.reparameterize)
+    assert forms.swaps == [True]
     np.testing.assert_array_equal(result["evidence"].attrs["auto_n_steps"],
                                   [MIN_FIRST_N_STEPS, MIN_FIRST_N_STEPS])
+    forms = _TwoForms([471.6, 0.3], pilot_time=1.0)
+    search_n_steps(forms.run, target_gap=0.5, max_time=0.5, started=time.perf_counter(),
+                   reparameterize=forms.reparameterize)
+    assert forms.swaps == []  # no time for its pilot
 
 
 def test_the_search_makes_one_larger_pilot_at_most(caplog):

@@ -41,7 +41,7 @@ chains, where a longer path need not narrow it (on the paper's low-rank model, s
 from 0.58 at 1000 steps to 0.75 at 2000).
 
 A gap far beyond the target (more than :data:`LARGER_PILOT_GAP` times it, or not finite) is
-first run again at the same length on a fresh pilot with :data:`PILOT_GROWTH` times the
+run again at the same length on a fresh pilot with :data:`PILOT_GROWTH` times the
 particles (at most :data:`MAX_PILOT_CHAINS`; where the user did not fix ``pilot_chains``, and
 where four times the pilot's time plus the run fit in what is left of ``max_time``): the pilot's
 population is what the plan, and a fitted base, are built on, and one that missed part of the
@@ -55,17 +55,19 @@ limits it (seed 3 of the same model: 8.0, 9.2 and 14.9 nats with 104, 416 and 10
 and a second one cost the non-centred horseshoe (seed 2) 8 s over its 60 s budget for a gap
 still of 2265 nats.
 
-Before that, a model with Gaussian hierarchies (:mod:`pymc_bdmc.model.reparameterize`) whose
-gap is that far off is run again, at the same length, in its other parameterisation (centred
-variables non-centred, non-centred ones centred), on the same ``theta*`` and ``y*`` and a
-fresh pilot (where the last pilot's time fits in what is left of ``max_time``; the attempt is
-then shortened to fit, as a first attempt is); later attempts stay there. The evidence is the
-same in either form. Which form the kernels follow depends on the data: where they pin each
-coefficient of a horseshoe, ``beta = z * tau * lam`` is a curved ridge per coefficient (gaps
-of 100-1000 nats on a 40-coefficient horseshoe) and ``beta ~ Normal(0, tau * lam)`` is
-Gaussian in ``beta``, with scale moves; where the data are weak, the form as written did
-better (a regularised horseshoe certified at 1000 steps on 4 of 4 seeds as written and on 1
-of 4 centred), which is why the search starts from it.
+A model with Gaussian hierarchies (:mod:`pymc_bdmc.model.reparameterize`) whose first attempt
+does not certify (and whose gap is not merely too noisy) is run again at the same length in
+its other parameterisation (centred variables non-centred, non-centred ones centred), on the
+same ``theta*`` and ``y*`` and a fresh pilot (where the last pilot's time fits in what is left
+of ``max_time``; the attempt is then shortened to fit, as a first attempt is). The evidence is
+the same in either form, and the search goes on in the form whose gap per step was smaller
+(``|gap| * n_steps``: ``1/n_steps`` decay; the model as written keeps its pilot). Which form
+the kernels follow depends on the data: where they pin each coefficient of a horseshoe,
+``beta = z * tau * lam`` is a curved ridge per coefficient (gaps of 100-1000 nats on a
+40-coefficient horseshoe) and ``beta ~ Normal(0, tau * lam)`` is Gaussian in ``beta``, with
+scale moves; where the data are weak, the form as written did better (a regularised horseshoe
+certified at 1000 steps on 4 of 4 seeds as written and on 1 of 4 centred), which is why the
+search starts from it and compares. The larger pilot comes after that comparison.
 ``sample_ais`` has no gap to tell, and runs the model as written.
 """
 
@@ -197,11 +199,12 @@ def _larger_pilot(pilot_chains: int, pilot_seconds: float, seconds: float,
 
 def _attempt_label(steps: list, chains: list, pilots: list, i: int,
                    other: list | None = None) -> str:
-    """``1000``, or ``1000 (64 chains, pilot 416, reparameterized)`` where ``i`` changed any."""
+    """``1000``, or ``1000 (64 chains, pilot 416, other form)`` where attempt ``i`` changed."""
     other = other or [False] * len(steps)
     changed = ([f"{chains[i]} chains"] if i and chains[i] != chains[i - 1] else []) + (
         [f"pilot {pilots[i]}"] if i and pilots[i] != pilots[i - 1] else []) + (
-        ["reparameterized"] if i and other[i] != other[i - 1] else [])
+        [("other form" if other[i] else "as written")] if i and other[i] != other[i - 1]
+        else [])
     return f"{steps[i]}" + (f" ({', '.join(changed)})" if changed else "")
 
 
@@ -232,8 +235,10 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
         Whether a gap far beyond the target may be answered with a larger pilot (False where
         the user fixed ``pilot_chains``).
     reparameterize : callable, optional
-        Switches ``run``'s later attempts to the model's other parameterisation, on a fresh
-        pilot, and returns whether it did (module docstring); None: never.
+        ``reparameterize(True)`` switches ``run``'s later attempts to the model's other
+        parameterisation, on a fresh pilot, ``reparameterize(False)`` back to the model as
+        written, on its own pilot; each returns whether it did (module docstring). None: the
+        model has no other form.
 
     Returns
     -------
@@ -256,6 +261,7 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
     chains, tried_chains = None, []
     pilot_chains, tried_pilots, pilot_seconds = None, [], 0.0
     tried_other, fresh_pilot, grown = [], False, False
+    as_written = None  # (result, seconds) of the attempt the other form is measured against
     result, reason, advice = None, "certified", "Raise `max_time` or pass a larger `n_steps`"
     while True:
         attempt_start = time.perf_counter()
@@ -309,26 +315,39 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
             logger.info("The gap is within the target but its standard error is not: the next "
                         "attempt runs %d chains at %d steps.", chains, n_steps)
             continue
-        far = not abs(gap) <= LARGER_PILOT_GAP * target_gap
-        if (far and reparameterize is not None and not tried_other[-1]
-                and (remaining is None or pilot_seconds < remaining) and reparameterize()):
-            logger.info("The gap is more than %g times the target: the next attempt runs the "
-                        "model's Gaussian hierarchies in their other parameterisation (centred "
-                        "ones non-centred, non-centred ones centred; the same evidence), on a "
-                        "fresh pilot, at %d steps.", LARGER_PILOT_GAP, n_steps)
-            fresh_pilot = True
+        if (reparameterize is not None and not any(tried_other)
+                and (remaining is None or pilot_seconds < remaining) and reparameterize(True)):
+            logger.info("The next attempt runs the model's Gaussian hierarchies in their other "
+                        "parameterisation (centred ones non-centred, non-centred ones centred; "
+                        "the same evidence), on a fresh pilot, at %d steps.", n_steps)
+            as_written, fresh_pilot = (result, seconds, pilot_seconds), True
             continue
+        if as_written is not None:  # the other form has run: keep the form with the smaller gap
+            kept, kept_seconds, kept_pilot_seconds = as_written
+            kept_steps = int(kept["evidence"].attrs["n_steps"])
+            kept_gap = _gap_and_se(kept)[0]
+            as_written = None
+            # Compared per step (1/n_steps decay): the other attempt may have been shortened.
+            if not abs(gap) * n_steps < abs(kept_gap) * kept_steps and reparameterize(False):
+                logger.info("The model as written had the smaller gap (%.2f nats at %d steps, "
+                            "against %.2f at %d): the search goes on with it.", kept_gap,
+                            kept_steps, gap, n_steps)
+                result, seconds, n_steps, gap = kept, kept_seconds, kept_steps, kept_gap
+                pilot_seconds = kept_pilot_seconds
+        far = not abs(gap) <= LARGER_PILOT_GAP * target_gap
         # One larger pilot at most: where it does not close the gap, more steps are the buy left.
         if larger_pilot and not grown and far:
-            pilot_chains = _larger_pilot(tried_pilots[-1], pilot_seconds, seconds, remaining)
+            pilot_chains = _larger_pilot(int(result["evidence"].attrs["pilot_chains"]),
+                                         pilot_seconds, seconds, remaining)
             grown = pilot_chains is not None
             if grown:
                 logger.info("The gap is more than %g times the target: the pilot's %d particles "
                             "may have missed part of the posterior, which more steps hardly "
                             "mend. The next attempt pilots afresh with %d particles, at %d "
-                            "steps.", LARGER_PILOT_GAP, tried_pilots[-1], pilot_chains, n_steps)
+                            "steps.", LARGER_PILOT_GAP, int(result["evidence"].attrs[
+                                "pilot_chains"]), pilot_chains, n_steps)
                 continue
-        next_steps = _next_length(n_steps, gaps[-1], target_gap, seconds,
+        next_steps = _next_length(n_steps, gap, target_gap, seconds,
                                   remaining, unit=min(FIRST_N_STEPS, tried[0]))
         if next_steps is None:
             if 2 * n_steps > MAX_N_STEPS:
@@ -336,15 +355,16 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
             else:
                 reason = (f"the next run ({2 * n_steps} steps, about {2 * seconds:.0f} s) would "
                           f"exceed max_time={max_time:g} s ({elapsed:.0f} s spent)")
-                if np.isfinite(gaps[-1]):  # what 1/n_steps decay predicts the target needs
+                if np.isfinite(gap):  # what 1/n_steps decay predicts the target needs
                     wanted = max(2 * n_steps, MIN_FIRST_N_STEPS * int(np.ceil(
-                        n_steps * abs(gaps[-1]) / target_gap / MIN_FIRST_N_STEPS)))
+                        n_steps * abs(gap) / target_gap / MIN_FIRST_N_STEPS)))
                     advice = (f"1/n_steps decay predicts about {wanted} steps (about "
                               f"{wanted * seconds / n_steps:.0f} s of sampling after the pilot): "
                               f"pass `n_steps={wanted}` or raise `max_time`")
             break
         n_steps = next_steps
     if not certified:
+        final_gap, final_se = _gap_and_se(result)  # the form the search went on with
         logger.warning(
             "BDMC did not certify the estimate: gap %.2f nats (standard error %.2f) at %d steps, "
             "target %.2f (both the gap and its standard error must be within it); stopped "
@@ -353,7 +373,8 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
             "matter'), and a reparameterisation helps more than steps (non-centred for a "
             "funnel of Gaussian children; centred where the data pin products such as a "
             "horseshoe's z * tau * lam).",
-            gaps[-1], gap_se[-1], tried[-1], target_gap, reason, advice,
+            final_gap, final_se, int(result["evidence"].attrs["n_steps"]), target_gap, reason,
+            advice,
             ", ".join(_attempt_label(tried, tried_chains, tried_pilots, i, tried_other)
                       + f": {gaps[i]:.2f}"
                       for i in range(len(tried))))
