@@ -180,6 +180,7 @@ def sample_ais(
     chains_per_batch: int | None = None,
     fused_kernel: bool | None = None,
     base: Literal["auto", "prior"] = "auto",
+    reparameterize: bool = False,
 ) -> xr.DataTree:
     """Estimate a stochastic lower bound on ``log p(y)`` by annealed importance sampling.
 
@@ -195,7 +196,14 @@ def sample_ais(
     plan : AnnealingPlan, optional
         A frozen plan to run instead of tuning one (e.g. ``AnnealingPlan.from_result(bdmc)``,
         the plan certified on simulated data). Its schedule and kernels replace ``n_steps``,
-        ``schedule`` and the kernel settings.
+        ``schedule`` and the kernel settings. A plan frozen on the model's other
+        parameterisation (by ``sample_bdmc``'s search) runs on that parameterisation.
+    reparameterize : bool, default False
+        Run the model's Gaussian hierarchies in their other parameterisation (centred ones
+        non-centred, non-centred ones centred; :mod:`pymc_bdmc.model.reparameterize`): the
+        same evidence, with the kernels ``sample_bdmc`` certified where its search swapped
+        (its ``evidence.attrs["reparameterized"]`` says so). The posterior then holds your
+        variables and the new ones. Refused for a model with nothing to swap.
 
     Returns
     -------
@@ -232,6 +240,12 @@ def sample_ais(
             "`plan` holds frozen HMC kernels; it cannot be combined with PyMC step methods "
             "(`step=`, or a model with discrete free variables)."
         )
+    if specs is not None and reparameterize:
+        raise BDMCInputError(
+            "`reparameterize=True` runs the built-in kernels on a copy of the model; it cannot "
+            "be combined with PyMC step methods (`step=`, or discrete variables the Gibbs "
+            "kernel cannot enumerate)."
+        )
     parallel = parallel_settings(cores, executor, chains_per_batch, specs is not None,
                                   fused_kernel)
     streams = make_streams(random_seed)
@@ -242,8 +256,9 @@ def sample_ais(
             cores=cores, executor=executor, progressbar=progressbar,
             compile_kwargs=compile_kwargs,
         )
+    other = bool(reparameterize) or (plan is not None and plan.reparameterized)
     density, simulator, compile_time = compile_model(model, potentials_in_likelihood,
-                                                     compile_kwargs)
+                                                     compile_kwargs, other=other)
     if plan is not None and plan.n_dim != density.n_dim:
         raise BDMCInputError(
             f"The plan acts on {plan.n_dim} unconstrained dimensions but the model has "
@@ -319,13 +334,21 @@ def sample_bdmc(
         within it too (:func:`pymc_bdmc.estimators.certifies`), while the next run is predicted
         to fit in ``max_time``: at least twice as long, and as long as ``1 / n_steps`` decay of
         the gap predicts the target needs, if that fits. A gap within the target whose
-        standard error is not is measured again at the same length with more chains; a gap
-        more than 8 times the target first runs again on a fresh pilot of 4 times the
-        particles (unless ``pilot_chains`` is given): a pilot that missed part of the
-        posterior leaves gaps that steps hardly close. The result is the last run's;
-        ``evidence.attrs`` records every attempt (``auto_n_steps``, ``auto_chains``,
-        ``auto_pilot_chains``, ``auto_gaps``, ``auto_gap_se``) and ``certified``, and the log
-        says what to change if the target was not reached.
+        standard error is not is measured again at the same length with more chains. A model
+        with Gaussian hierarchies (``Normal`` variables whose scale depends on a free
+        variable, or standard normals scaled so, as in ``beta = z * tau * lam``) whose first
+        run does not certify is run again at that length in its other parameterisation
+        (centred ones non-centred, non-centred ones centred; the same evidence, the same
+        ``theta*`` and ``y*``), and the search goes on in the form with the smaller gap per
+        step (:mod:`pymc_bdmc.model.reparameterize`; ``evidence.attrs["reparameterized"]``
+        names what was swapped, and the posterior then holds your variables and the new
+        ones). A gap still more than 8 times the target runs again on a fresh pilot of 4
+        times the particles (unless ``pilot_chains`` is given): a pilot that missed part of
+        the posterior leaves gaps that steps hardly close. The result is the last run's (or
+        the model as written's, where the other form did worse); ``evidence.attrs`` records
+        every attempt (``auto_n_steps``, ``auto_chains``, ``auto_pilot_chains``,
+        ``auto_reparameterized``, ``auto_gaps``, ``auto_gap_se``) and ``certified``, and the
+        log says what to change if the target was not reached.
     max_time : float or None, default 60
         With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
         None removes the limit (at most 64000 steps). The lengths run then depend on this

@@ -162,3 +162,23 @@ def test_the_search_swaps_to_the_other_form_on_the_same_simulated_data(monkeypat
                                    written["generating_values"][name], rtol=1e-12)
     np.testing.assert_array_equal(result["observed_data"]["y"], written["observed_data"]["y"])
     assert {"beta", "beta_noncentred", "lam"} <= set(result["posterior"].data_vars)
+
+
+def test_sample_ais_runs_the_other_form_when_asked_or_when_its_plan_was_frozen_there():
+    exact = testing_quadrature.local_scales_regression(centered=True)
+    with exact.model:
+        other = pmb.sample_ais(n_steps=200, reparameterize=True, random_seed=7,
+                               progressbar=False)
+        assert other["evidence"].attrs["reparameterized"] == "beta as beta_noncentred"
+        assert abs(float(other["evidence"]["lower"]) - exact.log_evidence()) < 0.15
+        plan = pmb.AnnealingPlan.from_result(other)
+        assert plan.reparameterized
+        again = pmb.sample_ais(plan=plan, random_seed=8, progressbar=False)
+        assert again["evidence"].attrs["reparameterized"] == "beta as beta_noncentred"
+        written = pmb.sample_ais(n_steps=200, random_seed=7, progressbar=False)
+        assert "reparameterized" not in written["evidence"].attrs
+        assert not pmb.AnnealingPlan.from_result(written).reparameterized
+    with pm.Model():  # nothing to swap: refused before anything is compiled or sampled
+        pm.Normal("y", pm.Normal("mu", 0.0, 1.0), 1.0, observed=[0.1, 0.2])
+        with pytest.raises(pmb.BDMCInputError, match="needs a Gaussian hierarchy"):
+            pmb.sample_ais(n_steps=10, reparameterize=True, progressbar=False)

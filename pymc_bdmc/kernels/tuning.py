@@ -99,6 +99,9 @@ class AnnealingPlan:
     scale_moves : bool, default False
         Whether each step also makes the model's scale moves
         (:mod:`pymc_bdmc.kernels.scale_moves`) between or around its HMC transitions.
+    reparameterized : bool, default False
+        Whether the plan acts on the model's other parameterisation
+        (:mod:`pymc_bdmc.model.reparameterize`), as a search that certified there froze it.
     """
 
     betas: np.ndarray
@@ -111,6 +114,7 @@ class AnnealingPlan:
     mass_index: np.ndarray | None = None
     base: GaussianBase | None = None
     scale_moves: bool = False
+    reparameterized: bool = False
 
     @property
     def is_dense(self) -> bool:
@@ -164,6 +168,7 @@ class AnnealingPlan:
             mass_index=ann["mass_index"].values.copy() if dense else None,
             base=base,
             scale_moves=bool(ann.attrs.get("scale_moves", 0)),
+            reparameterized=bool(ann.attrs.get("reparameterized", 0)),
         )
 
     def path_parts(self, parts_fn: PartsFn) -> PartsFn:

@@ -294,6 +294,11 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
                     "target %.2f), %.1f s.", n_steps, tried_chains[-1], gap, gap_se[-1],
                     target_gap, seconds)
         if certified:
+            if "reparameterized" in result["evidence"].attrs:
+                logger.info("Certified in the model's other parameterisation (%s): on the real "
+                            "data, `sample_ais(reparameterize=True)`, or `plan=AnnealingPlan."
+                            "from_result(result)`, runs the same form.",
+                            result["evidence"].attrs["reparameterized"])
             break
         if interrupted:
             reason = "interrupted"

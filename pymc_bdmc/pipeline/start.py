@@ -34,7 +34,7 @@ __all__ = [
 logger = logging.getLogger("pymc_bdmc")
 
 
-def compile_model(model, potentials_in_likelihood, compile_kwargs):
+def compile_model(model, potentials_in_likelihood, compile_kwargs, other: bool = False):
     """The model's density, simulator and compile time, compiled once per model structure.
 
     Also lets this process's ``malloc`` keep freed memory while chains run
@@ -45,6 +45,9 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs):
     model : pm.Model
     potentials_in_likelihood : bool
     compile_kwargs : dict or None
+    other : bool, default False
+        Compile the model's other parameterisation (:mod:`pymc_bdmc.model.reparameterize`);
+        refused where it has none.
 
     Returns
     -------
@@ -52,8 +55,14 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs):
         ``(ModelDensity, ModelSimulator, compile seconds)``; see :mod:`pymc_bdmc.model.cache`.
     """
     retain_freed_memory()  # the first stage of every entry point; once per process
+    if other and not other_form(model).swapped:
+        raise BDMCInputError(
+            "`reparameterize=True` (or a plan frozen on a reparameterized model) needs a "
+            "Gaussian hierarchy to swap: a free `Normal` whose scale depends on a free "
+            "variable, or a standard normal scaled so (e.g. `beta = z * tau * lam`). This "
+            "model has none; leave `reparameterize` False.")
     compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
-                              compile_kwargs=compile_kwargs)
+                              compile_kwargs=compile_kwargs, other=other)
     return compiled.density, compiled.simulator, compiled.compile_time
 
 

@@ -233,6 +233,8 @@ def build_datatree(
     dt["evidence"] = _evidence_dataset(bounds, forward, reverse, attrs)
     dt["annealing"] = annealing_dataset(plan, forward, reverse,
                                         density.layout.coordinate_labels())
+    # The coordinates the plan acts on: a plan transfers only to the same parameterisation.
+    dt["annealing"].attrs["reparameterized"] = int(bool(density.reparameterized))
     return dt
 
 
