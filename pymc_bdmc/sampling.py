@@ -240,6 +240,12 @@ def sample_ais(
             "`plan` holds frozen HMC kernels; it cannot be combined with PyMC step methods "
             "(`step=`, or a model with discrete free variables)."
         )
+    if plan is not None and reparameterize and not plan.reparameterized:
+        raise BDMCInputError(
+            "The plan was frozen on the model as written, so its kernels act on its "
+            "coordinates, not on the other parameterisation's: drop `reparameterize=True`, or "
+            "pass a plan from a reparameterized result."
+        )
     if specs is not None and reparameterize:
         raise BDMCInputError(
             "`reparameterize=True` runs the built-in kernels on a copy of the model; it cannot "

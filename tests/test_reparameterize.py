@@ -178,6 +178,9 @@ def test_sample_ais_runs_the_other_form_when_asked_or_when_its_plan_was_frozen_t
         written = pmb.sample_ais(n_steps=200, random_seed=7, progressbar=False)
         assert "reparameterized" not in written["evidence"].attrs
         assert not pmb.AnnealingPlan.from_result(written).reparameterized
+        with pytest.raises(pmb.BDMCInputError, match="frozen on the model as written"):
+            pmb.sample_ais(plan=pmb.AnnealingPlan.from_result(written), reparameterize=True,
+                           progressbar=False)
     with pm.Model():  # nothing to swap: refused before anything is compiled or sampled
         pm.Normal("y", pm.Normal("mu", 0.0, 1.0), 1.0, observed=[0.1, 0.2])
         with pytest.raises(pmb.BDMCInputError, match="needs a Gaussian hierarchy"):

@@ -68,7 +68,8 @@ the kernels follow depends on the data: where they pin each coefficient of a hor
 scale moves; where the data are weak, the form as written did better (a regularised horseshoe
 certified at 1000 steps on 4 of 4 seeds as written and on 1 of 4 centred), which is why the
 search starts from it and compares. The larger pilot comes after that comparison.
-``sample_ais`` has no gap to tell, and runs the model as written.
+``sample_ais`` has no gap to tell, and runs the model as written unless asked
+(``reparameterize=True``, or a plan frozen on the other form).
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ def _attempt_label(steps: list, chains: list, pilots: list, i: int,
 def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
                    max_time: float | None, started: float,
                    larger_pilot: bool = True,
-                   reparameterize: Callable[[], bool] | None = None) -> xr.DataTree:
+                   reparameterize: Callable[[bool], bool] | None = None) -> xr.DataTree:
     """Run ``run(n_steps)`` at growing lengths until the gap certifies ``target_gap``.
 
     Parameters
@@ -261,7 +262,7 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
     chains, tried_chains = None, []
     pilot_chains, tried_pilots, pilot_seconds = None, [], 0.0
     tried_other, fresh_pilot, grown = [], False, False
-    as_written = None  # (result, seconds) of the attempt the other form is measured against
+    as_written = None  # (result, seconds, pilot seconds): what the other form is measured against
     result, reason, advice = None, "certified", "Raise `max_time` or pass a larger `n_steps`"
     while True:
         attempt_start = time.perf_counter()
