@@ -309,6 +309,7 @@ def sample_bdmc(
     target_gap: float = 0.5,
     max_time: float | None = 60.0,
     base: Literal["auto", "prior"] = "auto",
+    reparameterize: bool | None = None,
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -361,6 +362,11 @@ def sample_bdmc(
         machine's speed, and so, on slow models, does the pilot's equilibration before each
         fitted Gaussian (at most 5%% of ``max_time`` each); an integer ``n_steps`` makes a
         seeded result reproducible bit for bit.
+    reparameterize : bool or None, default None
+        ``True`` runs the model's Gaussian hierarchies in their other parameterisation from
+        the start, ``False`` as written throughout; ``None`` runs them as written and lets the
+        ``n_steps="auto"`` search try the other form (see ``target_gap``). Refused for a
+        model with nothing to swap, and with PyMC step methods.
 
     Returns
     -------
@@ -428,6 +434,12 @@ def sample_bdmc(
     check_model(model, needs_simulation=True, gradient_kernel=specs is None and not gibbs)
     if smc is not None:
         sampling_smc.check_smc_model(model, smc, discrete=gibbs)
+    if specs is not None and reparameterize:
+        raise BDMCInputError(
+            "`reparameterize=True` runs the built-in kernels on a copy of the model; it cannot "
+            "be combined with PyMC step methods (`step=`, or discrete variables the Gibbs "
+            "kernel cannot enumerate)."
+        )
     parallel = parallel_settings(cores, executor, chains_per_batch, specs is not None,
                                   fused_kernel, smc)
     streams = make_streams(random_seed)
@@ -440,7 +452,8 @@ def sample_bdmc(
                         larger_pilot=pilot_chains is None)
             if search else None,
         )
-    density, simulator, compile_time = compile_model(model, False, compile_kwargs)
+    density, simulator, compile_time = compile_model(model, False, compile_kwargs,
+                                                     other=bool(reparameterize))
     if smc is not None:
         sampling_smc.check_data_path(density, smc)
     try:
@@ -478,7 +491,7 @@ def sample_bdmc(
                        progressbar=progressbar, attrs={"compile_time": compile_seconds[0]},
                        parallel=parallel, pilot_memo=form["pilot_memo"], fit_length=fit_length)
 
-    def reparameterize(other: bool) -> bool:
+    def swap(other: bool) -> bool:
         if other and other not in forms:
             made = other_parameterization(model, density, truth, compile_kwargs)
             forms[True] = None if made is None else {
@@ -493,7 +506,7 @@ def sample_bdmc(
         return run(settings.n_steps)
     return search_n_steps(run, target_gap=target_gap, max_time=max_time, started=started,
                           larger_pilot=not settings.pilot_chains_given,
-                          reparameterize=reparameterize)
+                          reparameterize=swap if reparameterize is None else None)
 
 
 sample_ais.__doc__ = sample_ais.__doc__ % (_COMMON_DOC, _PARALLEL_NOTES)

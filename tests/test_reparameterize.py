@@ -185,3 +185,31 @@ def test_sample_ais_runs_the_other_form_when_asked_or_when_its_plan_was_frozen_t
         pm.Normal("y", pm.Normal("mu", 0.0, 1.0), 1.0, observed=[0.1, 0.2])
         with pytest.raises(pmb.BDMCInputError, match="needs a Gaussian hierarchy"):
             pmb.sample_ais(n_steps=10, reparameterize=True, progressbar=False)
+
+
+def test_sample_bdmc_and_calibrate_run_the_form_the_user_chooses(monkeypatch):
+    exact = testing_quadrature.local_scales_regression(centered=True)
+    with exact.model:
+        result = pmb.sample_bdmc(n_steps=200, reparameterize=True, random_seed=9,
+                                 progressbar=False)
+        real = pmb.calibrate(tolerance=0.5, n_steps=(200,), reparameterize=True,
+                             random_seed=9, progressbar=False)
+    evidence = result["evidence"]
+    assert evidence.attrs["reparameterized"] == "beta as beta_noncentred"
+    truth = exact.log_evidence({"y": result["observed_data"]["y"].values})
+    assert abs(float(evidence["lower"]) - truth) < 0.15
+    assert abs(float(evidence["upper"]) - truth) < 0.15
+    # calibrate's contract: the real-data estimate within the tolerance it certified (0.5)
+    assert real["evidence"].attrs["reparameterized"] == "beta as beta_noncentred"
+    assert abs(float(real["evidence"]["lower"]) - exact.log_evidence()) < 0.5
+    # reparameterize=False: the search never swaps (the first attempt refused as in the test
+    # of the swap above; the second, at most 2000 steps, as written again).
+    verdicts = iter([False, True])
+    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.LARGER_PILOT_GAP", 0.0)
+    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.MAX_N_STEPS", 2000)
+    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.certifies", lambda *a: next(verdicts))
+    with exact.model:
+        kept = pmb.sample_bdmc(reparameterize=False, target_gap=1e-9, max_time=None,
+                               pilot_chains=64, random_seed=6, progressbar=False)
+    np.testing.assert_array_equal(kept["evidence"].attrs["auto_reparameterized"], [0, 0])
+    np.testing.assert_array_equal(kept["evidence"].attrs["auto_n_steps"], [1000, 2000])
