@@ -51,6 +51,11 @@ __all__ = ["sample_ais", "sample_bdmc"]
 
 logger = logging.getLogger("pymc_bdmc")
 
+#: Refusal of ``reparameterize=True`` where the model runs on PyMC step methods.
+_REPARAMETERIZE_WITH_STEPS = (
+    "`reparameterize=True` runs the built-in kernels on a copy of the model; it cannot be "
+    "combined with PyMC step methods (`step=`, or discrete variables the Gibbs kernel cannot "
+    "enumerate).")
 #: Advice when the model's own simulated (theta*, y*) has a non-finite density.
 _SIMULATED_START_HINT = (
     "The data were simulated from the model itself, so its random generator produced values "
@@ -247,11 +252,7 @@ def sample_ais(
             "pass a plan from a reparameterized result."
         )
     if specs is not None and reparameterize:
-        raise BDMCInputError(
-            "`reparameterize=True` runs the built-in kernels on a copy of the model; it cannot "
-            "be combined with PyMC step methods (`step=`, or discrete variables the Gibbs "
-            "kernel cannot enumerate)."
-        )
+        raise BDMCInputError(_REPARAMETERIZE_WITH_STEPS)
     parallel = parallel_settings(cores, executor, chains_per_batch, specs is not None,
                                   fused_kernel)
     streams = make_streams(random_seed)
@@ -435,11 +436,7 @@ def sample_bdmc(
     if smc is not None:
         sampling_smc.check_smc_model(model, smc, discrete=gibbs)
     if specs is not None and reparameterize:
-        raise BDMCInputError(
-            "`reparameterize=True` runs the built-in kernels on a copy of the model; it cannot "
-            "be combined with PyMC step methods (`step=`, or discrete variables the Gibbs "
-            "kernel cannot enumerate)."
-        )
+        raise BDMCInputError(_REPARAMETERIZE_WITH_STEPS)
     parallel = parallel_settings(cores, executor, chains_per_batch, specs is not None,
                                   fused_kernel, smc)
     streams = make_streams(random_seed)

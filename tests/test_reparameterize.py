@@ -181,6 +181,10 @@ def test_sample_ais_runs_the_other_form_when_asked_or_when_its_plan_was_frozen_t
         with pytest.raises(pmb.BDMCInputError, match="frozen on the model as written"):
             pmb.sample_ais(plan=pmb.AnnealingPlan.from_result(written), reparameterize=True,
                            progressbar=False)
+        for sampler in (pmb.sample_ais, pmb.sample_bdmc):
+            with pytest.raises(pmb.BDMCInputError, match="PyMC step methods"):
+                sampler(n_steps=10, reparameterize=True, step=pm.Metropolis(),
+                        progressbar=False)
     with pm.Model():  # nothing to swap: refused before anything is compiled or sampled
         pm.Normal("y", pm.Normal("mu", 0.0, 1.0), 1.0, observed=[0.1, 0.2])
         with pytest.raises(pmb.BDMCInputError, match="needs a Gaussian hierarchy"):
