@@ -204,10 +204,11 @@ def sample_ais(
         ``schedule`` and the kernel settings. A plan frozen on the model's other
         parameterisation (by ``sample_bdmc``'s search) runs on that parameterisation.
     reparameterize : bool, default False
-        Run the model's Gaussian hierarchies in their other parameterisation (centred ones
-        non-centred, non-centred ones centred; :mod:`pymc_bdmc.model.reparameterize`): the
-        same evidence, with the kernels ``sample_bdmc`` certified where its search swapped
-        (its ``evidence.attrs["reparameterized"]`` says so). The posterior then holds your
+        Run the model's Gaussian hierarchies in their other parameterisation (centred ones and
+        Gaussian random walks non-centred, non-centred ones centred;
+        :mod:`pymc_bdmc.model.reparameterize`): the same evidence, with the kernels
+        ``sample_bdmc`` certified where its search swapped (its
+        ``evidence.attrs["reparameterized"]`` says so). The posterior then holds your
         variables and the new ones. Refused for a model with nothing to swap.
 
     Returns
@@ -343,16 +344,17 @@ def sample_bdmc(
         to fit in ``max_time``: at least twice as long, and as long as ``1 / n_steps`` decay of
         the gap predicts the target needs, if that fits. A gap within the target whose
         standard error is not is measured again at the same length with more chains. A model
-        with Gaussian hierarchies (``Normal`` variables whose scale depends on a free
-        variable, or standard normals scaled so, as in ``beta = z * tau * lam``) whose first
-        run does not certify is run again at that length in its other parameterisation
-        (centred ones non-centred, non-centred ones centred; the same evidence, the same
-        ``theta*`` and ``y*``), and the search goes on in the form with the smaller gap per
-        step (:mod:`pymc_bdmc.model.reparameterize`; ``evidence.attrs["reparameterized"]``
-        names what was swapped, and the posterior then holds your variables and the new
-        ones). A gap still more than 8 times the target runs again on a fresh pilot of 4
-        times the particles (unless ``pilot_chains`` is given): a pilot that missed part of
-        the posterior leaves gaps that steps hardly close. The result is the last run's (or
+        with Gaussian hierarchies (``Normal`` variables or ``GaussianRandomWalk`` whose scale
+        depends on a free variable, or standard normals scaled so, as in ``beta = z * tau *
+        lam``) whose first run does not certify is run again at that length in its other
+        parameterisation (centred ones and walks non-centred, non-centred ones centred; the
+        same evidence, the same ``theta*`` and ``y*``), and the search goes on in the form
+        with the smaller gap per step (:mod:`pymc_bdmc.model.reparameterize`;
+        ``evidence.attrs["reparameterized"]`` names what was swapped, and the posterior then
+        holds your variables and the new ones). A gap still more than 8 times the target
+        runs again on a fresh pilot of 4 times the particles (unless ``pilot_chains`` is
+        given): a pilot that missed part of the posterior leaves gaps that steps hardly
+        close. The result is the last run's (or
         the model as written's, where the other form did worse); ``evidence.attrs`` records
         every attempt (``auto_n_steps``, ``auto_chains``, ``auto_pilot_chains``,
         ``auto_reparameterized``, ``auto_gaps``, ``auto_gap_se``) and ``certified``, and the

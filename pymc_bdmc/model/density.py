@@ -82,6 +82,8 @@ class ModelDensity:
     reparameterized : dict, optional
         The user's variables that ``model`` swaps between centred and non-centred, each with
         the free variable behind it (:func:`pymc_bdmc.model.reparameterize.other_form`).
+    reparameterized_walks : frozenset, optional
+        The names among ``reparameterized`` that are random walks (non-centred increments).
 
     Notes
     -----
@@ -92,10 +94,12 @@ class ModelDensity:
 
     def __init__(self, model: pm.Model, *, potentials_in_likelihood: bool = False,
                  compile_kwargs: dict | None = None, gradients: bool = True,
-                 reparameterized: Mapping[str, str] | None = None):
+                 reparameterized: Mapping[str, str] | None = None,
+                 reparameterized_walks: frozenset[str] = frozenset()):
         started = time.perf_counter()
         self.model = model
         self.reparameterized = dict(reparameterized or {})
+        self.reparameterized_walks = frozenset(reparameterized_walks)
         self.compile_kwargs = dict(compile_kwargs or {})
         self.n_compilations = 0
         self.n_evaluations = 0  # batched calls of the hot function (cost accounting)

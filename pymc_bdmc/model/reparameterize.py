@@ -9,8 +9,8 @@ not follow (reverse chains stay near ``theta*``; gaps of 100-1000 nats, docs/per
 while centred it is Gaussian in the pinned ``beta``, with scale moves
 (:mod:`pymc_bdmc.model.location_scale`). Where the data are weak the non-centred form is the
 easier one, and neither is right for every data set: so ``sample_bdmc``'s search runs the model
-as written and switches to :func:`other_form` only where a gap is far off
-(:mod:`pymc_bdmc.pipeline.auto_steps`).
+as written and switches to :func:`other_form` where its first attempt does not certify and
+the other form's gap per step is smaller (:mod:`pymc_bdmc.pipeline.auto_steps`).
 
 ``p(y)`` is the same under any bijective change of the latent variables, so either form serves.
 :func:`other_form` swaps every qualifying free variable, in a copy of the model's graph:
@@ -22,12 +22,20 @@ as written and switches to :func:`other_form` only where a gap is far off
   Deterministic under its own name;
 * **centred to non-centred**: a free ``x ~ Normal(a, b)`` without a transform whose scale
   ``b`` depends on a free variable becomes a Deterministic ``x = a + b z`` of a free
-  ``z = f"{x}_noncentred" ~ Normal(0, 1)``.
+  ``z = f"{x}_noncentred" ~ Normal(0, 1)``;
+* **a Gaussian random walk, non-centred**: a free ``pm.GaussianRandomWalk`` with a ``Normal``
+  initial distribution whose innovation scale ``s`` depends on a free variable becomes the
+  cumulative sum of its standardised first value and increments, ``x_0 = m_0 + s_0 z_0``,
+  ``x_t = x_{t-1} + m + s z_t``, of a free ``z = f"{x}_noncentred" ~ Normal(0, 1)`` of the
+  walk's shape. Where the data inform each ``x_t`` weakly (a stochastic-volatility model's
+  returns) the innovations are the easier coordinates; where they pin the walk, the walk
+  itself, with scale moves.
 
-Given the other variables each map is affine with Jacobian ``|b|`` per element, so the joint
-densities agree (``p'(x, ...) = p(z, ...) / |b|``), and so do the evidence and the prior
-predictive distribution of the data. The posterior carries the user's variables under their
-own names (as Deterministics) beside the new ones.
+Given the other variables each map is affine with Jacobian ``|b|`` per element (a walk's is
+triangular, with the scales on its diagonal), so the joint densities agree (``p'(x, ...) =
+p(z, ...) / |b|``), and so do the evidence and the prior predictive distribution of the data.
+The posterior carries the user's variables under their own names (as Deterministics) beside
+the new ones.
 
 The user's model is not touched. Shared data (``pm.Data``, symbolic dimension lengths) of the
 new model are the user's own, so ``pm.set_data`` on the user's model reaches the compiled
@@ -58,6 +66,11 @@ from pytensor.tensor.random.basic import NormalRV
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw
 
+try:  # PyMC's random walks are symbolic random variables over an init and innovations
+    from pymc.distributions.timeseries import RandomWalkRV
+except ImportError:  # another PyMC layout: no walk is swapped
+    RandomWalkRV = None
+
 __all__ = ["CENTRED_SUFFIX", "NONCENTRED_SUFFIX", "OtherForm", "draw_in_other_form",
            "other_form"]
 
@@ -79,10 +92,14 @@ class OtherForm:
         The user's swapped free variables, now Deterministics, by name, each with the name of
         the free variable behind it (``f"{name}{CENTRED_SUFFIX}"`` or
         ``f"{name}{NONCENTRED_SUFFIX}"``, unless taken).
+    walks : frozenset
+        The names among ``swapped`` that are random walks: their helpers are standardised
+        increments along the last axis, not elementwise residuals.
     """
 
     model: pm.Model
     swapped: dict[str, str] = field(default_factory=dict)
+    walks: frozenset[str] = frozenset()
 
 
 def other_form(model: pm.Model) -> OtherForm:
@@ -107,8 +124,19 @@ def other_form(model: pm.Model) -> OtherForm:
     except (NotImplementedError, ValueError):
         return OtherForm(model)
     taken = set(model.named_vars)
-    swapped = {}
+    swapped, walks = {}, set()
     for node in list(fgraph.toposort()):
+        walk = _gaussian_walk(fgraph, node)
+        if walk is not None:  # a walk: non-centre it
+            name = _free_name(node.op.name + NONCENTRED_SUFFIX, taken)
+            new_free = _free(pm.Normal.dist(0.0, 1.0, size=node.inputs[0].shape), name,
+                             node.op.dims)
+            fgraph.replace(node.outputs[0], model_deterministic(
+                _walk_from_standardised(new_free, *walk), node.op.name, *node.op.dims),
+                import_missing=True)
+            swapped[node.op.name] = name
+            walks.add(node.op.name)
+            continue
         if not _untransformed_normal(node):
             continue
         rv, user = node.inputs[0], node.outputs[0]
@@ -141,7 +169,7 @@ def other_form(model: pm.Model) -> OtherForm:
         if copy is not None and copy is not original and copy in fgraph.variables:
             fgraph.replace(copy, original, import_missing=True)
     fgraph._dim_lengths = dict(model.dim_lengths)
-    return OtherForm(model_from_fgraph(fgraph, mutate_fgraph=True), swapped)
+    return OtherForm(model_from_fgraph(fgraph, mutate_fgraph=True), swapped, frozenset(walks))
 
 
 def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDensity
@@ -150,7 +178,8 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
 
     The same point of the joint distribution: every variable keeps its value. Each swapped
     variable ``u`` is affine in the free variable ``h`` behind it, given the others, so ``h =
-    (u - u(h=0)) / (u(h=1) - u(h=0))``, both read off the other form's own Deterministic.
+    (u - u(h=0)) / (u(h=1) - u(h=0))``, both read off the other form's own Deterministic; for
+    a random walk the same holds of its first value and increments along the last axis.
 
     Parameters
     ----------
@@ -165,7 +194,7 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
     JointDraw
     """
     point = density.layout.unravel(truth.x)
-    helpers = other.reparameterized
+    helpers, walks = other.reparameterized, other.reparameterized_walks
     layout = other.layout
     probes = []
     for fill in (0.0, 1.0):
@@ -175,8 +204,11 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
         probes.append(layout.ravel(values))
     at = other.constrain(np.stack(probes))
     for name, helper in helpers.items():
-        u0, u1 = at[name][0], at[name][1]
-        point[helper] = (np.asarray(truth.free[name]) - u0) / (u1 - u0)
+        u, u0, u1 = np.asarray(truth.free[name]), at[name][0], at[name][1]
+        if name in walks:  # increments are elementwise affine in the helper
+            u, u0, u1 = (np.concatenate([v[..., :1], np.diff(v, axis=-1)], axis=-1)
+                         for v in (u, u0, u1))
+        point[helper] = (u - u0) / (u1 - u0)
     x = layout.ravel(point)
     return JointDraw(x, {k: v[0] for k, v in other.constrain(x[None, :]).items()},
                      truth.observed)
@@ -193,6 +225,37 @@ def _untransformed_normal(node) -> bool:
         return False
     rv = node.inputs[0]
     return rv.owner is not None and isinstance(rv.owner.op, NormalRV)
+
+
+def _gaussian_walk(fgraph, node) -> tuple | None:
+    """``(init loc, init scale, step loc, step scale)`` of a walk to non-centre, or None.
+
+    A free ``pm.GaussianRandomWalk`` (a ``RandomWalk`` of ``Normal`` initial value and
+    innovations) without a transform whose innovation scale depends on a free variable.
+    """
+    if (RandomWalkRV is None or not isinstance(node.op, ModelFreeRV)
+            or node.op.transform is not None):
+        return None
+    rv = node.inputs[0]
+    if rv.owner is None or not isinstance(rv.owner.op, RandomWalkRV):
+        return None
+    init, innovations = rv.owner.op.dist_params(rv.owner)[:2]
+    pieces = []
+    for piece in (init, innovations):
+        # PyMC's time-first layout: init (1, *batch), innovations (steps, *batch).
+        if (piece.owner is None or not isinstance(piece.owner.op, NormalRV)
+                or piece.ndim != rv.ndim):
+            return None
+        pieces.extend(piece.owner.op.dist_params(piece.owner))
+    return tuple(pieces) if _depends_on_free(fgraph, pieces[3]) else None
+
+
+def _walk_from_standardised(z, init_loc, init_scale, step_loc, step_scale):
+    """Return the walk whose standardised first value and increments (time last) are ``z``."""
+    time_first = pt.moveaxis(z, -1, 0)
+    first = init_loc + init_scale * time_first[:1]
+    increments = step_loc + step_scale * time_first[1:]
+    return pt.moveaxis(pt.cumsum(pt.concatenate([first, increments], axis=0), axis=0), 0, -1)
 
 
 def _constant(variable) -> float | None:

@@ -324,8 +324,9 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
         if (reparameterize is not None and not any(tried_other)
                 and (remaining is None or pilot_seconds < remaining) and reparameterize(True)):
             logger.info("The next attempt runs the model's Gaussian hierarchies in their other "
-                        "parameterisation (centred ones non-centred, non-centred ones centred; "
-                        "the same evidence), on a fresh pilot, at %d steps.", n_steps)
+                        "parameterisation (centred ones and random walks non-centred, "
+                        "non-centred ones centred; the same evidence), on a fresh pilot, at %d "
+                        "steps.", n_steps)
             as_written, fresh_pilot = (result, seconds, pilot_seconds), True
             continue
         if as_written is not None:  # the other form has run: keep the form with the smaller gap
@@ -371,6 +372,9 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
         n_steps = next_steps
     if not certified:
         final_gap, final_se = _gap_and_se(result)  # the form the search went on with
+        if reparameterize is not None and not any(tried_other) and reason != "interrupted":
+            advice += ("; the model's other parameterisation was not tried (no time was left "
+                       "for its pilot): `reparameterize=True` runs it from the start")
         logger.warning(
             "BDMC did not certify the estimate: gap %.2f nats (standard error %.2f) at %d steps, "
             "target %.2f (both the gap and its standard error must be within it); stopped "
