@@ -419,6 +419,18 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
+def _search(evidence) -> dict:
+    """The auto search's attempts, e.g. ``1000, 1000 other form``, for the row."""
+    attrs = evidence.attrs
+    if "auto_n_steps" not in attrs:
+        return {}
+    other = np.atleast_1d(attrs.get("auto_reparameterized", 0))
+    steps = np.atleast_1d(attrs["auto_n_steps"])
+    other = np.broadcast_to(other, steps.shape)
+    return {"attempts": ", ".join(f"{n}{' other form' if o else ''}"
+                                  for n, o in zip(steps, other, strict=True))}
+
+
 def run_suite_model(name, build, seed, smc: bool, **settings) -> dict:
     analytic = build()
     row = {"model": name + "".join(f", {k}={v}" for k, v in settings.items()), "seed": seed}
@@ -429,7 +441,7 @@ def run_suite_model(name, build, seed, smc: bool, **settings) -> dict:
         ev = bd["evidence"]
         row.update(lower=float(ev["lower"]) - truth_sim, upper=float(ev["upper"]) - truth_sim,
                    gap=float(ev["gap"]), n_steps=int(ev.attrs["n_steps"]),
-                   pilot=int(ev.attrs["pilot_chains"]))
+                   pilot=int(ev.attrs["pilot_chains"]), **_search(ev))
         ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed, progressbar=False,
                                                           **settings))
         truth = analytic.log_evidence()
@@ -453,18 +465,20 @@ def run_gap_only(name, build, seed, **settings) -> dict:
     ev = bd["evidence"]
     return {"model": name, "seed": seed, "gap": float(ev["gap"]), "bdmc_s": seconds,
             "lower_abs": float(ev["lower"]), "upper_abs": float(ev["upper"]),
-            "n_steps": int(ev.attrs["n_steps"]), "pilot": int(ev.attrs["pilot_chains"])}
+            "n_steps": int(ev.attrs["n_steps"]), "pilot": int(ev.attrs["pilot_chains"]),
+            **_search(ev)}
 
 
 def format_row(row: dict) -> str:
+    attempts = f", attempts {row['attempts']}" if "," in row.get("attempts", "") else ""
     if "ais_error" not in row:
         return (f"{row['model']:<40} seed {row['seed']}  BDMC [{row['lower_abs']:.2f}, "
                 f"{row['upper_abs']:.2f}] gap {row['gap']:+.2f} ({row['n_steps']} steps, "
-                f"pilot {row['pilot']}) "
+                f"pilot {row['pilot']}{attempts}) "
                 f"{row['bdmc_s']:.1f} s")
     text = (f"{row['model']:<40} seed {row['seed']}  BDMC lower {row['lower']:+.2f} upper "
             f"{row['upper']:+.2f} gap {row['gap']:+.2f} ({row['n_steps']} steps, pilot "
-            f"{row['pilot']}) "
+            f"{row['pilot']}{attempts}) "
             f"{row['bdmc_s']:.1f} s | AIS error {row['ais_error']:+.2f} {row['ais_s']:.1f} s")
     if "smc_errors" in row:
         errors = ", ".join(f"{e:+.2f}" for e in row["smc_errors"])

@@ -346,9 +346,10 @@ def sample_bdmc(
         standard error is not is measured again at the same length with more chains. A model
         with Gaussian hierarchies (``Normal`` variables or ``GaussianRandomWalk`` whose scale
         depends on a free variable, or standard normals scaled so, as in ``beta = z * tau *
-        lam``) whose first run does not certify is run again at that length in its other
-        parameterisation (centred ones and walks non-centred, non-centred ones centred; the
-        same evidence, the same ``theta*`` and ``y*``), and the search goes on in the form
+        lam``) whose run does not certify (by more than twice the target, or after being
+        lengthened once) is run again at that length in its other parameterisation (centred
+        ones and walks non-centred, non-centred ones centred; the same evidence, the same
+        ``theta*`` and ``y*``), and the search goes on in the form
         with the smaller gap per step (:mod:`pymc_bdmc.model.reparameterize`;
         ``evidence.attrs["reparameterized"]`` names what was swapped, and the posterior then
         holds your variables and the new ones). A gap still more than 8 times the target

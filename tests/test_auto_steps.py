@@ -16,6 +16,7 @@ from pymc_bdmc.pipeline.auto_steps import (
     MAX_N_STEPS,
     MAX_PILOT_CHAINS,
     MIN_FIRST_N_STEPS,
+    SWAP_GAP,
     first_length,
     search_n_steps,
 )
@@ -302,6 +303,27 @@ def test_an_uncertified_attempt_is_measured_again_in_the_other_parameterisation(
     search_n_steps(_fake_run([471.6, 0.3], calls), target_gap=0.5, max_time=None,
                    started=time.perf_counter(), reparameterize=lambda other: False)
     assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
+
+
+def test_a_first_gap_near_the_target_is_lengthened_before_the_other_form_is_tried():
+    # Measured: a random walk with drift, seed 0, -0.59 nats at 1000 steps as written and +0.14
+    # at 2000; the other form's attempt (4.95) had left no time for them (docs/performance.md).
+    forms = _TwoForms([-0.59, 0.14])
+    search_n_steps(forms.run, target_gap=0.5, max_time=None, started=time.perf_counter(),
+                   reparameterize=forms.reparameterize)
+    assert forms.swaps == [] and forms.calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS]
+    # Where lengthening does not certify either, the other form runs at the longer length.
+    forms = _TwoForms([-0.59, 0.9, 0.1])
+    result = search_n_steps(forms.run, target_gap=0.5, max_time=None,
+                            started=time.perf_counter(), reparameterize=forms.reparameterize)
+    assert forms.swaps == [True]
+    assert forms.calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS, 2 * FIRST_N_STEPS]
+    np.testing.assert_array_equal(result["evidence"].attrs["auto_reparameterized"], [0, 0, 1])
+    # Just past SWAP_GAP times the target, the other form comes first.
+    forms = _TwoForms([SWAP_GAP * 0.5 + 0.01, 0.1])
+    search_n_steps(forms.run, target_gap=0.5, max_time=None, started=time.perf_counter(),
+                   reparameterize=forms.reparameterize)
+    assert forms.swaps == [True] and forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS]
 
 
 def test_the_other_form_is_tried_where_its_pilot_fits_and_shortened_to_the_budget():
