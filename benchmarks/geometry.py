@@ -261,13 +261,72 @@ def robust_regression(n_obs: int = 100, seed: int = 0) -> pm.Model:
     return model
 
 
+def latent_ar1(n_obs: int = 100, seed: int = 0) -> pm.Model:
+    """A latent ``pm.AR`` process of order 1 with unknown coefficient and scales."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros(n_obs)
+    for t in range(1, n_obs):
+        x[t] = 0.8 * x[t - 1] + 0.3 * rng.normal()
+    with pm.Model() as model:
+        latent = pm.AR("latent", rho=[pm.Uniform("rho", -1.0, 1.0)], sigma=pm.HalfNormal("s", 1.0),
+                       init_dist=pm.Normal.dist(0.0, 1.0), steps=n_obs - 1)
+        pm.Normal("y", latent, pm.HalfNormal("e", 1.0),
+                  observed=x + 0.2 * rng.normal(size=n_obs))
+    return model
+
+
+def batched_walks(n_series: int = 4, n_obs: int = 40, seed: int = 0) -> pm.Model:
+    """Four ``GaussianRandomWalk`` series in one variable, each with its own innovation scale."""
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(0.2 * rng.normal(size=(n_series, n_obs)), axis=1)
+    with pm.Model() as model:
+        walks = pm.GaussianRandomWalk("w", sigma=pm.HalfNormal("s", 0.5, shape=n_series),
+                                      init_dist=pm.Normal.dist(0.0, 1.0),
+                                      shape=(n_series, n_obs))
+        pm.Normal("y", walks, 0.3, observed=x + 0.3 * rng.normal(size=(n_series, n_obs)))
+    return model
+
+
+def zero_sum_effects(n_groups: int = 8, per_group: int = 6, seed: int = 0) -> pm.Model:
+    """Group effects as a ``pm.ZeroSumNormal`` with an unknown scale."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(n_groups), per_group)
+    effects = 0.7 * rng.normal(size=n_groups)
+    y = 2.0 + (effects - effects.mean())[group] + 0.5 * rng.normal(size=group.size)
+    with pm.Model() as model:
+        e = pm.ZeroSumNormal("e", sigma=pm.HalfNormal("sd", 1.0), shape=n_groups)
+        pm.Normal("y", pm.Normal("a", 0.0, 5.0) + e[group], pm.HalfNormal("s", 1.0), observed=y)
+    return model
+
+
+def varying_slopes(n_groups: int = 10, per_group: int = 8, seed: int = 0) -> pm.Model:
+    """Correlated varying intercepts and slopes, non-centred through an ``LKJCholeskyCov``."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(n_groups), per_group)
+    x = rng.normal(size=group.size)
+    ab = rng.multivariate_normal([1.0, 0.5], [[0.5, 0.2], [0.2, 0.3]], size=n_groups)
+    y = ab[group, 0] + ab[group, 1] * x + 0.5 * rng.normal(size=group.size)
+    with pm.Model() as model:
+        chol, _, _ = pm.LKJCholeskyCov("chol", n=2, eta=2.0, sd_dist=pm.HalfNormal.dist(1.0),
+                                       compute_corr=True)
+        z = pm.Normal("z", 0.0, 1.0, shape=(n_groups, 2))
+        effects = pm.Deterministic("ab", pm.Normal("mu", 0.0, 2.0, shape=2) + z @ chol.T)
+        pm.Normal("y", effects[group, 0] + effects[group, 1] * x, pm.HalfNormal("e", 1.0),
+                  observed=y)
+    return model
+
+
 #: PyMC's building blocks as its examples use them (``--blocks``, gap only).
 BLOCKS = {"HSGP, 60 points, 20 basis functions": hsgp,
           "gp.Marginal, 40 points": marginal_gp,
           "LKJCholeskyCov, 3-variate normal": lkj_normal,
           "random walk with drift, 100 steps": drifting_walk,
           "truncated normal": truncated_normal,
-          "robust regression, pm.Data": robust_regression}
+          "robust regression, pm.Data": robust_regression,
+          "latent AR(1), 100 steps": latent_ar1,
+          "4 random walks, one variable": batched_walks,
+          "ZeroSumNormal group effects": zero_sum_effects,
+          "varying slopes, LKJ, non-centred": varying_slopes}
 
 
 #: Coal-mining disasters per year, 1851-1961 (PyMC's switchpoint example).
