@@ -1,7 +1,13 @@
 import logging
+import os
+import tempfile
 
 import numpy as np
 import pytest
+
+# Compilation records (pymc_bdmc/model/compile_record.py) steer how runs execute: each test
+# session starts from none, whatever earlier sessions compiled on this machine.
+os.environ["PYMC_BDMC_COMPILE_RECORDS"] = tempfile.mkdtemp(prefix="pymc_bdmc_records_")
 
 
 def pytest_addoption(parser):

@@ -193,9 +193,14 @@ class _StubDensity:
     can_fuse_hmc: bool = True
     compiled: bool = False
     compile_seconds: float = 1.0
+    cold_compile_seconds: float = 1.0
+    cached: bool = False
 
     def has_fused_hmc(self, *, dense=False, base=False, principal=False):
         return self.compiled
+
+    def fused_hmc_cached(self, *, dense=False, base=False, principal=False):
+        return self.cached
 
 
 @pytest.mark.parametrize(("setting", "density", "n_transitions", "expected"), [
@@ -206,6 +211,10 @@ class _StubDensity:
     (True, _StubDensity(can_fuse_hmc=False), 10, False),  # not available: NumPy kernel
     (True, _StubDensity(), 10, True),
     (False, _StubDensity(), 100_000, False),
+    # A warm disk cache made the model's compilation 1 s where it had taken 26 s cold: the
+    # kernel, never compiled, is priced at the cold 26 s; once compiled, at the rebuild's.
+    (None, _StubDensity(cold_compile_seconds=26.0), 100_000, False),
+    (None, _StubDensity(cold_compile_seconds=26.0, cached=True), 100_000, True),
 ])
 def test_fused_kernel_is_chosen_when_it_pays(setting, density, n_transitions, expected):
     timing = KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 240 us fused

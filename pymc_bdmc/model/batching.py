@@ -26,6 +26,7 @@ from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.graph.traversal import applys_between, graph_inputs
 from pytensor.tensor.blockwise import Blockwise
 
+from pymc_bdmc.model.compile_record import fused_form, mark_kernel_compiled
 from pymc_bdmc.model.layout import DensityParts
 
 __all__ = [
@@ -238,11 +239,19 @@ def fused_kernel(name: str) -> Callable:
 
 
 def build_fused_hmc(x, outputs, compile_fn, owner):
-    """The compiled HMC transition on the graph ``outputs(x)``, counting calls on ``owner``."""
+    """The compiled HMC transition on the graph ``outputs(x)``, counting calls on ``owner``.
+
+    Each form compiled is recorded under ``owner.compile_signature`` (PyTensor has it on its
+    disk cache from then on; :mod:`pymc_bdmc.model.compile_record`).
+    """
     def count(n_calls: int) -> None:
         owner.n_evaluations += n_calls
 
-    return fused_kernel("hmc")(x, outputs, compile_fn, count=count)
+    def compiled(**form) -> None:
+        if owner.compile_signature is not None:
+            mark_kernel_compiled(owner.compile_signature, fused_form(**form))
+
+    return fused_kernel("hmc")(x, outputs, compile_fn, count=count, on_compiled=compiled)
 
 
 def cached_fused_gibbs(cache: dict, batching: str, terms_graph, n_values: int, compile_fn,
@@ -280,9 +289,12 @@ class BatchedParts:
 
     def __init__(self, x, outputs, data: Mapping[str, SharedVariable], points: np.ndarray,
                  compile_kwargs: Mapping | None = None, terms_graph: tuple | None = None,
-                 movable: np.ndarray | None = None, scale_map: tuple | None = None):
+                 movable: np.ndarray | None = None, scale_map: tuple | None = None,
+                 signature: str | None = None):
         self._graph = (x, list(outputs), dict(data), np.asarray(points),
-                       dict(compile_kwargs or {}), terms_graph, movable, scale_map)
+                       dict(compile_kwargs or {}), terms_graph, movable, scale_map, signature)
+        #: The hot graph's structure (:mod:`pymc_bdmc.model.compile_record`), or None.
+        self.compile_signature = signature
         #: The model's scale groups (:mod:`pymc_bdmc.model.location_scale`), empty if none.
         self.location_scale_groups = () if scale_map is None else scale_map[0]
         self._scale_map_fn = None
@@ -310,7 +322,7 @@ class BatchedParts:
     def compile(self) -> BatchedParts:
         """Compile (once); returns self."""
         if self._fn is None:
-            x, outputs, _, points, _, _, movable, _ = self._graph
+            x, outputs, _, points, _, _, movable, _, _ = self._graph
             self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
                                                       movable=movable)
         return self

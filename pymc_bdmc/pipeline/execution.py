@@ -273,13 +273,19 @@ def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: Kernel
             logger.info("No fused kernel for this model (its densities are evaluated chain by "
                         "chain); using the NumPy kernel.")
         return False
-    forms = fused_forms(plan)
-    if setting or all(density.has_fused_hmc(**form) for form in forms):  # asked for, or free
+    # Forms compiled in this process are free; forms compiled on this machine before are on
+    # PyTensor's disk cache, and cost about a rebuild of the densities.
+    to_compile = [form for form in fused_forms(plan) if not density.has_fused_hmc(**form)]
+    if setting or not to_compile:  # asked for, or free
         return True
     saving = (n_transitions * (timing.transition - timing.fused_transition(plan.n_leapfrog))
               + n_sweeps * FUSED_SWEEP_SAVING * timing.sweep)
-    # Each form of the kernel the plan uses (diagonal, dense) is one more compilation.
-    return saving > FUSED_PAYBACK * density.compile_seconds * len(forms)
+    # Each form of the kernel the plan uses (diagonal, dense) is one more compilation, priced
+    # at the model's cold compilation unless it is on the disk cache: a warm cache had made a
+    # first compilation of 40 s look like 1 s (model/compile_record.py).
+    cost = sum(density.compile_seconds if density.fused_hmc_cached(**form)
+               else density.cold_compile_seconds for form in to_compile)
+    return saving > FUSED_PAYBACK * cost
 
 
 def fused_forms(plan: AnnealingPlan) -> list[dict]:
