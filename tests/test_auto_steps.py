@@ -326,17 +326,20 @@ def test_a_first_gap_near_the_target_is_lengthened_before_the_other_form_is_trie
     assert forms.swaps == [True] and forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS]
 
 
-def test_the_other_form_is_tried_where_its_pilot_fits_and_shortened_to_the_budget():
+def test_the_other_form_is_tried_where_its_pilot_fits_and_shortened_to_the_budget(caplog):
     forms = _TwoForms([471.6, 0.3], pilot_time=1.0)
     result = search_n_steps(forms.run, target_gap=0.5, max_time=100.0,
                             started=time.perf_counter(), reparameterize=forms.reparameterize)
     assert forms.swaps == [True]
     np.testing.assert_array_equal(result["evidence"].attrs["auto_n_steps"],
                                   [MIN_FIRST_N_STEPS, MIN_FIRST_N_STEPS])
-    forms = _TwoForms([471.6, 0.3], pilot_time=1.0)
-    search_n_steps(forms.run, target_gap=0.5, max_time=0.5, started=time.perf_counter(),
-                   reparameterize=forms.reparameterize)
-    assert forms.swaps == []  # no time for its pilot
+    forms = _TwoForms([471.6, 300.0], pilot_time=1.0)
+    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        search_n_steps(forms.run, target_gap=0.5, max_time=0.5, started=time.perf_counter(),
+                       reparameterize=forms.reparameterize)
+    assert forms.swaps == []  # no time for its pilot, and the warning says what to do
+    assert "other parameterisation was not tried" in caplog.text
+    assert "`reparameterize=True`" in caplog.text
 
 
 def test_the_search_makes_one_larger_pilot_at_most(caplog):
