@@ -305,7 +305,8 @@ def test_an_uncertified_attempt_is_measured_again_in_the_other_parameterisation(
     assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
 
 
-def test_a_first_gap_near_the_target_is_lengthened_before_the_other_form_is_tried():
+def test_a_first_gap_near_the_target_is_lengthened_before_the_other_form_is_tried(
+        monkeypatch):
     # Measured: a random walk with drift, seed 0, -0.59 nats at 1000 steps as written and +0.14
     # at 2000; the other form's attempt (4.95) had left no time for them (docs/performance.md).
     forms = _TwoForms([-0.59, 0.14])
@@ -319,8 +320,14 @@ def test_a_first_gap_near_the_target_is_lengthened_before_the_other_form_is_trie
     assert forms.swaps == [True]
     assert forms.calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS, 2 * FIRST_N_STEPS]
     np.testing.assert_array_equal(result["evidence"].attrs["auto_reparameterized"], [0, 0, 1])
-    # Just past SWAP_GAP times the target, the other form comes first.
+    # Just past SWAP_GAP times the target, the other form comes first ...
     forms = _TwoForms([SWAP_GAP * 0.5 + 0.01, 0.1])
+    search_n_steps(forms.run, target_gap=0.5, max_time=None, started=time.perf_counter(),
+                   reparameterize=forms.reparameterize)
+    assert forms.swaps == [True] and forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS]
+    # ... and so it does near the target where no longer attempt is possible.
+    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.MAX_N_STEPS", FIRST_N_STEPS)
+    forms = _TwoForms([-0.59, 0.1])
     search_n_steps(forms.run, target_gap=0.5, max_time=None, started=time.perf_counter(),
                    reparameterize=forms.reparameterize)
     assert forms.swaps == [True] and forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS]

@@ -9,8 +9,8 @@ not follow (reverse chains stay near ``theta*``; gaps of 100-1000 nats, docs/per
 while centred it is Gaussian in the pinned ``beta``, with scale moves
 (:mod:`pymc_bdmc.model.location_scale`). Where the data are weak the non-centred form is the
 easier one, and neither is right for every data set: so ``sample_bdmc``'s search runs the model
-as written and switches to :func:`other_form` where its first attempt does not certify and
-the other form's gap per step is smaller (:mod:`pymc_bdmc.pipeline.auto_steps`).
+as written, tries :func:`other_form` where an attempt does not certify, and goes on in the
+form whose gap per step is smaller (:mod:`pymc_bdmc.pipeline.auto_steps` says when).
 
 ``p(y)`` is the same under any bijective change of the latent variables, so either form serves.
 :func:`other_form` swaps every qualifying free variable, in a copy of the model's graph:

@@ -60,13 +60,13 @@ whose attempt does not certify (and whose gap is not merely too noisy) is run ag
 length in its other parameterisation (centred variables and walks non-centred, non-centred
 ones centred), on the same ``theta*`` and ``y*`` and a fresh pilot (where the last pilot's time
 fits in what is left of ``max_time``; the attempt is then shortened to fit, as a first attempt
-is). A first attempt within :data:`SWAP_GAP` times the target is lengthened first, as ``1 /
-n_steps`` decay predicts that doubling certifies it, and the other form is tried only where
-that fails: the swap costs a compilation, a pilot and an attempt, about what doubling does, and
-on a random walk with drift (seed 0: -0.59 nats at 1000 steps as written) the other form's
-attempt (4.95 nats, on a cold compilation cache) left no time for the 2000 steps that certify
-(+0.14). The evidence is
-the same in either form, and the search goes on in the form whose gap per step was smaller
+is). A first attempt within :data:`SWAP_GAP` times the target is lengthened first (where
+the longer attempt fits), as ``1 / n_steps`` decay predicts that doubling certifies it, and the
+other form is tried only where that fails: the swap costs a compilation, a pilot and an
+attempt, about what doubling does, and on a random walk with drift (seed 0: -0.59 nats at 1000
+steps as written) the other form's attempt (4.95 nats, on a cold compilation cache) left no
+time for the 2000 steps that certify (+0.14). The evidence is the same in either form, and
+the search goes on in the form whose gap per step was smaller
 (``|gap| * n_steps``: ``1/n_steps`` decay; the model as written keeps its pilot). Which form
 the kernels follow depends on the data: where they pin each coefficient of a horseshoe,
 ``beta = z * tau * lam`` is a curved ridge per coefficient (gaps of 100-1000 nats on a
@@ -330,9 +330,11 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
             logger.info("The gap is within the target but its standard error is not: the next "
                         "attempt runs %d chains at %d steps.", chains, n_steps)
             continue
-        # Lengthened first where 1/n_steps decay predicts that doubling certifies: that costs
-        # about what the other form's compilation, pilot and attempt do.
-        lengthen_first = len(tried) == 1 and abs(gap) <= SWAP_GAP * target_gap
+        # Lengthened first where 1/n_steps decay predicts that doubling certifies (and it
+        # fits): that costs about what the other form's compilation, pilot and attempt do.
+        lengthen_first = (len(tried) == 1 and abs(gap) <= SWAP_GAP * target_gap
+                          and _next_length(n_steps, gap, target_gap, seconds, remaining,
+                                           unit=min(FIRST_N_STEPS, tried[0])) is not None)
         if (reparameterize is not None and not any(tried_other) and not lengthen_first
                 and (remaining is None or pilot_seconds < remaining) and reparameterize(True)):
             logger.info("The next attempt runs the model's Gaussian hierarchies in their other "
