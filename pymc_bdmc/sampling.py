@@ -139,8 +139,11 @@ _COMMON_DOC = """
         draws, so results agree to round-off, on either path (from the prior or a fitted
         base) and with diagonal or dense mass matrices. Compiling costs about as much again as
         compiling the model, per form used. Default: only when timing the model predicts that
-        the runs save more than that (long runs, cheap models); the chosen setting is stored in
-        ``evidence.attrs``.
+        the runs save more than that (long runs, cheap models), priced at the model's first,
+        uncached compilation on this machine unless that form was compiled here before
+        (records beside PyTensor's cache, :mod:`pymc_bdmc.model.compile_record`; the
+        ``PYMC_BDMC_COMPILE_RECORDS`` environment variable moves them); the chosen setting is
+        stored in ``evidence.attrs``.
     base : {"auto", "prior"}, default "auto"
         Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian ``q0`` to
         its final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta``, fitting
