@@ -43,7 +43,12 @@ from pymc_bdmc.pipeline.settings import (  # noqa: F401  (REVERSE_SPREAD_TRANSIT
     parallel_settings,
     validate,
 )
-from pymc_bdmc.pipeline.start import compile_model, other_parameterization, vectorized_discrete
+from pymc_bdmc.pipeline.start import (
+    compile_model,
+    has_other_form,
+    other_parameterization,
+    vectorized_discrete,
+)
 from pymc_bdmc.schedules import ScheduleName
 from pymc_bdmc.step_sampling import sample_with_step_methods
 
@@ -507,9 +512,11 @@ def sample_bdmc(
 
     if not search:
         return run(settings.n_steps)
+    # Only a model with another form lets the search (and its advice) offer one.
+    may_swap = reparameterize is None and has_other_form(model)
     return search_n_steps(run, target_gap=target_gap, max_time=max_time, started=started,
                           larger_pilot=not settings.pilot_chains_given,
-                          reparameterize=swap if reparameterize is None else None)
+                          reparameterize=swap if may_swap else None)
 
 
 sample_ais.__doc__ = sample_ais.__doc__ % (_COMMON_DOC, _PARALLEL_NOTES)

@@ -2,6 +2,8 @@
 swap, the exact change of variables (densities and theta*), the user's model and data untouched,
 and the evidence against quadrature."""
 
+import logging
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -275,3 +277,18 @@ def test_sample_bdmc_and_calibrate_run_the_form_the_user_chooses(monkeypatch):
                                pilot_chains=64, random_seed=6, progressbar=False)
     np.testing.assert_array_equal(kept["evidence"].attrs["auto_reparameterized"], [0, 0])
     np.testing.assert_array_equal(kept["evidence"].attrs["auto_n_steps"], [1000, 2000])
+
+
+def test_an_uncertified_search_offers_the_other_form_only_where_the_model_has_one(
+        monkeypatch, caplog):
+    # Every attempt refused; 2000 steps at most, the pilot fixed (no larger pilot).
+    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.certifies", lambda *a: False)
+    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.MAX_N_STEPS", 2000)
+    with pm.Model():  # nothing to swap
+        pm.Normal("y", pm.Normal("mu", 0.0, 1.0), 1.0, observed=[0.1, 0.2])
+        with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+            result = pmb.sample_bdmc(max_time=None, pilot_chains=64, random_seed=13,
+                                     progressbar=False)
+    assert not np.any(result["evidence"].attrs["auto_reparameterized"])
+    assert "did not certify" in caplog.text
+    assert "reparameterize=True" not in caplog.text
