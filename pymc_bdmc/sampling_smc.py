@@ -262,7 +262,8 @@ def _tempering_runs(progress, done: StepCounter, s: Settings, smc: SMCSettings,
     timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
     n_sweeps = count_sweeps(gibbs, n_transitions, plan)
     workers = choose_workers(parallel.cores, parallel.executor,
-                             predicted_seconds(timing, n_transitions, n_sweeps), s.chains)
+                             predicted_seconds(timing, n_transitions, n_sweeps,
+                                               plan.n_leapfrog), s.chains)
     forward_blocks = population_blocks(streams["forward"], s.chains, smc.particles)
     reverse_blocks = population_blocks(streams["reverse"], s.chains, smc.particles)
     runner, groups = start_runner(density, workers, parallel.chains_per_batch, forward_blocks,

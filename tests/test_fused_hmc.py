@@ -16,6 +16,7 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.pipeline.execution import (
     FUSED_SWEEP_SAVING,
     KernelTiming,
+    predicted_seconds,
     predicted_wall_seconds,
     use_fused_kernel,
 )
@@ -245,11 +246,31 @@ def test_a_group_of_chains_pays_the_part_that_does_not_shrink_with_fewer_chains(
     assert KernelTiming.per_group(1.0, None, 2) == 0.5           # unmeasured: proportional
     assert KernelTiming.per_group(1.0, 0.5, 2) == 0.5            # proportional, measured
     assert KernelTiming.per_group(1.0, 1.2, 2) == 1.0            # noise: never above all chains
+    # Every step dense, the last one (timed) too.
     timing = KernelTiming(model_call=50e-6, transition=3e-3, metric=1.18e-3,
-                          model_call_half=25e-6, transition_half=2.5e-3, metric_half=0.84e-3)
+                          model_call_half=25e-6, transition_half=2.5e-3, metric_half=0.84e-3,
+                          transition_metric=1.18e-3, transition_metric_half=0.84e-3)
     assert predicted_wall_seconds(timing, 1000, 0, True, 3, 2) == pytest.approx(
         1000 * 3 * (1.6 * 25e-6 + 0.84e-3))
     assert predicted_wall_seconds(timing, 1000, 0, False, 3, 2) == pytest.approx(1000 * 2.5e-3)
+
+
+def test_the_numpy_prediction_prices_the_plans_dense_steps_not_the_timed_ones():
+    # The transition is timed on the last step's kernel. Where that kernel is diagonal but
+    # half the steps are dense, each transition adds their average products (stochastic
+    # volatility at T=400 in its other form: predicted 29 s, took 45 s) ...
+    diagonal_last = KernelTiming(model_call=50e-6, transition=1e-3, metric=0.5e-3)
+    assert diagonal_last.numpy_transition(10) == pytest.approx(1e-3 + 10 * 0.5e-3)
+    assert predicted_wall_seconds(diagonal_last, 1000, 0, False, 10, 1) == pytest.approx(6.0)
+    assert predicted_seconds(diagonal_last, 1000, 0, 10) == pytest.approx(6.0)
+    # ... and where it is dense but only half the steps are, the other half saves them.
+    dense_last = KernelTiming(model_call=50e-6, transition=11e-3, metric=0.5e-3,
+                              transition_metric=1e-3)
+    assert dense_last.numpy_transition(10) == pytest.approx(6e-3)
+    # All steps like the timed one: the measured transition as it is.
+    same = KernelTiming(model_call=50e-6, transition=11e-3, metric=1e-3, transition_metric=1e-3)
+    assert same.numpy_transition(10) == pytest.approx(11e-3)
+    assert KernelTiming(model_call=50e-6, transition=1e-3).numpy_transition(10) == 1e-3
 
 
 def test_the_metrics_products_are_timed_on_the_plans_dense_steps_only(monkeypatch):
@@ -272,3 +293,30 @@ def test_fused_kernel_setting_is_checked_before_sampling():
         pmb.sample_ais(n_steps=10, fused_kernel="yes")
     with am.model, pytest.raises(BDMCInputError, match="fused_kernel"):
         pmb.sample_bdmc(n_steps=10, method="smc", fused_kernel=True)
+
+
+def test_the_timing_knows_whether_its_timed_transition_was_dense(monkeypatch):
+    from pymc_bdmc.kernels.tuning import AnnealingPlan
+    from pymc_bdmc.pipeline import execution
+
+    am = testing.normal_inverse_gamma_regression(20, 3, seed=1)
+    density = ModelDensity(am.model)
+    d = density.n_dim
+    x = np.random.default_rng(0).normal(size=(16, d))
+
+    def plan(mass_index):
+        n = len(mass_index) - 1
+        return AnnealingPlan(np.linspace(0, 1, n + 1), np.full(n + 1, 0.1), np.ones((n + 1, d)),
+                             3, 0.0, mass_factors=np.eye(d)[None], mass_index=np.array(mass_index))
+
+    ticks = iter(range(10**6))  # a clock that advances one second per reading
+    monkeypatch.setattr(execution.time, "perf_counter", lambda: float(next(ticks)))
+    last_diagonal = KernelTiming.measure(density, x, plan([-1, 0, 0, -1]))
+    assert last_diagonal.metric > 0 and last_diagonal.transition_metric == 0.0
+    last_dense = KernelTiming.measure(density, x, plan([-1, -1, -1, 0]))
+    assert last_dense.metric > 0 and last_dense.transition_metric > 0
+    assert last_dense.transition_metric_half > 0
+    # Priced on every step, not on the plan's share (two of three steps, one of three).
+    assert last_diagonal.metric == pytest.approx(execution.METRIC_PRODUCTS * 2 / 3)
+    assert last_dense.metric == pytest.approx(execution.METRIC_PRODUCTS / 3)
+    assert last_dense.transition_metric == execution.METRIC_PRODUCTS

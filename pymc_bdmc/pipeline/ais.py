@@ -163,7 +163,8 @@ def run_ais(
             # Workers are chosen on the NumPy kernel's time, which a fused kernel does not
             # always cut much (on large models the model calls dominate either way).
             workers = choose_workers(parallel.cores, parallel.executor,
-                                     predicted_seconds(timing, n_transitions, n_sweeps),
+                                     predicted_seconds(timing, n_transitions, n_sweeps,
+                                                       plan.n_leapfrog),
                                      len(forward_blocks), announce=announce)
             seconds = predicted_wall_seconds(timing, n_transitions, n_sweeps, fused,
                                              plan.n_leapfrog,

@@ -74,7 +74,13 @@ class KernelTiming:
         over the plan's steps; 0 for diagonal metrics. A fused kernel saves Python, not these:
         on the 1000-step random walk they are most of a transition, and without them 1000
         steps were predicted at 5 s where 100 took 10.
-    model_call_half, transition_half, metric_half : float or None
+    transition_metric : float
+        Seconds per leapfrog step of dense-metric products inside the timed ``transition``
+        (``transition`` is timed on the last step's kernel): the NumPy kernel's prediction
+        swaps them for the plan's average ``metric``. On stochastic volatility at T=400, in its
+        other form, the last kernel was diagonal and 11 of 19 pilot temperatures dense: 1000
+        steps were predicted at 29 s and took 45 s.
+    model_call_half, transition_half, metric_half, transition_metric_half : float or None
         The same on half of the chains (None: half the time). A group of chains on a worker
         costs the part that does not shrink with fewer chains plus its share of the rest
         (:meth:`per_group`): a dense metric's product streams the whole ``d x d`` matrix for
@@ -90,6 +96,8 @@ class KernelTiming:
     model_call_half: float | None = None
     transition_half: float | None = None
     metric_half: float | None = None
+    transition_metric: float = 0.0
+    transition_metric_half: float | None = None
 
     @staticmethod
     def per_group(full: float, half: float | None, n_groups: int) -> float:
@@ -152,9 +160,33 @@ class KernelTiming:
             density.parts(gibbs.sweep(rng, x, beta, density.terms)[0])
             sweep = time.perf_counter() - start
         density.n_evaluations, density.n_term_evaluations = calls_before, terms_before
+        # The timed transition ran the last step's kernel, with a dense (or principal) metric
+        # or not; metric_seconds prices both kinds alike.
+        last_dense = params.mass_factor is not None
         return cls(float(np.median(calls)), float(np.median(transitions)), sweep,
                    metric_seconds(x, plan), float(np.median(calls_half)),
-                   float(np.median(transitions_half)), metric_seconds(x[:half], plan))
+                   float(np.median(transitions_half)), metric_seconds(x[:half], plan),
+                   metric_seconds(x, plan, last_dense) if last_dense else 0.0,
+                   metric_seconds(x[:half], plan, last_dense) if last_dense else 0.0)
+
+    def numpy_transition(self, n_leapfrog: int, n_groups: int = 1) -> float:
+        """Predicted seconds per NumPy transition, with the plan's average dense products.
+
+        Parameters
+        ----------
+        n_leapfrog : int
+        n_groups : int, default 1
+            On one of this many equal groups of the chains (:meth:`per_group`).
+
+        Returns
+        -------
+        float
+        """
+        measured = self.per_group(self.transition, self.transition_half, n_groups)
+        average = self.per_group(self.metric, self.metric_half, n_groups)
+        included = self.per_group(self.transition_metric, self.transition_metric_half,
+                                  n_groups)
+        return max(measured + n_leapfrog * (average - included), 0.0)
 
     def fused_transition(self, n_leapfrog: int, n_groups: int = 1) -> float:
         """Predicted seconds per fused transition: its model calls and a little more.
@@ -175,21 +207,24 @@ class KernelTiming:
             + self.per_group(self.metric, self.metric_half, n_groups))
 
 
-def metric_seconds(x: np.ndarray, plan: AnnealingPlan) -> float:
+def metric_seconds(x: np.ndarray, plan: AnnealingPlan, every_step: bool = False) -> float:
     """:attr:`KernelTiming.metric` of ``plan`` on the chains ``x`` (seconds).
 
     Parameters
     ----------
     x : numpy.ndarray, shape (chains, n_dim)
     plan : AnnealingPlan
+    every_step : bool, default False
+        As if every step's metric were dense (:attr:`KernelTiming.transition_metric`), not
+        only the plan's share of them.
 
     Returns
     -------
     float
     """
-    if not plan.is_dense:
+    if not (plan.is_dense or every_step):
         return 0.0
-    share = float(np.mean(np.asarray(plan.mass_index)[1:] >= 0))
+    share = 1.0 if every_step else float(np.mean(np.asarray(plan.mass_index)[1:] >= 0))
     basis = np.eye(x.shape[1])  # any d x d matrix: the product costs the same
     products = []
     for _ in range(3):
@@ -235,7 +270,8 @@ def count_sweeps(gibbs: ChromaticGibbs | None, n_transitions: int, plan: Anneali
     return 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
 
 
-def predicted_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps: int) -> float:
+def predicted_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps: int,
+                      n_leapfrog: int) -> float:
     """Predicted seconds of the measured runs on the NumPy kernels (0 without a timing).
 
     Workers are chosen on this, which a fused kernel does not always cut much (on large models
@@ -244,13 +280,15 @@ def predicted_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps:
     Parameters
     ----------
     timing : KernelTiming or None
-    n_transitions, n_sweeps : int
+    n_transitions, n_sweeps, n_leapfrog : int
 
     Returns
     -------
     float
     """
-    return 0.0 if timing is None else n_transitions * timing.transition + n_sweeps * timing.sweep
+    if timing is None:
+        return 0.0
+    return n_transitions * timing.numpy_transition(n_leapfrog) + n_sweeps * timing.sweep
 
 
 def predicted_wall_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps: int,
@@ -277,7 +315,7 @@ def predicted_wall_seconds(timing: KernelTiming | None, n_transitions: int, n_sw
     # Each group runs every transition on its own chains (KernelTiming.per_group).
     n_parallel = max(1, n_parallel)
     transition = (timing.fused_transition(n_leapfrog, n_parallel) if fused else
-                  timing.per_group(timing.transition, timing.transition_half, n_parallel))
+                  timing.numpy_transition(n_leapfrog, n_parallel))
     sweep = (1.0 - FUSED_SWEEP_SAVING) * timing.sweep if fused else timing.sweep
     return n_transitions * transition + n_sweeps * sweep / n_parallel
 
@@ -314,7 +352,8 @@ def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: Kernel
     to_compile = [form for form in fused_forms(plan) if not density.has_fused_hmc(**form)]
     if setting or not to_compile:  # asked for, or free
         return True
-    saving = (n_transitions * (timing.transition - timing.fused_transition(plan.n_leapfrog))
+    saving = (n_transitions * (timing.numpy_transition(plan.n_leapfrog)
+                               - timing.fused_transition(plan.n_leapfrog))
               + n_sweeps * FUSED_SWEEP_SAVING * timing.sweep)
     # Each form of the kernel the plan uses (diagonal, dense) is one more compilation, priced
     # at the model's cold compilation unless it is on the disk cache: a warm cache had made a
