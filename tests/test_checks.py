@@ -31,6 +31,14 @@ def _half_flat_prior():
     return m
 
 
+def _intrinsic_car():
+    W = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]])
+    with pm.Model() as m:
+        phi = pm.ICAR("phi", W=W)
+        pm.Poisson("y", pm.math.exp(phi), observed=[1, 2, 3])
+    return m
+
+
 def _custom_without_random():
     with pm.Model() as m:
         d = pm.CustomDist("d", 0.0, logp=lambda v, mu: -((v - mu) ** 2))
@@ -158,6 +166,8 @@ CASES = {
     "Flat prior": (_flat_prior, "improper Flat/HalfFlat", SAMPLERS),
     "HalfFlat prior": (_half_flat_prior, "improper Flat/HalfFlat", SAMPLERS),
     "CustomDist without random": (_custom_without_random, "Cannot draw exactly", SAMPLERS),
+    "intrinsic CAR prior": (_intrinsic_car, r"\['phi'\] have intrinsic CAR priors.*pm.CAR",
+                            SAMPLERS),
     "Potential": (_potential, "Potentials", SAMPLERS),
     "NaN observations": (_nan_data, "NaN or masked", SAMPLERS),
     "inf observations": (_inf_data, "non-finite", SAMPLERS),

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 import pymc as pm
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
+from pymc.distributions.multivariate import ICARRV
 from pymc.distributions.custom import CustomDistRV, CustomSymbolicDistRV
 from pymc.distributions.transforms import ChainedTransform, Ordered, SumTo1
 
@@ -169,6 +170,16 @@ def check_model(
         raise BDMCInputError(
             f"Free variables {flat} have improper Flat/HalfFlat priors: the evidence is not "
             "defined and AIS cannot start from exact prior draws. Give them proper priors."
+        )
+    # PyMC's ICAR log-density has no normalising constant (the graph Laplacian's
+    # pseudo-determinant), so an evidence computed with it is off by an unknown constant.
+    intrinsic = [rv.name for rv in model.free_RVs if isinstance(rv.owner.op, ICARRV)]
+    if intrinsic:
+        raise BDMCInputError(
+            f"Free variables {intrinsic} have intrinsic CAR priors (pm.ICAR): improper, flat "
+            "along the constant vector up to PyMC's soft sum-to-zero penalty, unnormalised and "
+            "with no prior draws, so the evidence is not defined. Use a proper spatial prior: "
+            "pm.CAR (with alpha < 1), or pm.MvNormal with a covariance of your choice."
         )
 
     if gradient_kernel:
