@@ -287,6 +287,20 @@ def batched_walks(n_series: int = 4, n_obs: int = 40, seed: int = 0) -> pm.Model
     return model
 
 
+def multivariate_walk(n_obs: int = 40, seed: int = 0) -> pm.Model:
+    """A 2-D ``MvGaussianRandomWalk`` with an ``LKJCholeskyCov`` innovation covariance."""
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(rng.normal(0.0, 0.3, (n_obs, 2)), axis=0)
+    with pm.Model() as model:
+        chol, _, _ = pm.LKJCholeskyCov("chol", n=2, eta=2.0, sd_dist=pm.HalfNormal.dist(0.5),
+                                       compute_corr=True)
+        walk = pm.MvGaussianRandomWalk("x", mu=np.zeros(2), chol=chol, shape=(n_obs, 2),
+                                       init_dist=pm.MvNormal.dist(np.zeros(2), np.eye(2)))
+        pm.Normal("y", walk, pm.HalfNormal("s", 1.0),
+                  observed=x + rng.normal(0.0, 0.5, (n_obs, 2)))
+    return model
+
+
 def zero_sum_effects(n_groups: int = 8, per_group: int = 6, seed: int = 0) -> pm.Model:
     """Group effects as a ``pm.ZeroSumNormal`` with an unknown scale."""
     rng = np.random.default_rng(seed)
@@ -325,6 +339,7 @@ BLOCKS = {"HSGP, 60 points, 20 basis functions": hsgp,
           "robust regression, pm.Data": robust_regression,
           "latent AR(1), 100 steps": latent_ar1,
           "4 random walks, one variable": batched_walks,
+          "2-D random walk, MvGaussianRandomWalk": multivariate_walk,
           "ZeroSumNormal group effects": zero_sum_effects,
           "varying slopes, LKJ, non-centred": varying_slopes}
 

@@ -108,7 +108,8 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
     form = other_form(model) if other else OtherForm(model)
     density = ModelDensity(form.model, potentials_in_likelihood=potentials_in_likelihood,
                            compile_kwargs=compile_kwargs, reparameterized=form.swapped,
-                           reparameterized_walks=form.walks)
+                           reparameterized_walks=form.walks,
+                           reparameterized_vector_walks=form.vector_walks)
     simulator = ModelSimulator(form.model, density.layout, compile_kwargs=compile_kwargs)
     if cache:
         _CACHE[key] = (model, density, simulator)

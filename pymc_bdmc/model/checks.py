@@ -11,8 +11,8 @@ from collections.abc import Iterable
 import numpy as np
 import pymc as pm
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
-from pymc.distributions.multivariate import ICARRV
 from pymc.distributions.custom import CustomDistRV, CustomSymbolicDistRV
+from pymc.distributions.multivariate import ICARRV
 from pymc.distributions.transforms import ChainedTransform, Ordered, SumTo1
 
 from pymc_bdmc.errors import BDMCInputError

@@ -90,6 +90,8 @@ class ModelDensity:
         the free variable behind it (:func:`pymc_bdmc.model.reparameterize.other_form`).
     reparameterized_walks : frozenset, optional
         The names among ``reparameterized`` that are random walks (non-centred increments).
+    reparameterized_vector_walks : frozenset, optional
+        The names among those that are multivariate walks (whitened increments).
 
     Notes
     -----
@@ -101,11 +103,13 @@ class ModelDensity:
     def __init__(self, model: pm.Model, *, potentials_in_likelihood: bool = False,
                  compile_kwargs: dict | None = None, gradients: bool = True,
                  reparameterized: Mapping[str, str] | None = None,
-                 reparameterized_walks: frozenset[str] = frozenset()):
+                 reparameterized_walks: frozenset[str] = frozenset(),
+                 reparameterized_vector_walks: frozenset[str] = frozenset()):
         started = time.perf_counter()
         self.model = model
         self.reparameterized = dict(reparameterized or {})
         self.reparameterized_walks = frozenset(reparameterized_walks)
+        self.reparameterized_vector_walks = frozenset(reparameterized_vector_walks)
         self.compile_kwargs = dict(compile_kwargs or {})
         self.n_compilations = 0
         self.n_evaluations = 0  # batched calls of the hot function (cost accounting)
