@@ -223,7 +223,7 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
     for name, helper in helpers.items():
         u, u0, u1 = np.asarray(truth.free[name]), at[name][0], at[name][1]
         if name in other.reparameterized_vector_walks:
-            point[helper] = _whitened_increments(u, u0, point, helpers, helper, other)
+            point[helper] = _whitened_increments(u, u0, point, name, other)
             continue
         if name in walks:  # increments are elementwise affine in the helper
             u, u0, u1 = (np.concatenate([v[..., :1], np.diff(v, axis=-1)], axis=-1)
@@ -234,15 +234,15 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
                      truth.observed)
 
 
-def _whitened_increments(u, u0, point, helpers, helper, other: ModelDensity) -> np.ndarray:
+def _whitened_increments(u, u0, point, name: str, other: ModelDensity) -> np.ndarray:
     """Return the helper of a multivariate walk ``u`` (time first).
 
     Each row's increment is ``a_t + B_t z_t``: ``a`` read at ``z = 0`` (``u0``), ``B``'s
     columns at unit vectors.
     """
-    layout = other.layout
+    layout, helpers = other.layout, other.reparameterized
+    helper = helpers[name]
     shape = layout.shapes[layout.names.index(helper)]
-    name = next(k for k, v in helpers.items() if v == helper)
     units = []
     for j in range(shape[-1]):
         values = dict(point)
