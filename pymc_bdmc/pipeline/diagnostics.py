@@ -15,14 +15,36 @@ from pymc_bdmc.algorithms.smc import SMCRun
 from pymc_bdmc.estimators import EvidenceBounds
 
 __all__ = [
+    "PRIOR_END_BETA",
     "log_ais_diagnostics",
     "log_heldout_diagnostics",
     "log_smc_diagnostics",
     "log_step_diagnostics",
     "outlying_coordinate",
+    "prior_end_divergences",
 ]
 
 logger = logging.getLogger("pymc_bdmc")
+
+#: Divergences mostly below this inverse temperature are the prior's own geometry: the target
+#: there is the prior, nearly.
+PRIOR_END_BETA = 1e-3
+
+
+def prior_end_divergences(n_divergent: np.ndarray, betas: np.ndarray) -> bool:
+    """Whether most divergences happened below :data:`PRIOR_END_BETA`.
+
+    Parameters
+    ----------
+    n_divergent, betas : numpy.ndarray, shape (n_steps + 1,)
+
+    Returns
+    -------
+    bool
+    """
+    n_divergent, betas = np.asarray(n_divergent), np.asarray(betas)
+    total = n_divergent.sum()
+    return bool(total > 0 and n_divergent[betas < PRIOR_END_BETA].sum() > 0.5 * total)
 
 
 def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
@@ -61,6 +83,14 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
                 int(run.n_divergent.sum()), name, int(np.count_nonzero(run.n_divergent)),
                 len(run.n_divergent) - 1, at(worst), name,
             )
+            if betas is not None and prior_end_divergences(run.n_divergent, betas):
+                logger.warning(
+                    "Most of the %s run's divergences are near the prior (beta < %g), where the "
+                    "target is the prior itself: its geometry is what the kernel fails on. A "
+                    "funnel (a scale and the variables it scales) is what `reparameterize=True` "
+                    "swaps; draws spanning many orders of magnitude (e.g. an autoregression "
+                    "whose prior allows explosive coefficients) want a tighter prior.",
+                    name, PRIOR_END_BETA)
         if run.n_failed_total:
             first = int(np.flatnonzero(run.n_failed)[0])
             logger.warning(
