@@ -355,7 +355,8 @@ def sample_bdmc(
         with Gaussian hierarchies (``Normal`` variables, or a ``GaussianRandomWalk`` or
         ``MvGaussianRandomWalk`` whose scale or covariance depends on a free variable, or
         standard normals scaled so, as in ``beta = z * tau * lam``) whose run does not
-        certify (by more than twice the target, or after being lengthened once) is run again at that length in its other parameterisation (centred
+        certify (by more than twice the target, or after being lengthened once) is run
+        again at that length in its other parameterisation (centred
         ones and walks non-centred, non-centred ones centred; the same evidence, the same
         ``theta*`` and ``y*``), and the search goes on in the form
         with the smaller gap per step (:mod:`pymc_bdmc.model.reparameterize`;
