@@ -301,6 +301,28 @@ def multivariate_walk(n_obs: int = 40, seed: int = 0) -> pm.Model:
     return model
 
 
+def car_disease_map(side: int = 7, seed: int = 0) -> pm.Model:
+    """Poisson counts on a ``side x side`` grid of areas with ``pm.CAR`` spatial effects."""
+    rng = np.random.default_rng(seed)
+    n = side * side
+    adjacency = np.zeros((n, n))
+    for i in range(side):
+        for j in range(side):
+            k = i * side + j
+            if i + 1 < side:
+                adjacency[k, k + side] = adjacency[k + side, k] = 1
+            if j + 1 < side:
+                adjacency[k, k + 1] = adjacency[k + 1, k] = 1
+    expected = rng.uniform(5.0, 20.0, n)
+    with pm.Model() as model:
+        b0 = pm.Normal("b0", 0.0, 1.0)
+        phi = pm.CAR("phi", mu=np.zeros(n), W=adjacency, alpha=pm.Beta("alpha", 2.0, 2.0),
+                     tau=pm.Gamma("tau", 2.0, 2.0))
+        pm.Poisson("y", expected * pm.math.exp(b0 + phi),
+                   observed=rng.poisson(expected * np.exp(rng.normal(0.0, 0.3, n))))
+    return model
+
+
 def zero_sum_effects(n_groups: int = 8, per_group: int = 6, seed: int = 0) -> pm.Model:
     """Group effects as a ``pm.ZeroSumNormal`` with an unknown scale."""
     rng = np.random.default_rng(seed)
@@ -340,6 +362,7 @@ BLOCKS = {"HSGP, 60 points, 20 basis functions": hsgp,
           "latent AR(1), 100 steps": latent_ar1,
           "4 random walks, one variable": batched_walks,
           "2-D random walk, MvGaussianRandomWalk": multivariate_walk,
+          "CAR spatial effects, Poisson, 7 x 7 areas": car_disease_map,
           "ZeroSumNormal group effects": zero_sum_effects,
           "varying slopes, LKJ, non-centred": varying_slopes}
 
