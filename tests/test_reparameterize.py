@@ -251,18 +251,22 @@ def test_bounds_of_a_centred_local_scale_model_sandwich_the_quadrature_evidence(
     np.testing.assert_allclose(post["beta"].values, centred, rtol=1e-12)
 
 
-def test_the_search_swaps_to_the_other_form_on_the_same_simulated_data(monkeypatch):
+def test_the_search_swaps_to_the_other_form_on_the_same_simulated_data(monkeypatch, caplog):
     # The first attempt is refused and its gap counts as far off, so the second swaps, and is
     # accepted: the wiring of sample_bdmc's search, end to end, with no dependence on timing.
     verdicts = iter([False, True])
     monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.LARGER_PILOT_GAP", 0.0)
     monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.certifies", lambda *a: next(verdicts))
     model = testing_quadrature.local_scales_regression(centered=True).model
-    with model:
+    with model, caplog.at_level(logging.INFO, logger="pymc_bdmc"):
         result = pmb.sample_bdmc(max_time=None, target_gap=1e-9, random_seed=6,
                                  progressbar=False)
         written = pmb.sample_bdmc(n_steps=100, random_seed=6, progressbar=False)
     attrs = result["evidence"].attrs
+    # The real data's call: the same form, piloted on them; a transferred plan brings its base.
+    assert "`sample_ais(reparameterize=True)` runs the same form, piloted" in caplog.text
+    assert ("its base, fitted to the simulated data" in caplog.text) is (
+        attrs["path_start"] != "prior")
     np.testing.assert_array_equal(attrs["auto_reparameterized"], [0, 1])
     np.testing.assert_array_equal(attrs["auto_n_steps"], [1000, 1000])
     assert attrs["reparameterized"] == "beta as beta_noncentred"
