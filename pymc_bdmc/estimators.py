@@ -81,7 +81,8 @@ def bootstrap_se(rng: np.random.Generator, log_w: np.ndarray, n_boot: int = 1000
     if log_w.size < 2:
         return np.nan
     idx = rng.integers(0, log_w.size, size=(n_boot, log_w.size))
-    return float(np.std(log_mean_exp(log_w[idx], axis=1), ddof=1))
+    with np.errstate(invalid="ignore"):  # resamples of zero-weight chains only: NaN
+        return float(np.std(log_mean_exp(log_w[idx], axis=1), ddof=1))
 
 
 @dataclass(frozen=True)

@@ -387,6 +387,19 @@ def weighted_moments(values: np.ndarray, weights: np.ndarray):
     return mean, weights @ (values - mean) ** 2
 
 
+def likelihood_sd(log_likelihood: np.ndarray, weights: np.ndarray) -> float:
+    """Return the weighted sd of the finite log-likelihoods (NaN if none is finite).
+
+    Particles at ``-inf`` (impossible data) are lost at any ``beta > 0``, however small the
+    step, so they do not set the schedule.
+    """
+    finite = np.isfinite(log_likelihood) & (weights > 0)
+    if not finite.any():
+        return float("nan")
+    kept = weights[finite] / weights[finite].sum()
+    return float(np.sqrt(weighted_moments(log_likelihood[finite], kept)[1]))
+
+
 def next_pilot_beta(beta: float, sd: float, step_length: float,
                     min_growth: float = MIN_PILOT_GROWTH) -> float:
     """Next pilot temperature: the incremental log weight's sd is ``step_length`` nats."""
@@ -452,7 +465,7 @@ def run_pilot(
         return variance
 
     variance = spread(x)
-    sd = float(np.sqrt(weighted_moments(parts.log_likelihood, weights)[1]))
+    sd = likelihood_sd(parts.log_likelihood, weights)
     record = {"beta": [0.0], "sd": [sd], "eps": [np.exp(log_eps)],
               "var": [variance], "acc": [np.nan], "factor": [None],
               "jump": [np.full(len(candidates), np.nan)]}
@@ -491,7 +504,7 @@ def run_pilot(
             rates.append(rate)
             # Robbins-Monro step on log(eps) toward the target acceptance (pilot only).
             log_eps[which] += 2.0 * (rate - target_accept)
-        sd = float(np.sqrt(weighted_moments(parts.log_likelihood, weights)[1]))
+        sd = likelihood_sd(parts.log_likelihood, weights)
         record["beta"].append(beta)
         record["sd"].append(sd)
         record["eps"].append(np.exp(log_eps))

@@ -123,7 +123,7 @@ def draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> n
 
 def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
                 rng: np.random.Generator):
-    """``n`` exact prior draws and their densities, refused unless all are finite.
+    """``n`` exact prior draws and their densities (:func:`check_finite_start` says when refused).
 
     Parameters
     ----------
@@ -139,13 +139,14 @@ def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
     """
     x = draw_prior(simulator, n, rng)
     parts = density.parts(x)
-    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
+                       impossible_data="allow")
     return x, parts
 
 
 def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
                        blocks: ChainBlocks):
-    """Exact prior draws, each block of chains from its own stream; refused unless finite.
+    """Exact prior draws, each block of chains from its own stream (refused as above).
 
     Parameters
     ----------
@@ -161,7 +162,8 @@ def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
     x = np.concatenate([draw_prior(simulator, n, g)
                         for n, g in zip(blocks.sizes, blocks.generators, strict=True)])
     parts = density.parts(x)
-    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
+                       impossible_data="warn")
     return x, parts
 
 
