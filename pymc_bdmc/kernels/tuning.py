@@ -390,14 +390,15 @@ def weighted_moments(values: np.ndarray, weights: np.ndarray):
 def likelihood_sd(log_likelihood: np.ndarray, weights: np.ndarray) -> float:
     """Return the weighted sd of the finite log-likelihoods (NaN if none is finite).
 
-    Particles at ``-inf`` (impossible data) are lost at any ``beta > 0``, however small the
-    step, so they do not set the schedule.
+    Particles at ``-inf`` (impossible data) are lost at any ``beta > 0``: no schedule helps.
     """
-    finite = np.isfinite(log_likelihood) & (weights > 0)
-    if not finite.any():
-        return float("nan")
-    kept = weights[finite] / weights[finite].sum()
-    return float(np.sqrt(weighted_moments(log_likelihood[finite], kept)[1]))
+    finite = np.isfinite(log_likelihood)
+    if not finite.all():
+        finite &= weights > 0
+        if not finite.any():
+            return float("nan")
+        log_likelihood, weights = log_likelihood[finite], weights[finite] / weights[finite].sum()
+    return float(np.sqrt(weighted_moments(log_likelihood, weights)[1]))
 
 
 def next_pilot_beta(beta: float, sd: float, step_length: float,
