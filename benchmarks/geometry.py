@@ -486,6 +486,22 @@ def censored_normal(n_obs: int = 100, seed: int = 0) -> pm.Model:
     return model
 
 
+def weibull_survival(n_obs: int = 80, seed: int = 0) -> pm.Model:
+    """Weibull survival regression, right-censored at 2 (``pm.Censored``).
+
+    Its log-likelihood underflows to -inf at some prior draws (the survival function's far
+    tail): those chains carry zero weight.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n_obs)
+    times = np.minimum(rng.weibull(1.5, n_obs) * np.exp(0.5 * x), 2.0)
+    with pm.Model() as model:
+        scale = pm.math.exp(pm.Normal("b0", 0.0, 1.0) + pm.Normal("b1", 0.0, 1.0) * x)
+        pm.Censored("t", pm.Weibull.dist(alpha=pm.HalfNormal("a", 2.0), beta=scale),
+                    lower=None, upper=2.0, observed=times)
+    return model
+
+
 def large_logistic(n_obs: int = 10000, n_coefficients: int = 5, seed: int = 0) -> pm.Model:
     """Logistic regression on 10000 observations: each model call is 10000 x 32 terms."""
     rng = np.random.default_rng(seed)
@@ -508,6 +524,7 @@ EXAMPLES = {"coal-mining switchpoint": switchpoint,
             "regularized horseshoe, 40 coefficients, non-centered": regularized_horseshoe,
             "zero-inflated Poisson": zero_inflated,
             "censored normal": censored_normal,
+            "Weibull survival, right-censored": weibull_survival,
             "logistic regression, 10000 observations": large_logistic}
 
 def _timed(fn):
