@@ -502,6 +502,21 @@ def weibull_survival(n_obs: int = 80, seed: int = 0) -> pm.Model:
     return model
 
 
+def rats(n_groups: int = 71, seed: int = 0) -> pm.Model:
+    """BDA's hierarchical binomial: ``theta ~ Beta(mu * kappa, (1 - mu) * kappa)``.
+
+    With ``kappa ~ Pareto(1.5, 1)``, some prior draws of ``theta`` lie below 1e-300.
+    """
+    rng = np.random.default_rng(seed)
+    trials = rng.integers(14, 52, n_groups)
+    with pm.Model() as model:
+        mu, kappa = pm.Beta("mu", 1.0, 1.0), pm.Pareto("kappa", alpha=1.5, m=1.0)
+        theta = pm.Beta("theta", mu * kappa, (1.0 - mu) * kappa, shape=n_groups)
+        pm.Binomial("y", trials, theta,
+                    observed=rng.binomial(trials, rng.beta(2.3, 14.0, n_groups)))
+    return model
+
+
 def large_logistic(n_obs: int = 10000, n_coefficients: int = 5, seed: int = 0) -> pm.Model:
     """Logistic regression on 10000 observations: each model call is 10000 x 32 terms."""
     rng = np.random.default_rng(seed)
@@ -525,6 +540,7 @@ EXAMPLES = {"coal-mining switchpoint": switchpoint,
             "zero-inflated Poisson": zero_inflated,
             "censored normal": censored_normal,
             "Weibull survival, right-censored": weibull_survival,
+            "rats: hierarchical binomial, Beta(mu kappa, (1 - mu) kappa)": rats,
             "logistic regression, 10000 observations": large_logistic}
 
 def _timed(fn):

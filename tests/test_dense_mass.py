@@ -306,3 +306,13 @@ def test_random_walk_pilot_grows_with_the_dimension_unless_pilot_chains_is_given
     # 90 coordinates x 1.25 = 112.5 particles, rounded up to a multiple of 8.
     assert auto["evidence"].attrs["pilot_chains"] == 120
     assert fixed["evidence"].attrs["pilot_chains"] == 64
+
+
+def test_stiffness_without_finite_scores_is_no_verdict():
+    # Far-out pilot particles (log-odds near -2000 on a hierarchical binomial) gave
+    # non-finite scores, and eigvalsh failed inside the pilot; now no dense metric is chosen.
+    from pymc_bdmc.kernels.mass import stiffness
+
+    scores = np.array([[1.0, np.nan], [0.5, 2.0], [1.0, 1.0]])
+    assert stiffness(scores, np.full(3, 1 / 3), np.ones(2)) == np.inf
+    assert np.isfinite(stiffness(np.nan_to_num(scores), np.full(3, 1 / 3), np.ones(2)))

@@ -201,3 +201,26 @@ def test_a_scalar_beside_a_matrix_product_gets_the_vectorized_graph():
     for row, total in zip(points, parts.log_prior + parts.log_likelihood, strict=True):
         point = density.layout.unravel(row)
         np.testing.assert_allclose(total, logp(point), rtol=1e-10)
+
+
+def test_beta_variables_are_drawn_exactly_in_log_odds_space():
+    # PyMC's Beta(a, b) draws round to exactly 0 for small a (log-odds -inf); drawn as
+    # log G_a - log G_b they are finite and exact. Beta(a, 1) has log x = -Exponential(a).
+    from scipy import stats
+
+    with pm.Model() as model:
+        mu = pm.Beta("mu", 2.0, 3.0)
+        pm.Beta("theta", 0.004, 1.0, shape=3)
+        pm.Binomial("y", 20, mu, observed=[3])
+    density = ModelDensity(model)
+    simulator = ModelSimulator(model, density.layout)
+    x = simulator.draw_prior(4000, np.random.default_rng(0))
+    assert np.all(np.isfinite(x)) and x[:, 1:].min() < -744  # below exp's underflow
+    np.testing.assert_array_equal(x[:3], simulator.draw_prior(3, np.random.default_rng(0)))
+    assert stats.kstest(1.0 / (1.0 + np.exp(-x[:, 0])), stats.beta(2.0, 3.0).cdf).pvalue > 0.01
+    log_theta = -np.logaddexp(0.0, -x[:, 1:].ravel())
+    assert stats.kstest(-0.004 * log_theta, stats.expon.cdf).pvalue > 0.01
+    assert np.all(np.isfinite(density.parts(x[:50]).log_prior))
+    # A joint draw's data and constrained values come from the same log-odds.
+    joint = simulator.draw_joint(np.random.default_rng(1))
+    assert joint.free["mu"] == pytest.approx(1.0 / (1.0 + np.exp(-joint.x[0])), rel=1e-12)

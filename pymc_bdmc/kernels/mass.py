@@ -177,7 +177,12 @@ def stiffness(scores: np.ndarray, weights: np.ndarray, factor: np.ndarray) -> fl
     whitened = whitened * np.sqrt(weights)[:, None]
     # The top singular value of an (n, d) matrix: the smaller Gram matrix's top eigenvalue.
     gram = whitened @ whitened.T if len(whitened) <= whitened.shape[1] else whitened.T @ whitened
-    return float(np.linalg.eigvalsh(gram)[-1])
+    if not np.all(np.isfinite(gram)):  # scores from far-out particles: no verdict, no metric
+        return np.inf
+    try:
+        return float(np.linalg.eigvalsh(gram)[-1])
+    except np.linalg.LinAlgError:
+        return np.inf
 
 
 def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndarray,

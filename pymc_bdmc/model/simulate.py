@@ -5,6 +5,12 @@ upper bound needs one exact joint draw ``(theta*, y*)``: ``theta*`` is then an e
 the posterior given ``y*``. Both come from one compiled forward-sampling function, whose random
 generators are reseeded from the caller's NumPy generator on every use (so results depend only on
 ``random_seed``, never on global state).
+
+A ``Beta`` variable under its default log-odds transform is drawn in that space
+(:func:`beta_log_odds`): PyMC's draws of ``Beta(a, b)`` with a small ``a`` round to exactly 0,
+whose log-odds are infinite, where the exact value is a finite number (below -744). BDA's
+hierarchical binomial ("rats", ``Beta(mu * kappa, (1 - mu) * kappa)``) was refused for that.
+The draws are exact either way; only which exact draws a seed gives changes.
 """
 
 from __future__ import annotations
@@ -13,14 +19,45 @@ from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.distributions.transforms import LogOddsTransform
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import reseed_rngs
+from pytensor.graph.replace import graph_replace
+from pytensor.tensor.random.basic import BetaRV
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.checks import DIAGNOSED_POINTS, never_finite_message, never_finite_terms
 from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
 
-__all__ = ["JointDraw", "ModelSimulator"]
+__all__ = ["JointDraw", "ModelSimulator", "beta_log_odds", "log_gamma_draws"]
+
+
+def log_gamma_draws(shape, size):
+    """Exact draws of ``log G``, ``G ~ Gamma(shape, 1)``, finite for any ``shape > 0``.
+
+    ``G = G' U^(1 / shape)`` with ``G' ~ Gamma(shape + 1, 1)`` and ``U ~ Uniform(0, 1)``
+    independent (Marsaglia & Tsang 2000, section 4), so ``log G = log G' + log U / shape``:
+    for a small ``shape``, ``G`` itself underflows to 0, its logarithm does not.
+    """
+    # Each on its own generator: PyMC's compile advances them on every call, and the
+    # simulator reseeds them with the model's.
+    _, gamma = pt.random.gamma(shape + 1.0, scale=1.0, size=size, return_next_rng=True,
+                               rng=pytensor.shared(np.random.default_rng()))
+    _, uniform = pt.random.uniform(size=size, return_next_rng=True,
+                                   rng=pytensor.shared(np.random.default_rng()))
+    return pt.log(gamma) + pt.log(uniform) / shape
+
+
+def beta_log_odds(rv):
+    """Exact draws of ``log(x / (1 - x))`` for the ``Beta`` variable ``rv``.
+
+    ``x = G_a / (G_a + G_b)`` for independent ``G_a ~ Gamma(a, 1)``, ``G_b ~ Gamma(b, 1)``, so
+    its log-odds are ``log G_a - log G_b``.
+    """
+    a, b = rv.owner.op.dist_params(rv.owner)
+    return log_gamma_draws(a, rv.shape) - log_gamma_draws(b, rv.shape)
 
 
 @dataclass(frozen=True)
@@ -59,9 +96,13 @@ class ModelSimulator:
         free, observed = list(model.free_RVs), list(model.observed_RVs)
         # Transform the very RV nodes that the observations depend on, so that one call gives a
         # consistent (theta*, y*). (make_initial_point_expression would draw separate copies.)
-        transformed = []
+        transformed, log_odds = [], {}
         for rv in free:
             transform = model.rvs_to_transforms.get(rv)
+            if isinstance(rv.owner.op, BetaRV) and isinstance(transform, LogOddsTransform):
+                log_odds[rv] = beta_log_odds(rv)
+                transformed.append(log_odds[rv])
+                continue
             transformed.append(rv if transform is None else transform.forward(rv, *rv.owner.inputs))
         self._value_names = [model.rvs_to_values[rv].name for rv in free]
         self._free_names = [rv.name for rv in free]
@@ -71,8 +112,15 @@ class ModelSimulator:
         # Prior draws need only the free variables: a likelihood without a random method
         # (e.g. a CustomDist given only a logp) does not stop AIS on real data. The joint
         # sampler, for BDMC, is compiled on first use.
-        self._prior_fn, self._prior_rngs = self._compile([*transformed])
-        self._joint = [*transformed, *free, *observed]
+        joint = [*transformed, *free, *observed]
+        if log_odds:  # everything downstream of such a Beta uses the same draw ...
+            joint = graph_replace(joint, {rv: pt.sigmoid(z) for rv, z in log_odds.items()},
+                                  strict=False)
+            # ... the very same node: a copy would draw with the same generator again.
+            joint[:len(free)] = [log_odds.get(rv, out)
+                                 for rv, out in zip(free, joint, strict=False)]
+        self._prior_fn, self._prior_rngs = self._compile(joint[:len(free)])
+        self._joint = joint
         self._joint_fn = None
 
     def _compile(self, outputs):
