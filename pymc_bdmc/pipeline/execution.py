@@ -172,15 +172,8 @@ class KernelTiming:
     def numpy_transition(self, n_leapfrog: int, n_groups: int = 1) -> float:
         """Predicted seconds per NumPy transition, with the plan's average dense products.
 
-        Parameters
-        ----------
-        n_leapfrog : int
-        n_groups : int, default 1
-            On one of this many equal groups of the chains (:meth:`per_group`).
-
-        Returns
-        -------
-        float
+        The measured transition, its own dense products (if any) swapped for the plan's
+        average; the parameters are :meth:`fused_transition`'s.
         """
         measured = self.per_group(self.transition, self.transition_half, n_groups)
         average = self.per_group(self.metric, self.metric_half, n_groups)
