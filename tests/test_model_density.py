@@ -224,3 +224,25 @@ def test_beta_variables_are_drawn_exactly_in_log_odds_space():
     # A joint draw's data and constrained values come from the same log-odds.
     joint = simulator.draw_joint(np.random.default_rng(1))
     assert joint.free["mu"] == pytest.approx(1.0 / (1.0 + np.exp(-joint.x[0])), rel=1e-12)
+
+
+def test_log_odds_draws_of_a_beta_share_the_draws_it_depends_on():
+    # theta ~ Beta(a, 1) with a = exp(mu) kappa has -a log theta ~ Exponential(1) given the
+    # very mu and kappa the joint draw reports; a copied upstream draw would break that.
+    from scipy import stats
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        kappa = pm.Exponential("kappa", 1.0)
+        theta = pm.Beta("theta", pm.math.exp(mu) * kappa, 1.0, shape=3)
+        pm.Binomial("y", 20, theta, observed=[1, 2, 3])
+    density = ModelDensity(model)
+    simulator = ModelSimulator(model, density.layout)
+    rng = np.random.default_rng(0)
+    statistic = []
+    for _ in range(1500):
+        joint = simulator.draw_joint(rng)
+        log_odds = density.layout.unravel(joint.x)["theta_logodds__"]
+        a = np.exp(joint.free["mu"]) * joint.free["kappa"]
+        statistic.append(a * np.logaddexp(0.0, -log_odds))  # -a log theta
+    assert stats.kstest(np.ravel(statistic), stats.expon.cdf).pvalue > 0.01
