@@ -156,6 +156,14 @@ def _simulation_leaves_support():
     return m
 
 
+def _simulated_data_overflow():
+    # A scale of exp(1000) = inf at every prior draw: the simulated data are infinite.
+    with pm.Model() as m:
+        log_scale = pm.Normal("log_scale", 1000.0, 1.0)
+        pm.Normal("y", 0.0, pm.math.exp(log_scale), observed=np.zeros(3))
+    return m
+
+
 def _potential_likelihood():
     # A custom likelihood written as a Potential: no observed variables at all.
     with pm.Model() as m:
@@ -226,6 +234,9 @@ CASES = {
         [pmb.sample_ais]),
     "Potential likelihood (BDMC)": (
         _potential_likelihood, "no simulator.*pm.CustomDist.*random=", [pmb.sample_bdmc]),
+    "simulated data that overflow": (
+        _simulated_data_overflow, r"data \['y'\] simulated from the model are not finite",
+        [pmb.sample_bdmc]),
     "simulated data outside the model's support": (
         _simulation_leaves_support, "simulated from the model itself", [pmb.sample_bdmc]),
 }

@@ -246,3 +246,27 @@ def test_log_odds_draws_of_a_beta_share_the_draws_it_depends_on():
         a = np.exp(joint.free["mu"]) * joint.free["kappa"]
         statistic.append(a * np.logaddexp(0.0, -log_odds))  # -a log theta
     assert stats.kstest(np.ravel(statistic), stats.expon.cdf).pvalue > 0.01
+
+
+def test_gamma_and_inverse_gamma_variables_are_drawn_exactly_in_log_space():
+    # BUGS-style Gamma(0.001, 0.001) draws round to exactly 0 in PyMC (most of them); drawn as
+    # log G - log b they are finite, with the exact law (scipy's loggamma is that of log G).
+    from scipy import stats
+
+    with pm.Model() as model:
+        pm.Gamma("g", 2.0, 3.0)
+        pm.Gamma("vague", 0.001, 0.001)
+        pm.InverseGamma("ig", 3.0, 2.0)
+        pm.InverseGamma("ig_small", 0.002, 1.0)
+        pm.Normal("y", 0.0, 1.0, observed=[0.1])
+    density = ModelDensity(model)
+    x = ModelSimulator(model, density.layout).draw_prior(4000, np.random.default_rng(0))
+    draws = dict(zip(density.layout.names, x.T, strict=True))
+    assert np.all(np.isfinite(x)) and draws["vague_log__"].min() < -744
+    checks = [(np.exp(draws["g_log__"]), stats.gamma(2.0, scale=1 / 3.0).cdf),
+              (np.exp(draws["ig_log__"]), stats.invgamma(3.0, scale=2.0).cdf),
+              (draws["vague_log__"] + np.log(0.001), stats.loggamma(0.001).cdf),
+              (-draws["ig_small_log__"], stats.loggamma(0.002).cdf)]
+    for values, cdf in checks:
+        assert stats.kstest(values, cdf).pvalue > 0.01
+    assert np.all(np.isfinite(density.parts(x[:100]).log_prior))

@@ -6,11 +6,13 @@ the posterior given ``y*``. Both come from one compiled forward-sampling functio
 generators are reseeded from the caller's NumPy generator on every use (so results depend only on
 ``random_seed``, never on global state).
 
-A ``Beta`` variable under its default log-odds transform is drawn in that space
-(:func:`beta_log_odds`): PyMC's draws of ``Beta(a, b)`` with a small ``a`` round to exactly 0,
-whose log-odds are infinite, where the exact value is a finite number (below -744). BDA's
-hierarchical binomial ("rats", ``Beta(mu * kappa, (1 - mu) * kappa)``) was refused for that.
-The draws are exact either way; only which exact draws a seed gives changes.
+A ``Beta``, ``Gamma`` or ``InverseGamma`` variable under its default transform (log-odds, log)
+is drawn in that space (:func:`unconstrained_draws`): PyMC's draws of ``Beta(a, b)`` or
+``Gamma(a, b)`` with a small ``a`` round to exactly 0 (an ``InverseGamma``'s to infinity),
+whose transform is infinite, where the exact value is a finite number (below -744). BDA's
+hierarchical binomial ("rats", ``Beta(mu * kappa, (1 - mu) * kappa)``) and BUGS-style vague
+precisions (``Gamma(0.001, 0.001)``) were refused for that. The draws are exact either way;
+only which exact draws a seed gives changes.
 """
 
 from __future__ import annotations
@@ -21,17 +23,18 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-from pymc.distributions.transforms import LogOddsTransform
+from pymc.distributions.transforms import LogOddsTransform, LogTransform
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import reseed_rngs
 from pytensor.graph.replace import graph_replace
-from pytensor.tensor.random.basic import BetaRV
+from pytensor.tensor.random.basic import BetaRV, GammaRV, InvGammaRV
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.checks import DIAGNOSED_POINTS, never_finite_message, never_finite_terms
 from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
 
-__all__ = ["JointDraw", "ModelSimulator", "beta_log_odds", "log_gamma_draws"]
+__all__ = ["JointDraw", "ModelSimulator", "beta_log_odds", "log_gamma_draws",
+           "unconstrained_draws"]
 
 
 def log_gamma_draws(shape, size):
@@ -58,6 +61,24 @@ def beta_log_odds(rv):
     """
     a, b = rv.owner.op.dist_params(rv.owner)
     return log_gamma_draws(a, rv.shape) - log_gamma_draws(b, rv.shape)
+
+
+def unconstrained_draws(rv, transform):
+    """``(z, x)``: exact draws of ``rv`` in its transform's space, and ``rv`` from them.
+
+    For a ``Beta`` under log-odds, and a ``Gamma`` (``x = scale G``) or ``InverseGamma`` (``x =
+    b / G``) under log; None for any other variable.
+    """
+    op = rv.owner.op
+    if isinstance(op, BetaRV) and isinstance(transform, LogOddsTransform):
+        z = beta_log_odds(rv)
+        return z, pt.sigmoid(z)
+    if isinstance(op, GammaRV | InvGammaRV) and isinstance(transform, LogTransform):
+        shape, scale = op.dist_params(rv.owner)
+        log_g = log_gamma_draws(shape, rv.shape)
+        z = log_g + pt.log(scale) if isinstance(op, GammaRV) else pt.log(scale) - log_g
+        return z, pt.exp(z)
+    return None
 
 
 @dataclass(frozen=True)
@@ -96,12 +117,13 @@ class ModelSimulator:
         free, observed = list(model.free_RVs), list(model.observed_RVs)
         # Transform the very RV nodes that the observations depend on, so that one call gives a
         # consistent (theta*, y*). (make_initial_point_expression would draw separate copies.)
-        transformed, log_odds = [], {}
+        transformed, drawn = [], {}
         for rv in free:
             transform = model.rvs_to_transforms.get(rv)
-            if isinstance(rv.owner.op, BetaRV) and isinstance(transform, LogOddsTransform):
-                log_odds[rv] = beta_log_odds(rv)
-                transformed.append(log_odds[rv])
+            pair = unconstrained_draws(rv, transform)
+            if pair is not None:
+                drawn[rv] = pair
+                transformed.append(pair[0])
                 continue
             transformed.append(rv if transform is None else transform.forward(rv, *rv.owner.inputs))
         self._value_names = [model.rvs_to_values[rv].name for rv in free]
@@ -113,11 +135,10 @@ class ModelSimulator:
         # (e.g. a CustomDist given only a logp) does not stop AIS on real data. The joint
         # sampler, for BDMC, is compiled on first use.
         joint = [*transformed, *free, *observed]
-        if log_odds:  # everything downstream of such a Beta uses the same draw ...
-            joint = graph_replace(joint, {rv: pt.sigmoid(z) for rv, z in log_odds.items()},
-                                  strict=False)
+        if drawn:  # everything downstream of such a variable uses the same draw ...
+            joint = graph_replace(joint, {rv: x for rv, (_, x) in drawn.items()}, strict=False)
             # ... the very same node: a copy would draw with the same generator again.
-            joint[:len(free)] = [log_odds.get(rv, out)
+            joint[:len(free)] = [drawn[rv][0] if rv in drawn else out
                                  for rv, out in zip(free, joint, strict=False)]
         self._prior_fn, self._prior_rngs = self._compile(joint[:len(free)])
         self._joint = joint
@@ -167,6 +188,17 @@ class ModelSimulator:
         x = self.layout.ravel(dict(zip(self._value_names, values[:n], strict=True)))
         free = dict(zip(self._free_names, values[n:2 * n], strict=True))
         observed = dict(zip(self._observed_names, values[2 * n:], strict=True))
+        overflowed = [k for k, v in observed.items()
+                      if np.issubdtype(np.asarray(v).dtype, np.floating)
+                      and not np.all(np.isfinite(v))]
+        if overflowed:
+            raise BDMCInputError(
+                f"The data {overflowed} simulated from the model are not finite: the prior drew "
+                "parameters at which the data overflow floating point (e.g. a scale "
+                "1 / sqrt(tau) with tau ~ Gamma(0.001, 0.001), whose draws reach 1e-300). BDMC "
+                "needs finite simulated data: choose a prior that keeps such parameters in "
+                "range, or another `random_seed`. `sample_ais` on the real data simulates "
+                "nothing.")
         return JointDraw(x=x, free={k: np.array(v) for k, v in free.items()},
                          observed={k: np.array(v) for k, v in observed.items()})
 
