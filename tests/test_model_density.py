@@ -270,3 +270,19 @@ def test_gamma_and_inverse_gamma_variables_are_drawn_exactly_in_log_space():
     for values, cdf in checks:
         assert stats.kstest(values, cdf).pvalue > 0.01
     assert np.all(np.isfinite(density.parts(x[:100]).log_prior))
+
+
+def test_only_shapes_that_may_be_small_leave_pymcs_own_draws():
+    from pymc_bdmc.model.simulate import SMALL_SHAPE, unconstrained_draws
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        large = pm.Beta("large", 2.0, 3.0)
+        small = pm.Beta("small", 2.0, SMALL_SHAPE / 2)
+        symbolic = pm.Gamma("symbolic", pm.math.exp(mu), 1.0)
+        constant = pm.InverseGamma("constant", 3.0, 2.0)
+    transforms = model.rvs_to_transforms
+    assert unconstrained_draws(large, transforms[large]) is None
+    assert unconstrained_draws(constant, transforms[constant]) is None
+    assert unconstrained_draws(small, transforms[small]) is not None
+    assert unconstrained_draws(symbolic, transforms[symbolic]) is not None

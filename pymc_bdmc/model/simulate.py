@@ -12,7 +12,9 @@ is drawn in that space (:func:`unconstrained_draws`): PyMC's draws of ``Beta(a, 
 whose transform is infinite, where the exact value is a finite number (below -744). BDA's
 hierarchical binomial ("rats", ``Beta(mu * kappa, (1 - mu) * kappa)``) and BUGS-style vague
 precisions (``Gamma(0.001, 0.001)``) were refused for that. The draws are exact either way;
-only which exact draws a seed gives changes.
+only which exact draws a seed gives changes. Shapes that are constants of at least
+:data:`SMALL_SHAPE` keep PyMC's own draws, which are cheaper (4.5 against 14.7 ms for 256
+draws of a Gamma-Poisson model's rate) and round to 0 with a probability below 1e-15.
 """
 
 from __future__ import annotations
@@ -26,15 +28,30 @@ import pytensor.tensor as pt
 from pymc.distributions.transforms import LogOddsTransform, LogTransform
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import reseed_rngs
+from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace
+from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.basic import BetaRV, GammaRV, InvGammaRV
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.checks import DIAGNOSED_POINTS, never_finite_message, never_finite_terms
 from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
 
-__all__ = ["JointDraw", "ModelSimulator", "beta_log_odds", "log_gamma_draws",
+__all__ = ["SMALL_SHAPE", "JointDraw", "ModelSimulator", "beta_log_odds", "log_gamma_draws",
            "unconstrained_draws"]
+
+#: Shape parameters below this (or not constant) are drawn in the transform's space: a Gamma
+#: draw of shape 0.05 is below 1e-308 with probability about 1e-15.
+SMALL_SHAPE = 0.05
+
+
+def _may_be_small(*shapes) -> bool:
+    for shape in shapes:
+        if not all(isinstance(v, Constant) for v in graph_inputs([shape])):
+            return True
+        if np.min(shape.eval()) < SMALL_SHAPE:
+            return True
+    return False
 
 
 def log_gamma_draws(shape, size):
@@ -67,13 +84,15 @@ def unconstrained_draws(rv, transform):
     """``(z, x)``: exact draws of ``rv`` in its transform's space, and ``rv`` from them.
 
     For a ``Beta`` under log-odds, and a ``Gamma`` (``x = scale G``) or ``InverseGamma`` (``x =
-    b / G``) under log; None for any other variable.
+    b / G``) under log, whose shapes may be small (:data:`SMALL_SHAPE`); None otherwise.
     """
     op = rv.owner.op
-    if isinstance(op, BetaRV) and isinstance(transform, LogOddsTransform):
+    if (isinstance(op, BetaRV) and isinstance(transform, LogOddsTransform)
+            and _may_be_small(*op.dist_params(rv.owner))):
         z = beta_log_odds(rv)
         return z, pt.sigmoid(z)
-    if isinstance(op, GammaRV | InvGammaRV) and isinstance(transform, LogTransform):
+    if (isinstance(op, GammaRV | InvGammaRV) and isinstance(transform, LogTransform)
+            and _may_be_small(op.dist_params(rv.owner)[0])):
         shape, scale = op.dist_params(rv.owner)
         log_g = log_gamma_draws(shape, rv.shape)
         z = log_g + pt.log(scale) if isinstance(op, GammaRV) else pt.log(scale) - log_g
