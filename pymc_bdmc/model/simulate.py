@@ -31,6 +31,7 @@ from pymc.pytensorf import reseed_rngs
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import graph_inputs
+from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.basic import BetaRV, GammaRV, InvGammaRV
 
 from pymc_bdmc.errors import BDMCInputError
@@ -49,9 +50,20 @@ def _may_be_small(*shapes) -> bool:
     for shape in shapes:
         if not all(isinstance(v, Constant) for v in graph_inputs([shape])):
             return True
-        if np.min(shape.eval()) < SMALL_SHAPE:
+        if np.min(_constant_value(shape)) < SMALL_SHAPE:
             return True
     return False
+
+
+def _constant_value(variable) -> np.ndarray:
+    # Folding a scalar through PyMC's casts and dimshuffles costs microseconds; eval() compiles
+    # a function (about 6 ms), left for constant arrays built by operations.
+    if isinstance(variable, Constant):
+        return np.asarray(variable.data)
+    try:
+        return np.asarray(pt.get_underlying_scalar_constant_value(variable))
+    except NotScalarConstantError:
+        return np.asarray(variable.eval())
 
 
 def log_gamma_draws(shape, size):
