@@ -275,6 +275,21 @@ def latent_ar1(n_obs: int = 100, seed: int = 0) -> pm.Model:
     return model
 
 
+def latent_ar2(n_obs: int = 80, seed: int = 0) -> pm.Model:
+    """A latent ``pm.AR(2)`` whose ``Normal(0, 0.5)`` coefficients allow explosive series."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros(n_obs)
+    for t in range(2, n_obs):
+        x[t] = 0.6 * x[t - 1] + 0.2 * x[t - 2] + 0.5 * rng.normal()
+    with pm.Model() as model:
+        latent = pm.AR("latent", rho=pm.Normal("rho", 0.0, 0.5, shape=2),
+                       sigma=pm.HalfNormal("s", 1.0), init_dist=pm.Normal.dist(0.0, 1.0),
+                       shape=n_obs)
+        pm.Normal("y", latent, pm.HalfNormal("e", 1.0),
+                  observed=x + 0.5 * rng.normal(size=n_obs))
+    return model
+
+
 def batched_walks(n_series: int = 4, n_obs: int = 40, seed: int = 0) -> pm.Model:
     """Four ``GaussianRandomWalk`` series in one variable, each with its own innovation scale."""
     rng = np.random.default_rng(seed)
@@ -360,6 +375,7 @@ BLOCKS = {"HSGP, 60 points, 20 basis functions": hsgp,
           "truncated normal": truncated_normal,
           "robust regression, pm.Data": robust_regression,
           "latent AR(1), 100 steps": latent_ar1,
+          "latent AR(2), explosive prior, 80 steps": latent_ar2,
           "4 random walks, one variable": batched_walks,
           "2-D random walk, MvGaussianRandomWalk": multivariate_walk,
           "CAR spatial effects, Poisson, 7 x 7 areas": car_disease_map,

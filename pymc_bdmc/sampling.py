@@ -212,8 +212,8 @@ def sample_ais(
         ``schedule`` and the kernel settings. A plan frozen on the model's other
         parameterisation (by ``sample_bdmc``'s search) runs on that parameterisation.
     reparameterize : bool, default False
-        Run the model's Gaussian hierarchies in their other parameterisation (centred ones and
-        Gaussian random walks non-centred, non-centred ones centred;
+        Run the model's Gaussian hierarchies in their other parameterisation (centred ones,
+        Gaussian random walks and ``pm.AR`` non-centred, non-centred ones centred;
         :mod:`pymc_bdmc.model.reparameterize`): the same evidence, with the kernels
         ``sample_bdmc`` certified where its search swapped (its
         ``evidence.attrs["reparameterized"]`` says so). The posterior then holds your

@@ -24,6 +24,7 @@ from scipy import integrate, linalg, optimize, stats
 from pymc_bdmc.testing import AnalyticModel
 
 __all__ = [
+    "autoregression",
     "eight_schools",
     "gaussian_random_walk",
     "latent_gp",
@@ -117,6 +118,46 @@ def gaussian_random_walk(n_steps: int = 60, *, innovation_prior_sd: float = 0.5,
         walk_rv = pm.GaussianRandomWalk("x", sigma=sigma_rv, init_dist=pm.Normal.dist(0.0, 1.0),
                                         steps=n_steps - 1)
         pm.Normal("y", walk_rv, noise_sd, observed=y)
+    return AnalyticModel(model, log_evidence, {"y": y})
+
+
+def autoregression(n_steps: int = 30, *, coefficient_prior_sd: float = 0.5,
+                   innovation_sd: float = 0.5, noise_sd: float = 0.5,
+                   seed: int = 0) -> AnalyticModel:
+    """Build a latent AR(1) series with unknown coefficient, observed in Gaussian noise.
+
+    ``rho ~ N(0, coefficient_prior_sd)`` (explosive values included), ``x_0 ~ N(0, 1)``,
+    ``x_t = rho x_{t-1} + innovation_sd eps_t`` (``pm.AR``, ``n_steps`` values) and
+    ``y_t ~ N(x_t, noise_sd)``. Given ``rho``, ``x = L^-1 D eps`` with ``L`` unit lower
+    bidiagonal (``-rho`` below the diagonal) and ``D = diag(1, innovation_sd, ...)``, so
+    ``y ~ N(0, L^-1 D^2 L^-T + noise_sd^2 I)``; the integral is over ``rho`` itself. The data
+    are simulated from the model with ``seed``.
+    """
+    scales = np.r_[1.0, np.full(n_steps - 1, innovation_sd)]
+
+    def log_evidence(observed) -> float:
+        y = np.asarray(observed["y"], dtype=float)
+
+        def log_f(rho):
+            factor = linalg.solve_triangular(np.eye(n_steps) - rho * np.eye(n_steps, k=-1),
+                                             np.diag(scales), lower=True)
+            cov = factor @ factor.T + noise_sd**2 * np.eye(n_steps)
+            return (_log_normal_density(y, cov)
+                    + float(stats.norm.logpdf(rho, scale=coefficient_prior_sd)))
+
+        return log_integral(log_f, 1)
+
+    rng = np.random.default_rng(seed)
+    rho, x = rng.normal(0.0, coefficient_prior_sd), np.zeros(n_steps)
+    x[0] = rng.normal()
+    for t in range(1, n_steps):
+        x[t] = rho * x[t - 1] + innovation_sd * rng.normal()
+    y = x + noise_sd * rng.normal(size=n_steps)
+    with pm.Model() as model:
+        rho_rv = pm.Normal("rho", 0.0, coefficient_prior_sd)
+        series = pm.AR("x", rho=rho_rv[None], sigma=innovation_sd, steps=n_steps - 1,
+                       init_dist=pm.Normal.dist(0.0, 1.0))
+        pm.Normal("y", series, noise_sd, observed=y)
     return AnalyticModel(model, log_evidence, {"y": y})
 
 

@@ -300,7 +300,8 @@ def test_the_stuck_warning_names_the_coordinate_of_theta_star_far_from_the_forwa
 
 def test_divergences_near_the_prior_are_pointed_at_the_priors_geometry(caplog):
     # An AR(2) with Normal(0, 0.5) coefficients over 80 steps (explosive prior draws) diverged
-    # at 10992 of 11000 steps, most at beta 2e-38; the warning now says where that comes from.
+    # at 10992 of 11000 steps as written, most at beta 2e-38; the warning says where that comes
+    # from (its other form, pm.AR non-centred, certified).
     from pymc_bdmc.algorithms.ais import AISRun
     from pymc_bdmc.estimators import evidence_bounds
     from pymc_bdmc.pipeline.diagnostics import (

@@ -109,7 +109,8 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
     density = ModelDensity(form.model, potentials_in_likelihood=potentials_in_likelihood,
                            compile_kwargs=compile_kwargs, reparameterized=form.swapped,
                            reparameterized_walks=form.walks,
-                           reparameterized_vector_walks=form.vector_walks)
+                           reparameterized_vector_walks=form.vector_walks,
+                           reparameterized_autoregressions=form.autoregressions)
     simulator = ModelSimulator(form.model, density.layout, compile_kwargs=compile_kwargs)
     if cache:
         _CACHE[key] = (model, density, simulator)

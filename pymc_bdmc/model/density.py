@@ -92,6 +92,9 @@ class ModelDensity:
         The names among ``reparameterized`` that are random walks (non-centred increments).
     reparameterized_vector_walks : frozenset, optional
         The names among those that are multivariate walks (whitened increments).
+    reparameterized_autoregressions : frozenset, optional
+        The names among ``reparameterized`` that are autoregressions (standardised
+        innovations).
 
     Notes
     -----
@@ -104,12 +107,14 @@ class ModelDensity:
                  compile_kwargs: dict | None = None, gradients: bool = True,
                  reparameterized: Mapping[str, str] | None = None,
                  reparameterized_walks: frozenset[str] = frozenset(),
-                 reparameterized_vector_walks: frozenset[str] = frozenset()):
+                 reparameterized_vector_walks: frozenset[str] = frozenset(),
+                 reparameterized_autoregressions: frozenset[str] = frozenset()):
         started = time.perf_counter()
         self.model = model
         self.reparameterized = dict(reparameterized or {})
         self.reparameterized_walks = frozenset(reparameterized_walks)
         self.reparameterized_vector_walks = frozenset(reparameterized_vector_walks)
+        self.reparameterized_autoregressions = frozenset(reparameterized_autoregressions)
         self.compile_kwargs = dict(compile_kwargs or {})
         self.n_compilations = 0
         self.n_evaluations = 0  # batched calls of the hot function (cost accounting)

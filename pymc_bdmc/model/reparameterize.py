@@ -36,7 +36,16 @@ form whose gap per step is smaller (:mod:`pymc_bdmc.pipeline.auto_steps` says wh
   free ``z`` of the walk's shape, ``L_0`` and ``L`` the Cholesky factors of the initial and
   innovation covariances. On a 2-D walk of 40 steps (``benchmarks/geometry.py --blocks``)
   as written the gap was 2.2 nats at 1000 steps and 2.6 at 2000 on seed 1; in this form, -0.05
-  at 1000.
+  at 1000;
+* **an autoregression, non-centred**: a free ``pm.AR`` of order ``p`` with a ``Normal``
+  initial distribution whose coefficients or innovation scale depend on a free variable
+  becomes ``x_t = c + rho_1 x_{t-1} + ... + rho_p x_{t-p} + s z_t`` of its standardised
+  innovations, the first ``p`` values ``m_0 + s_0 z_t``. As written, a prior that allows
+  explosive coefficients puts the latent series many orders of magnitude apart across prior
+  draws, each pinning its coefficients to within ``s / |x|``: HMC cannot move them (an AR(2)
+  with ``Normal(0, 0.5)`` coefficients did not certify at 64000 steps), while in the
+  innovations the coefficients move freely. The recursion is evaluated by doubling
+  (``log2(time)`` batched products with powers of the companion matrix), not by a scan.
 
 Given the other variables each map is affine with Jacobian ``|b|`` per element (a walk's is
 triangular, with the scales on its diagonal; a multivariate walk's block triangular, with
@@ -66,6 +75,7 @@ from pymc.model.fgraph import (
     model_from_fgraph,
 )
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import ancestors
 from pytensor.scalar import basic as ps
 from pytensor.tensor.elemwise import Elemwise
@@ -76,9 +86,9 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw
 
 try:  # PyMC's random walks are symbolic random variables over an init and innovations
-    from pymc.distributions.timeseries import RandomWalkRV
+    from pymc.distributions.timeseries import AutoRegressiveRV, RandomWalkRV
 except ImportError:  # another PyMC layout: no walk is swapped
-    RandomWalkRV = None
+    AutoRegressiveRV = RandomWalkRV = None
 
 __all__ = ["CENTRED_SUFFIX", "NONCENTRED_SUFFIX", "OtherForm", "draw_in_other_form",
            "other_form"]
@@ -107,12 +117,16 @@ class OtherForm:
     vector_walks : frozenset
         The names among ``walks`` that are multivariate (``pm.MvGaussianRandomWalk``, time
         first): their helpers are whitened increments, ``L^-1`` times each row's increment.
+    autoregressions : frozenset
+        The names among ``swapped`` that are autoregressions (``pm.AR``, time last): their
+        helpers are standardised innovations.
     """
 
     model: pm.Model
     swapped: dict[str, str] = field(default_factory=dict)
     walks: frozenset[str] = frozenset()
     vector_walks: frozenset[str] = frozenset()
+    autoregressions: frozenset[str] = frozenset()
 
 
 def other_form(model: pm.Model) -> OtherForm:
@@ -137,8 +151,19 @@ def other_form(model: pm.Model) -> OtherForm:
     except (NotImplementedError, ValueError):
         return OtherForm(model)
     taken = set(model.named_vars)
-    swapped, walks, vector_walks = {}, set(), set()
+    swapped, walks, vector_walks, autoregressions = {}, set(), set(), set()
     for node in list(fgraph.toposort()):
+        autoregression = _autoregression(fgraph, node)
+        if autoregression is not None:  # an AR: non-centre its innovations
+            name = _free_name(node.op.name + NONCENTRED_SUFFIX, taken)
+            new_free = _free(pm.Normal.dist(0.0, 1.0, size=node.inputs[0].shape), name,
+                             node.op.dims)
+            fgraph.replace(node.outputs[0], model_deterministic(
+                _ar_from_standardised(new_free, *autoregression), node.op.name,
+                *node.op.dims), import_missing=True)
+            swapped[node.op.name] = name
+            autoregressions.add(node.op.name)
+            continue
         vector = _mv_gaussian_walk(fgraph, node)
         walk = vector or _gaussian_walk(fgraph, node)
         if walk is not None:  # a walk: non-centre it
@@ -186,7 +211,7 @@ def other_form(model: pm.Model) -> OtherForm:
             fgraph.replace(copy, original, import_missing=True)
     fgraph._dim_lengths = dict(model.dim_lengths)
     return OtherForm(model_from_fgraph(fgraph, mutate_fgraph=True), swapped, frozenset(walks),
-                     frozenset(vector_walks))
+                     frozenset(vector_walks), frozenset(autoregressions))
 
 
 def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDensity
@@ -196,7 +221,8 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
     The same point of the joint distribution: every variable keeps its value. Each swapped
     variable ``u`` is affine in the free variable ``h`` behind it, given the others, so ``h =
     (u - u(h=0)) / (u(h=1) - u(h=0))``, both read off the other form's own Deterministic; for
-    a random walk the same holds of its first value and increments along the last axis.
+    a random walk the same holds of its first value and increments along the last axis, and
+    an autoregression is triangular along the last axis, solved column by column.
 
     Parameters
     ----------
@@ -224,6 +250,9 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
         u, u0, u1 = np.asarray(truth.free[name]), at[name][0], at[name][1]
         if name in other.reparameterized_vector_walks:
             point[helper] = _whitened_increments(u, u0, point, name, other)
+            continue
+        if name in other.reparameterized_autoregressions:
+            point[helper] = _triangular_solve(u, u0, point, name, other)
             continue
         if name in walks:  # increments are elementwise affine in the helper
             u, u0, u1 = (np.concatenate([v[..., :1], np.diff(v, axis=-1)], axis=-1)
@@ -260,6 +289,86 @@ def _whitened_increments(u, u0, point, name: str, other: ModelDensity) -> np.nda
     offset = increments(u0)
     columns = np.stack([increments(v) - offset for v in at], axis=-1)  # (T, k, k)
     return np.linalg.solve(columns, (increments(u) - offset)[..., None])[..., 0]
+
+
+def _triangular_solve(u, u0, point, name: str, other: ModelDensity) -> np.ndarray:
+    """Return the helper ``z`` of ``u = u0 + A z``, ``A`` lower triangular along the last axis.
+
+    Column ``j`` of ``A`` is read at the unit vector ``e_j`` of every series at once (the
+    series of a batch are independent).
+    """
+    layout, helpers = other.layout, other.reparameterized
+    helper = helpers[name]
+    shape = layout.shapes[layout.names.index(helper)]
+    probes = []
+    for j in range(shape[-1]):
+        values = dict(point)
+        values.update({h: np.zeros(layout.shapes[layout.names.index(h)])
+                       for h in helpers.values()})
+        unit = np.zeros(shape)
+        unit[..., j] = 1.0
+        values[helper] = unit
+        probes.append(layout.ravel(values))
+    columns = other.constrain(np.stack(probes))[name] - u0  # (time, *batch, time)
+    matrix = np.moveaxis(columns, 0, -1)  # (*batch, time, time): row t, column j
+    return np.linalg.solve(matrix, (u - u0)[..., None])[..., 0]
+
+
+def _autoregression(fgraph, node) -> tuple | None:
+    """``(coefficients, scale, init loc, init scale, order, constant, steps)`` of an AR.
+
+    A free ``pm.AR`` without a transform, of a static length, whose initial distribution is
+    ``Normal`` and whose coefficients or innovation scale depend on a free variable.
+    """
+    if (AutoRegressiveRV is None or not isinstance(node.op, ModelFreeRV)
+            or node.op.transform is not None):
+        return None
+    rv = node.inputs[0]
+    if rv.owner is None or not isinstance(rv.owner.op, AutoRegressiveRV):
+        return None
+    rhos, sigma, init, steps = rv.owner.inputs[:4]
+    # The doubling is unrolled: it needs the number of steps (PyMC's is a graph of the shape).
+    length = _constant(rewrite_graph(steps, clone=True))
+    if init.owner is None or not isinstance(init.owner.op, NormalRV) or length is None:
+        return None
+    if not (_depends_on_free(fgraph, rhos) or _depends_on_free(fgraph, sigma)):
+        return None
+    init_loc, init_scale = init.owner.op.dist_params(init.owner)
+    op = rv.owner.op
+    return rhos, sigma, init_loc, init_scale, op.ar_order, op.constant_term, int(length)
+
+
+def _ar_from_standardised(z, rhos, sigma, init_loc, init_scale, order: int,
+                          constant_term: bool, length: int):
+    """Return the autoregression (time last) whose standardised innovations are ``z``.
+
+    ``x_t = m_0 + s_0 z_t`` for ``t < p``, then ``x_t = c + sum_i rho_i x_{t-i} + s z_t``
+    (PyMC's layout: ``rhos[..., 0]`` is the constant ``c`` when there is one, then the
+    coefficient of lag 1). With ``s_t = (x_t, ..., x_{t-p+1}) = M s_{t-1} + e_1 (c + s z_t)``,
+    ``M`` the companion matrix, the sums ``S_k = sum_j M^(k-j) u_j`` are accumulated by
+    doubling: ``S_k += M^h S_(k-h)`` for ``h = 1, 2, 4, ...``, each a batched product.
+    """
+    first = init_loc + init_scale * z[..., :order]
+    constant, coefficients = ((rhos[..., :1], rhos[..., 1:]) if constant_term
+                              else (0.0, rhos))
+    drive = constant + pt.as_tensor(sigma)[..., None] * z[..., order:]  # (*batch, length)
+    batch = pt.broadcast_shape(tuple(first.shape)[:-1], tuple(drive.shape)[:-1],
+                               tuple(coefficients.shape)[:-1], arrays_are_shapes=True)
+    shift = pt.broadcast_to(np.eye(order - 1, order), (*batch, order - 1, order))
+    companion = pt.concatenate([pt.broadcast_to(coefficients, (*batch, order))[..., None, :],
+                                shift], axis=-2)
+    start = pt.broadcast_to(first[..., ::-1], (*batch, order))[..., None, :]
+    pushes = pt.concatenate([pt.broadcast_to(drive, (*batch, length))[..., None],
+                             pt.zeros((*batch, length, order - 1))], axis=-1)
+    sums = pt.concatenate([start, pushes], axis=-2)  # (*batch, length + 1, p): s_(p-1), ...
+    h, power = 1, companion
+    while h <= length:
+        sums = pt.concatenate([sums[..., :h, :],
+                               sums[..., h:, :] + sums[..., :-h, :] @ pt.swapaxes(power, -1, -2)],
+                              axis=-2)
+        power, h = power @ power, 2 * h
+    return pt.concatenate([pt.broadcast_to(first, (*batch, order)), sums[..., 1:, 0]],
+                          axis=-1)
 
 
 def _free(rv, name: str, dims):

@@ -343,9 +343,9 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
         if (reparameterize is not None and not any(tried_other) and not lengthen_first
                 and (remaining is None or pilot_seconds < remaining) and reparameterize(True)):
             logger.info("The next attempt runs the model's Gaussian hierarchies in their other "
-                        "parameterisation (centred ones and random walks non-centred, "
-                        "non-centred ones centred; the same evidence), on a fresh pilot, at %d "
-                        "steps.", n_steps)
+                        "parameterisation (centred ones, random walks and autoregressions "
+                        "non-centred, non-centred ones centred; the same evidence), on a fresh "
+                        "pilot, at %d steps.", n_steps)
             as_written, fresh_pilot = (result, seconds, pilot_seconds), True
             continue
         if as_written is not None:  # the other form has run: keep the form with the smaller gap

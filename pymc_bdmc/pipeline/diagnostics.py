@@ -87,10 +87,10 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
                 logger.warning(
                     "Most of the %s run's divergences are near the prior (beta < %g), where the "
                     "target is the prior itself. Where the gap is wide, the prior's geometry is "
-                    "the likely cause: a funnel (a scale and the variables it scales) is what "
-                    "`reparameterize=True` swaps; draws spanning many orders of magnitude (e.g. "
-                    "an autoregression whose prior allows explosive coefficients) want a "
-                    "tighter prior.",
+                    "the likely cause. A funnel (a scale and the variables it scales) and a "
+                    "`pm.AR` whose prior allows explosive coefficients are what "
+                    "`reparameterize=True` swaps; other draws spanning many orders of magnitude "
+                    "want a tighter prior.",
                     name, PRIOR_END_BETA)
         if run.n_failed_total:
             first = int(np.flatnonzero(run.n_failed)[0])
