@@ -366,7 +366,10 @@ def _ar_from_standardised(z, rhos, sigma, init_loc, init_scale, order: int,
         sums = pt.concatenate([sums[..., :h, :],
                                sums[..., h:, :] + sums[..., :-h, :] @ pt.swapaxes(power, -1, -2)],
                               axis=-2)
-        power, h = power @ power, 2 * h
+        h *= 2
+        # Order 1: a power, not nested products, which PyTensor would flatten into one
+        # product of 2^k factors (past 32 operands its Python backend fails).
+        power = companion**h if order == 1 else power @ power
     return pt.concatenate([pt.broadcast_to(first, (*batch, order)), sums[..., 1:, 0]],
                           axis=-1)
 

@@ -59,9 +59,10 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs, other: bool =
         raise BDMCInputError(
             "`reparameterize=True` (or a plan frozen on a reparameterized model) needs a "
             "Gaussian hierarchy to swap: a free `Normal` whose scale depends on a free "
-            "variable, a standard normal scaled so (e.g. `beta = z * tau * lam`), or a "
-            "`GaussianRandomWalk` whose innovation scale is a free variable. This "
-            "model has none; leave `reparameterize` False.")
+            "variable, a standard normal scaled so (e.g. `beta = z * tau * lam`), a "
+            "`GaussianRandomWalk` whose innovation scale is a free variable, or a `pm.AR` "
+            "whose coefficients or scale are. This model has none; leave `reparameterize` "
+            "False.")
     compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
                               compile_kwargs=compile_kwargs, other=other)
     return compiled.density, compiled.simulator, compiled.compile_time
