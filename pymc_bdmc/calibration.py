@@ -56,6 +56,7 @@ def calibrate(
     n_steps: Sequence[int] = (250, 500, 1000, 2000, 4000),
     chains: int = 32,
     fix: Mapping[str, object] | None = None,
+    match_data: bool | int = False,
     random_seed=None,
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
@@ -84,6 +85,10 @@ def calibrate(
         (``base="auto"``): the real-data run fits its own. Variables held fixed are not
         annealed on the simulated data, so the certificate says nothing about them (the
         transfer check in the notes flags a real-data run they make harder).
+    match_data : bool or int, default False
+        Certify on the simulated data set, of this many (``True``: 100), nearest the real data
+        (:func:`~pymc_bdmc.sample_bdmc`'s ``match_data``): the full model, and ``theta*`` stays
+        an exact posterior sample.
     random_seed : int, optional
         Seeds both stages; the integer seeds used are recorded in the ``calibration`` group so
         that each stage can be rerun on its own.
@@ -112,8 +117,9 @@ def calibrate(
     weights, whose variance bounds the lower bound's bias for log-normal weights (``E log w =
     log E w - var / 2``). Where the real data's spread is more than twice the certified run's
     and its ``sd^2 / 2`` exceeds ``tolerance``, the result says ``real_data_harder=1`` and a
-    warning names what to do: simulate data closer to the real data (``fix=``, e.g. at
-    posterior means, in the spirit of Grosse, Ancha & Roy 2016) or raise ``n_steps``. The check
+    warning names what to do: simulate data closer to the real data (``match_data=True``, or
+    ``fix=``, e.g. at posterior means, in the spirit of Grosse, Ancha & Roy 2016) or raise
+    ``n_steps``. The check
     can miss a harder data set whose difficulty the forward chains never see (mass they do not
     reach); it does not widen the certificate.
     """
@@ -141,7 +147,7 @@ def calibrate(
     rows, result = [], None
     for n in steps:
         result = sample_bdmc(n_steps=n, model=simulation_model, random_seed=simulation_seed,
-                             **common)
+                             match_data=match_data, **common)
         ev = result["evidence"]
         rows.append((n, *(float(ev[k]) for k in ("lower", "upper", "gap", "gap_se"))))
         certified = certifies(rows[-1][3], rows[-1][4], tolerance)
@@ -173,8 +179,8 @@ def calibrate(
         logger.warning(
             "The real data's forward log weights spread more (sd %.2f) than those of the "
             "certified simulated data (sd %.2f): the real data look harder, and the certificate "
-            "may not transfer. Simulate data closer to them (`fix=`, e.g. at posterior means) or "
-            "raise `n_steps`.", real_sd, simulated_sd)
+            "may not transfer. Simulate data closer to them (`match_data=True`, or `fix=`, e.g. "
+            "at posterior means) or raise `n_steps`.", real_sd, simulated_sd)
     n_tried, lower, upper, gap, gap_se = (np.array(col) for col in zip(*rows, strict=True))
     real["calibration"] = xr.Dataset(
         {"n_steps": ("attempt", n_tried), "lower": ("attempt", lower),

@@ -26,7 +26,6 @@ from pymc_bdmc.model.checks import (
     BDMCInputError,
     check_finite_start,
     check_model,
-    unsampleable_prior_message,
 )
 from pymc_bdmc.pipeline.ais import run_ais
 from pymc_bdmc.pipeline.auto_steps import check_auto_settings, search_n_steps
@@ -36,6 +35,7 @@ from pymc_bdmc.pipeline.execution import (  # noqa: F401  (module-level names of
     FUSED_PAYBACK,
     FUSED_SWEEP_SAVING,
 )
+from pymc_bdmc.pipeline.matching import n_candidates
 from pymc_bdmc.pipeline.pilot import EQUILIBRATION_SHARE
 from pymc_bdmc.pipeline.seeding import streams as make_streams
 from pymc_bdmc.pipeline.settings import (  # noqa: F401  (REVERSE_SPREAD_TRANSITIONS, as above)
@@ -47,6 +47,7 @@ from pymc_bdmc.pipeline.start import (
     compile_model,
     has_other_form,
     other_parameterization,
+    simulate_truth,
     vectorized_discrete,
 )
 from pymc_bdmc.schedules import ScheduleName
@@ -320,6 +321,7 @@ def sample_bdmc(
     max_time: float | None = 60.0,
     base: Literal["auto", "prior"] = "auto",
     reparameterize: bool | None = None,
+    match_data: bool | int = False,
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -380,6 +382,14 @@ def sample_bdmc(
         the start, ``False`` as written throughout; ``None`` runs them as written and lets the
         ``n_steps="auto"`` search try the other form (see ``target_gap``). Refused for a
         model with nothing to swap, and with PyMC step methods.
+    match_data : bool or int, default False
+        Data-matched simulation: draw this many data sets from the prior predictive (``True``:
+        100) and certify on the one whose summaries (mean, sd and roughness of each observed
+        variable) are nearest the model's real data, so that the certificate is about data
+        like yours. ``theta*`` stays an exact posterior sample, since the choice depends on the
+        simulated data alone (:mod:`pymc_bdmc.pipeline.matching`); ``evidence.attrs`` records
+        ``data_matched`` and the match's distance in robust standard deviations
+        (``data_match_distance``, beside the median candidate's).
 
     Returns
     -------
@@ -420,6 +430,7 @@ def sample_bdmc(
     search = (method == "ais" and isinstance(n_steps, str) and n_steps == "auto"
               and isinstance(schedule, str))
     check_auto_settings(target_gap, max_time)
+    match = n_candidates(match_data)
     n_steps, chains, transitions_per_step = sampling_smc.resolve_defaults(
         method, n_steps, chains, transitions_per_step, schedule
     )
@@ -455,7 +466,7 @@ def sample_bdmc(
     if specs is not None:
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=True,
-            potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
+            match=match, potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
             executor=executor, progressbar=progressbar, compile_kwargs=compile_kwargs,
             search=dict(target_gap=target_gap, max_time=max_time, started=started,
                         larger_pilot=pilot_chains is None)
@@ -465,17 +476,15 @@ def sample_bdmc(
                                                      other=bool(reparameterize))
     if smc is not None:
         sampling_smc.check_data_path(density, smc)
-    try:
-        truth = simulator.draw_joint(streams["simulate"])
-    except NotImplementedError as err:
-        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+    truth, match_attrs = simulate_truth(simulator, model, streams["simulate"], match)
     density.set_observed(truth.observed)
     check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
                        density.layout, truth.x[None, :], hint=_SIMULATED_START_HINT)
     if smc is not None:
         return sampling_smc.run_smc(settings=settings, smc=smc, density=density,
                                     simulator=simulator, streams=streams, truth=truth,
-                                    progressbar=progressbar, attrs={"compile_time": compile_time},
+                                    progressbar=progressbar,
+                                    attrs={"compile_time": compile_time, **match_attrs},
                                     parallel=parallel)
 
     # What the attempts run on: the model as written, or (where the search tries it) its other
@@ -497,7 +506,8 @@ def sample_bdmc(
             run_settings = run_settings.with_pilot_chains(pilot_chains)
         return run_ais(model=model, settings=run_settings, density=form["density"],
                        simulator=form["simulator"], streams=streams, truth=form["truth"],
-                       progressbar=progressbar, attrs={"compile_time": compile_seconds[0]},
+                       progressbar=progressbar,
+                       attrs={"compile_time": compile_seconds[0], **match_attrs},
                        parallel=parallel, pilot_memo=form["pilot_memo"], fit_length=fit_length)
 
     def swap(other: bool) -> bool:

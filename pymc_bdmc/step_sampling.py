@@ -31,12 +31,7 @@ from pymc_bdmc.kernels.pymc_step_pilot import (
     run_step_pilot,
 )
 from pymc_bdmc.kernels.pymc_steps import REVERSAL_DESCRIPTION, StepSpec, StepSweep
-from pymc_bdmc.model.checks import (
-    BDMCInputError,
-    check_finite_start,
-    check_positive_int,
-    unsampleable_prior_message,
-)
+from pymc_bdmc.model.checks import check_finite_start, check_positive_int
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.parallel.allocator import retain_freed_memory
@@ -45,7 +40,7 @@ from pymc_bdmc.pipeline import execution
 from pymc_bdmc.pipeline.auto_steps import search_n_steps
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
 from pymc_bdmc.pipeline.progress import phase, pilot_phase, progress_enabled
-from pymc_bdmc.pipeline.start import draw_prior, generating_values
+from pymc_bdmc.pipeline.start import draw_prior, generating_values, simulate_truth
 from pymc_bdmc.results.datatree import build_datatree
 from pymc_bdmc.step_chains import ChainTask, StepRunner, StepRunnerRecipe, run_chains
 
@@ -114,8 +109,12 @@ def sample_with_step_methods(
     progressbar: bool,
     compile_kwargs: dict | None,
     search: dict | None = None,
+    match: int = 0,
 ) -> xr.DataTree:
     """Run AIS (``simulate=False``) or BDMC with PyMC step methods; see ``sample_ais``.
+
+    ``match``: candidate data sets for data-matched simulation (0: one prior-predictive draw;
+    :func:`~pymc_bdmc.pipeline.start.simulate_truth`).
 
     ``search``: the keywords of :func:`~pymc_bdmc.pipeline.auto_steps.search_n_steps`
     (``target_gap``, ``max_time``, ``started``) for ``sample_bdmc(n_steps="auto")``. Every
@@ -134,12 +133,9 @@ def sample_with_step_methods(
     density = ModelDensity(model, potentials_in_likelihood=potentials_in_likelihood,
                            compile_kwargs=compile_kwargs, gradients=False)
     simulator = ModelSimulator(model, density.layout, compile_kwargs=compile_kwargs)
-    truth = None
+    truth, match_attrs = None, {}
     if simulate:
-        try:
-            truth = simulator.draw_joint(streams["simulate"])
-        except NotImplementedError as err:
-            raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+        truth, match_attrs = simulate_truth(simulator, model, streams["simulate"], match)
         density.set_observed(truth.observed)
     recipe = StepRunnerRecipe(model, density.layout, tuple(specs), potentials_in_likelihood,
                               None if truth is None else truth.observed, compile_kwargs)
@@ -216,7 +212,7 @@ def sample_with_step_methods(
         return _step_result(run_settings, runs, plan, pilot, pilot_time, sampling_time,
                             truth=truth, streams=streams, density=density, runner=runner,
                             workers=workers, n_pilot=len(x_pilot),
-                            compile_time=compile_time)
+                            compile_time=compile_time, match_attrs=match_attrs)
 
     if search is None:
         return run(s.n_steps)
@@ -224,7 +220,7 @@ def sample_with_step_methods(
 
 
 def _step_result(s, runs, plan, pilot, pilot_time, sampling_time, *, truth, streams, density,
-                 runner, workers, n_pilot, compile_time) -> xr.DataTree:
+                 runner, workers, n_pilot, compile_time, match_attrs) -> xr.DataTree:
     """Bounds, diagnostics and the DataTree of one run's chains."""
     forward = merge_runs(runs[:s.chains])
     reverse = None if truth is None else merge_runs(runs[s.chains:])
@@ -248,6 +244,7 @@ def _step_result(s, runs, plan, pilot, pilot_time, sampling_time, *, truth, stre
         "pilot_steps": pilot.n_steps,
         "schedule": "adaptive" if s.adaptive else "fixed",
         "sampling_time": sampling_time,
+        **match_attrs,
     }
     generating = None if truth is None else generating_values(density, truth)
     dt = build_datatree(rng=streams["summary"], density=density, plan=plan, forward=forward,

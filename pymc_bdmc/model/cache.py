@@ -25,7 +25,7 @@ from pymc_bdmc.model.density import ModelDensity, observed_data_value
 from pymc_bdmc.model.reparameterize import OtherForm, other_form
 from pymc_bdmc.model.simulate import ModelSimulator
 
-__all__ = ["CACHE_SIZE", "CompiledModel", "clear_cache", "compiled_model"]
+__all__ = ["CACHE_SIZE", "CompiledModel", "clear_cache", "compiled_model", "observed_values"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ class CompiledModel:
     reused: bool
 
 
-def _observed_values(model: pm.Model) -> dict:
+def observed_values(model: pm.Model) -> dict:
+    """Return the model's observed data by observed variable (those without data left out)."""
     values = {}
     for rv in model.observed_RVs:
         data = observed_data_value(model.rvs_to_values[rv])
@@ -73,7 +74,7 @@ def _fingerprint(model: pm.Model, potentials_in_likelihood: bool, compile_kwargs
     )
     transforms = tuple(id(model.rvs_to_transforms.get(rv)) for rv in model.free_RVs)
     shapes = tuple((name, v.shape, str(v.dtype))
-                   for name, v in sorted(_observed_values(model).items()))
+                   for name, v in sorted(observed_values(model).items()))
     return (id(model), structure, transforms, shapes, bool(potentials_in_likelihood),
             repr(sorted((compile_kwargs or {}).items())))
 
@@ -99,7 +100,7 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
     if cache and key in _CACHE and _CACHE[key][0] is model:
         _CACHE.move_to_end(key)
         _, density, simulator = _CACHE[key]
-        density.set_observed(_observed_values(model))
+        density.set_observed(observed_values(model))
         density.n_evaluations = 0
         logger.debug("Reusing the compiled densities of this model.")
         return CompiledModel(density, simulator, 0.0, True)

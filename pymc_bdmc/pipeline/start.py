@@ -10,7 +10,7 @@ import pymc as pm
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
 from pymc_bdmc.kernels.pymc_steps import has_discrete_free_variables
 from pymc_bdmc.kernels.tuning import AnnealingPlan
-from pymc_bdmc.model.cache import compiled_model
+from pymc_bdmc.model.cache import compiled_model, observed_values
 from pymc_bdmc.model.checks import BDMCInputError, check_finite_start, unsampleable_prior_message
 from pymc_bdmc.model.density import FlatLayout, ModelDensity
 from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
@@ -18,6 +18,7 @@ from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.streams import ChainBlocks
+from pymc_bdmc.pipeline.matching import matched_draw
 
 __all__ = [
     "check_plan_pins",
@@ -28,6 +29,7 @@ __all__ = [
     "other_parameterization",
     "prior_start",
     "prior_start_blocks",
+    "simulate_truth",
     "vectorized_discrete",
 ]
 
@@ -100,6 +102,36 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
     other.set_observed(truth.observed)
     return (other, compiled.simulator, draw_in_other_form(truth, density, other),
             compiled.compile_time)
+
+
+def simulate_truth(simulator: ModelSimulator, model: pm.Model, rng: np.random.Generator,
+                   match: int = 0) -> tuple[JointDraw, dict]:
+    """``(theta*, y*)`` from the prior predictive: one draw, or the best match of ``match``.
+
+    Parameters
+    ----------
+    simulator : ModelSimulator
+    model : pm.Model
+        Holds the real data that ``match`` compares with.
+    rng : numpy.random.Generator
+    match : int, default 0
+        Candidate data sets for data-matched simulation
+        (:func:`~pymc_bdmc.pipeline.matching.matched_draw`); 0 draws one.
+
+    Returns
+    -------
+    tuple
+        ``(JointDraw, attrs)``, the attrs saying how the data were matched (empty if not).
+    """
+    try:
+        if not match:
+            return simulator.draw_joint(rng), {}
+        matched = matched_draw(simulator, observed_values(model), match, rng)
+    except NotImplementedError as err:
+        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+    return matched.truth, {"data_matched": matched.n_candidates,
+                           "data_match_distance": matched.distance,
+                           "data_match_median_distance": matched.median_distance}
 
 
 def draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> np.ndarray:
