@@ -286,3 +286,23 @@ def test_only_shapes_that_may_be_small_leave_pymcs_own_draws():
     assert unconstrained_draws(constant, transforms[constant]) is None
     assert unconstrained_draws(small, transforms[small]) is not None
     assert unconstrained_draws(symbolic, transforms[symbolic]) is not None
+
+
+def test_a_graph_python_mode_cannot_run_keeps_its_vectorized_form():
+    # An elementwise op of more than 32 inputs (NumPy's limit for Python-mode Elemwise; the
+    # doubling of an AR(1)'s other form once made one) failed the per-chain reference, and the
+    # density fell back to the per-chain loop. The reference is now compiled hot there.
+    import pytensor.tensor as pt
+
+    from pymc_bdmc.model.density import compile_batched
+
+    x = pt.vector("x")
+    outputs = [pt.add(*[x[i % 3] * (i + 1) for i in range(40)]), pt.exp(x)]
+    points = np.array([[0.1, 0.2, 0.3], [0.3, -0.4, 1.0], [1.0, 2.0, -1.0]])
+    from pymc.pytensorf import compile as compile_pytensor
+
+    fn, batching = compile_batched(compile_pytensor, x, outputs, points)
+    assert batching == "vectorized"
+    total, _ = fn(points)
+    weights = np.array([sum(i + 1 for i in range(40) if i % 3 == j) for j in range(3)])
+    np.testing.assert_allclose(total, points @ weights, rtol=1e-12)

@@ -155,9 +155,10 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
                         vectorize_graph(checks_to_switches(outputs), replace={x: batch_x}),
                         **kwargs)
         batched = fn(points, *extra_values)
-        single = compile_fn([x, *extra_inputs], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
-        for i, point in enumerate(points):
-            for b, s in zip(batched, single(point, *extra_values), strict=True):
+        references = _per_chain_values(compile_fn, x, extra_inputs, outputs, kwargs, points,
+                                       extra_values)
+        for i, reference in enumerate(references):
+            for b, s in zip(batched, reference, strict=True):
                 if not np.allclose(b[i], s, rtol=1e-8, atol=1e-10, equal_nan=True):
                     raise ValueError("vectorized graph disagrees with the per-chain graph")
         # Chains must not see each other: valid rows stay put next to invalid ones. Round-off
@@ -187,6 +188,24 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
     result = Blockwise(core, signature=signature)(batch_x, *extra_inputs, *shared)
     return compile_fn([batch_x, *extra_inputs],
                       result if isinstance(result, list) else [result], **kwargs), "blockwise"
+
+
+def _per_chain_values(compile_fn, x, extra_inputs, outputs, kwargs, points, extra_values):
+    """The per-chain graph's outputs at each point: the reference for the vectorized graph.
+
+    Compiled in :data:`ONE_SHOT_MODE`, whose Python backend cannot run an elementwise op of
+    more than 32 inputs (NumPy's limit; a sum of many gradient terms makes one); there, in the
+    hot mode instead, so that such a graph keeps its vectorized form.
+    """
+    try:
+        single = compile_fn([x, *extra_inputs], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
+        return [single(point, *extra_values) for point in points]
+    except Exception as err:  # noqa: BLE001 - whatever Python mode cannot run
+        if kwargs.get("mode") == ONE_SHOT_MODE:
+            raise
+        logger.debug("Per-chain reference in Python mode failed (%s); compiling it hot.", err)
+    single = compile_fn([x, *extra_inputs], outputs, **kwargs)
+    return [single(point, *extra_values) for point in points]
 
 
 def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):
