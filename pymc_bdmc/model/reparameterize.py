@@ -263,39 +263,11 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
                      truth.observed)
 
 
-def _whitened_increments(u, u0, point, name: str, other: ModelDensity) -> np.ndarray:
-    """Return the helper of a multivariate walk ``u`` (time first).
+def _at_unit_helpers(point, name: str, other: ModelDensity) -> np.ndarray:
+    """``name``'s values with its helper at each unit vector ``e_j`` along the last axis.
 
-    Each row's increment is ``a_t + B_t z_t``: ``a`` read at ``z = 0`` (``u0``), ``B``'s
-    columns at unit vectors.
-    """
-    layout, helpers = other.layout, other.reparameterized
-    helper = helpers[name]
-    shape = layout.shapes[layout.names.index(helper)]
-    units = []
-    for j in range(shape[-1]):
-        values = dict(point)
-        values.update({h: np.zeros(layout.shapes[layout.names.index(h)])
-                       for h in helpers.values()})
-        unit = np.zeros(shape)
-        unit[..., j] = 1.0
-        values[helper] = unit
-        units.append(layout.ravel(values))
-    at = other.constrain(np.stack(units))[name]
-
-    def increments(v):
-        return np.concatenate([v[:1], np.diff(v, axis=0)], axis=0)
-
-    offset = increments(u0)
-    columns = np.stack([increments(v) - offset for v in at], axis=-1)  # (T, k, k)
-    return np.linalg.solve(columns, (increments(u) - offset)[..., None])[..., 0]
-
-
-def _triangular_solve(u, u0, point, name: str, other: ModelDensity) -> np.ndarray:
-    """Return the helper ``z`` of ``u = u0 + A z``, ``A`` lower triangular along the last axis.
-
-    Column ``j`` of ``A`` is read at the unit vector ``e_j`` of every series at once (the
-    series of a batch are independent).
+    Every other helper is 0 and every other variable at ``point``; all series of a batch take
+    ``e_j`` at once. Returns shape ``(n_units, *shape of name)``.
     """
     layout, helpers = other.layout, other.reparameterized
     helper = helpers[name]
@@ -309,7 +281,31 @@ def _triangular_solve(u, u0, point, name: str, other: ModelDensity) -> np.ndarra
         unit[..., j] = 1.0
         values[helper] = unit
         probes.append(layout.ravel(values))
-    columns = other.constrain(np.stack(probes))[name] - u0  # (time, *batch, time)
+    return other.constrain(np.stack(probes))[name]
+
+
+def _whitened_increments(u, u0, point, name: str, other: ModelDensity) -> np.ndarray:
+    """Return the helper of a multivariate walk ``u`` (time first).
+
+    Each row's increment is ``a_t + B_t z_t``: ``a`` read at ``z = 0`` (``u0``), ``B``'s
+    columns at unit vectors.
+    """
+    def increments(v):
+        return np.concatenate([v[:1], np.diff(v, axis=0)], axis=0)
+
+    offset = increments(u0)
+    columns = np.stack([increments(v) - offset
+                        for v in _at_unit_helpers(point, name, other)], axis=-1)  # (T, k, k)
+    return np.linalg.solve(columns, (increments(u) - offset)[..., None])[..., 0]
+
+
+def _triangular_solve(u, u0, point, name: str, other: ModelDensity) -> np.ndarray:
+    """Return the helper ``z`` of ``u = u0 + A z``, ``A`` lower triangular along the last axis.
+
+    Column ``j`` of ``A`` is read at the unit vector ``e_j`` (the series of a batch are
+    independent, so all take it at once).
+    """
+    columns = _at_unit_helpers(point, name, other) - u0  # (time, *batch, time)
     matrix = np.moveaxis(columns, 0, -1)  # (*batch, time, time): row t, column j
     return np.linalg.solve(matrix, (u - u0)[..., None])[..., 0]
 
