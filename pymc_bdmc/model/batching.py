@@ -191,7 +191,7 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
 
 
 def _per_chain_values(compile_fn, x, extra_inputs, outputs, kwargs, points, extra_values):
-    """The per-chain graph's outputs at each point: the reference for the vectorized graph.
+    """Evaluate the per-chain graph at each point: the reference for the vectorized graph.
 
     Compiled in :data:`ONE_SHOT_MODE`, whose Python backend cannot run an elementwise op of
     more than 32 inputs (NumPy's limit; a sum of many gradient terms makes one); there, in the
@@ -200,7 +200,7 @@ def _per_chain_values(compile_fn, x, extra_inputs, outputs, kwargs, points, extr
     try:
         single = compile_fn([x, *extra_inputs], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
         return [single(point, *extra_values) for point in points]
-    except Exception as err:  # noqa: BLE001 - whatever Python mode cannot run
+    except Exception as err:  # whatever Python mode cannot run
         if kwargs.get("mode") == ONE_SHOT_MODE:
             raise
         logger.debug("Per-chain reference in Python mode failed (%s); compiling it hot.", err)

@@ -310,17 +310,23 @@ def _triangular_solve(u, u0, point, name: str, other: ModelDensity) -> np.ndarra
     return np.linalg.solve(matrix, (u - u0)[..., None])[..., 0]
 
 
+def _free_untransformed(node, op_type):
+    """Return the random variable of a free, untransformed ``node`` made by ``op_type``."""
+    if (op_type is None or not isinstance(node.op, ModelFreeRV)
+            or node.op.transform is not None):
+        return None
+    rv = node.inputs[0]
+    return rv if rv.owner is not None and isinstance(rv.owner.op, op_type) else None
+
+
 def _autoregression(fgraph, node) -> tuple | None:
     """``(coefficients, scale, init loc, init scale, order, constant, steps)`` of an AR.
 
     A free ``pm.AR`` without a transform, of a static length, whose initial distribution is
     ``Normal`` and whose coefficients or innovation scale depend on a free variable.
     """
-    if (AutoRegressiveRV is None or not isinstance(node.op, ModelFreeRV)
-            or node.op.transform is not None):
-        return None
-    rv = node.inputs[0]
-    if rv.owner is None or not isinstance(rv.owner.op, AutoRegressiveRV):
+    rv = _free_untransformed(node, AutoRegressiveRV)
+    if rv is None:
         return None
     rhos, sigma, init, steps = rv.owner.inputs[:4]
     # The doubling is unrolled: it needs the number of steps (PyMC's is a graph of the shape).
@@ -389,11 +395,8 @@ def _gaussian_walk(fgraph, node) -> tuple | None:
     A free ``pm.GaussianRandomWalk`` (a ``RandomWalk`` of ``Normal`` initial value and
     innovations) without a transform whose innovation scale depends on a free variable.
     """
-    if (RandomWalkRV is None or not isinstance(node.op, ModelFreeRV)
-            or node.op.transform is not None):
-        return None
-    rv = node.inputs[0]
-    if rv.owner is None or not isinstance(rv.owner.op, RandomWalkRV):
+    rv = _free_untransformed(node, RandomWalkRV)
+    if rv is None:
         return None
     init, innovations = rv.owner.op.dist_params(rv.owner)[:2]
     pieces = []
@@ -413,11 +416,8 @@ def _mv_gaussian_walk(fgraph, node) -> tuple | None:
     initial value and innovations are ``MvNormal`` with one covariance each, the innovations'
     depending on a free variable; None otherwise (batches of walks are left as written).
     """
-    if (RandomWalkRV is None or not isinstance(node.op, ModelFreeRV)
-            or node.op.transform is not None):
-        return None
-    rv = node.inputs[0]
-    if rv.owner is None or not isinstance(rv.owner.op, RandomWalkRV) or rv.ndim != 2:
+    rv = _free_untransformed(node, RandomWalkRV)
+    if rv is None or rv.ndim != 2:
         return None
     init, innovations = rv.owner.op.dist_params(rv.owner)[:2]
     pieces = []
