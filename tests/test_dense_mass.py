@@ -316,3 +316,50 @@ def test_stiffness_without_finite_scores_is_no_verdict():
     scores = np.array([[1.0, np.nan], [0.5, 2.0], [1.0, 1.0]])
     assert stiffness(scores, np.full(3, 1 / 3), np.ones(2)) == np.inf
     assert np.isfinite(stiffness(np.nan_to_num(scores), np.full(3, 1 / 3), np.ones(2)))
+
+
+def test_pilot_moves_each_half_with_the_metric_of_the_other_half():
+    # A dense metric estimated from the particles it moves is not a fixed kernel for them: on
+    # a hierarchical AR (207 coordinates, 264 particles) the pilot's log Z came out 28 nats
+    # above the evidence. Each half now moves with the other half's estimate.
+    from pymc_bdmc.kernels.pilot_metrics import MetricChoice
+    from pymc_bdmc.kernels.trajectory_length import hmc_on_rows
+    from pymc_bdmc.model.layout import DensityParts
+
+    rng = np.random.default_rng(5)
+    x, cov = _correlated_draws(40, rng, rho=0.95, d=4)
+    precision = np.linalg.inv(cov)
+
+    def parts_fn(q):  # the correlated Gaussian as the likelihood, a flat prior
+        return DensityParts(np.zeros(len(q)), -0.5 * np.einsum("ij,jk,ik->i", q, precision, q),
+                            np.zeros_like(q), -q @ precision)
+
+    parts, weights, variance = parts_fn(x), np.full(40, 1 / 40), x.var(axis=0)
+    metric = MetricChoice(parts_fn, 4, True, np.array([], dtype=int))
+    factor, (halves, factors) = metric.factors(np.random.default_rng(0), x, weights, variance,
+                                               1.0, parts)
+    np.testing.assert_array_equal(np.sort(np.concatenate(halves)), np.arange(40))
+    assert len(halves[0]) == len(halves[1]) == 20
+    np.testing.assert_allclose(factor, dense_mass_factor(x, weights, variance, variance > 0,
+                                                         parts.tempered_grad(1.0)))
+    for own, other, estimate in ((halves[0], halves[1], factors[0]),
+                                 (halves[1], halves[0], factors[1])):
+        np.testing.assert_allclose(estimate, dense_mass_factor(
+            x[other], np.full(20, 1 / 20), variance, variance > 0, parts.tempered_grad(1.0)[other]))
+    # The transition: each half's rows as hmc_step moves them with its own metric.
+    params = HMCParams(0.3, variance, 3, 0.2, factor)
+    rows = np.arange(0, 40, 3)
+    moved, moved_parts, info, step = hmc_on_rows(np.random.default_rng(1), x, parts, rows, 1.0,
+                                                 params, parts_fn, (halves, factors))
+    replay, expected = np.random.default_rng(1), x.copy()
+    for half, estimate in zip(halves, factors, strict=True):
+        members = half[np.isin(half, rows)]
+        expected[members] = hmc_step(replay, x[members], parts.select(members), 1.0,
+                                     HMCParams(0.3, variance, 3, 0.2, estimate), parts_fn)[0]
+    np.testing.assert_array_equal(moved, expected)
+    np.testing.assert_array_equal(step, (expected - x)[rows])
+    np.testing.assert_array_equal(moved_parts.log_likelihood, parts_fn(expected).log_likelihood)
+    assert info.acceptance_rate.shape == (len(rows),)
+    # Diagonal metrics, and the curvature's above 400 coordinates, are not cross-fitted.
+    assert metric.factors(rng, rng.normal(size=(40, 4)), weights, np.ones(4), 1.0,
+                          parts)[1] is None

@@ -80,6 +80,34 @@ class MetricChoice:
         self.dense = dense and n_movable <= CURVATURE_MAX_DIM and not self.principal
         self._hessians_at: tuple[float, list] | None = None  # (beta, [prior's, likelihood's])
 
+    def factors(self, rng: np.random.Generator, x: np.ndarray, weights: np.ndarray,
+                variance: np.ndarray, beta: float, parts: DensityParts) -> tuple:
+        """Return the metric at ``beta`` for the plan, and the cross-fitted ones for the moves.
+
+        ``(factor, cross)``: ``factor`` as :meth:`factor`; ``cross`` is None, or where
+        ``factor`` is dense from the population, ``(halves, factors)``: two random halves of
+        the particles, each moved with the dense metric estimated from the other half. A
+        metric estimated from the very particles it moves is no fixed kernel for any of them:
+        with about as many particles as coordinates each particle's own position shapes it,
+        and the pilot's log Z came out biased high (28 nats on a hierarchical AR,
+        docs/performance.md), while SMC's estimate is unbiased for kernels fixed before the
+        particles move. The plan keeps the whole population's estimate: its chains are not
+        the pilot's particles.
+        """
+        factor = self.factor(x, weights, variance, beta, parts)
+        if factor is None or factor.ndim != 2 or self.curvature or len(x) < 4:
+            return factor, None
+        order = rng.permutation(len(x))
+        halves = (order[: len(x) // 2], order[len(x) // 2:])
+        grad, movable, crossed = parts.tempered_grad(beta), variance > 0, []
+        for other in halves[::-1]:
+            total = weights[other].sum()
+            if not total > 0:
+                return factor, None
+            crossed.append(dense_mass_factor(x[other], weights[other] / total, variance,
+                                             movable, grad[other]))
+        return factor, (halves, tuple(crossed))
+
     def factor(self, x: np.ndarray, weights: np.ndarray, variance: np.ndarray, beta: float,
                parts: DensityParts) -> np.ndarray | None:
         """The metric at ``beta`` for the population ``x`` (None: the diagonal ``variance``)."""

@@ -17,6 +17,8 @@ particles, so the plan stays frozen before any measured chain runs.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
@@ -40,8 +42,12 @@ def probe_size(n_particles: int) -> int:
 
 def hmc_on_rows(rng: np.random.Generator, x: np.ndarray, parts: DensityParts,
                 rows: np.ndarray | slice, beta: float, params: HMCParams, parts_fn: PartsFn,
+                cross: tuple | None = None,
                 ) -> tuple[np.ndarray, DensityParts, HMCInfo, np.ndarray]:
     """One HMC transition of the particles ``rows``; the others stay where they are.
+
+    ``cross``: ``(halves, factors)`` (:meth:`~.pilot_metrics.MetricChoice.factors`), each half
+    of the particles moved with its own dense metric instead of ``params``'.
 
     Returns
     -------
@@ -49,6 +55,8 @@ def hmc_on_rows(rng: np.random.Generator, x: np.ndarray, parts: DensityParts,
         ``(x, parts, info, step)``: the whole population and its densities after the move,
         the moved rows' transition info, and their displacement.
     """
+    if cross is not None:
+        return _cross_fitted_rows(rng, x, parts, rows, beta, params, parts_fn, cross)
     before = x[rows]
     moved, moved_parts, info = hmc_step(rng, before, parts.select(rows), beta, params, parts_fn)
     if isinstance(rows, slice) and rows == slice(None):
@@ -56,6 +64,28 @@ def hmc_on_rows(rng: np.random.Generator, x: np.ndarray, parts: DensityParts,
     x = x.copy()
     x[rows] = moved
     return x, parts.put(rows, moved_parts), info, moved - before
+
+
+def _cross_fitted_rows(rng, x, parts, rows, beta, params, parts_fn, cross):
+    """:func:`hmc_on_rows` with each half of the particles on its own metric."""
+    halves, factors = cross
+    index = np.arange(len(x))[rows]
+    chosen = np.zeros(len(x), dtype=bool)
+    chosen[index] = True
+    x, step = x.copy(), np.zeros_like(x)
+    rate, accepted, divergent = np.zeros(len(x)), np.zeros(len(x), bool), np.zeros(len(x), bool)
+    for half, factor in zip(halves, factors, strict=True):
+        members = half[chosen[half]]
+        if not members.size:
+            continue
+        before = x[members]
+        moved, moved_parts, info = hmc_step(rng, before, parts.select(members), beta,
+                                            replace(params, mass_factor=factor), parts_fn)
+        x[members], step[members] = moved, moved - before
+        parts = parts.put(members, moved_parts)
+        rate[members], accepted[members] = info.acceptance_rate, info.accepted
+        divergent[members] = info.divergent
+    return (x, parts, HMCInfo(rate[index], accepted[index], divergent[index]), step[index])
 
 
 def best_candidate(candidates: tuple[int, ...], jump: np.ndarray) -> int:

@@ -483,7 +483,7 @@ def run_pilot(
             weights = np.full(n_chains, 1.0 / n_chains)
             n_resampled += 1
         variance = spread(x)
-        factor = metric.factor(x, weights, variance, beta, parts)
+        factor, cross = metric.factors(rng, x, weights, variance, beta, parts)
         rates = []
         jumps = np.zeros(len(candidates))
         probes = np.zeros(len(candidates))
@@ -498,7 +498,7 @@ def run_pilot(
             params = HMCParams(float(np.exp(log_eps[which])), variance, candidates[which], jitter,
                                factor)
             movers = slice(None) if which == 0 else rng.choice(n_chains, n_probe, replace=False)
-            x, parts, info, step = hmc_on_rows(rng, x, parts, movers, beta, params, parts_fn)
+            x, parts, info, step = hmc_on_rows(rng, x, parts, movers, beta, params, parts_fn, cross)
             jumps[which] += metric.squared_jump(step, variance, factor) / candidates[which]
             probes[which] += 1
             rate = float(np.mean(info.acceptance_rate))
