@@ -27,6 +27,14 @@ def _horseshoe(n_coefficients=5, seed=0):
     return model
 
 
+def _theta_star_moved(model, seed):
+    """``(written, other, truth, moved)``: a joint draw of ``model``, and it in the other form."""
+    written = compiled_model(model).density
+    other = compiled_model(model, other=True).density
+    truth = compiled_model(model).simulator.draw_joint(np.random.default_rng(seed))
+    return written, other, truth, draw_in_other_form(truth, written, other)
+
+
 def test_normals_whose_scale_depends_on_a_free_variable_swap_and_no_others():
     assert other_form(_horseshoe()).swapped == {"z": "z_centred"}
     for centered, swapped in ((False, {"eta": "eta_centred"}),
@@ -114,10 +122,7 @@ def test_the_non_centred_density_is_the_change_of_variables():
         assert new_logp({"lam_log__": log_lam, "beta_noncentred": z}) == pytest.approx(
             user_logp({"lam_log__": log_lam, "beta": beta}) + log_lam.sum(), abs=1e-10)
     # theta* keeps its point: the other form's Deterministic beta at the converted draw.
-    written = compiled_model(model).density
-    other = compiled_model(model, other=True).density
-    truth = compiled_model(model).simulator.draw_joint(np.random.default_rng(5))
-    moved = draw_in_other_form(truth, written, other)
+    _, _, truth, moved = _theta_star_moved(model, 5)
     np.testing.assert_allclose(moved.free["beta"], truth.free["beta"], rtol=1e-12)
     np.testing.assert_allclose(moved.free["beta_noncentred"],
                                truth.free["beta"] / truth.free["lam"], rtol=1e-12)
@@ -150,11 +155,8 @@ def test_a_gaussian_random_walk_is_non_centred_as_standardised_increments():
         assert new_logp({"drift": drift, "s_log__": log_s, "x_noncentred": z}) == (
             pytest.approx(user_logp({"drift": drift, "s_log__": log_s, "x": walk})
                           + 2 * np.log(2.0) + 10 * log_s, abs=1e-7))
-    written = compiled_model(model).density
-    other = compiled_model(model, other=True).density
+    _, other, truth, moved = _theta_star_moved(model, 11)
     assert other.reparameterized_walks == {"x"}
-    truth = compiled_model(model).simulator.draw_joint(np.random.default_rng(11))
-    moved = draw_in_other_form(truth, written, other)
     np.testing.assert_allclose(moved.free["x"], truth.free["x"], rtol=1e-12, atol=1e-12)
     increments = np.diff(truth.free["x"], axis=-1)
     np.testing.assert_allclose(moved.free["x_noncentred"][:, 1:],
@@ -200,10 +202,8 @@ def test_a_multivariate_random_walk_is_non_centred_as_whitened_increments():
         jacobian = np.log(np.linalg.det(init_chol)) + 5 * np.log(np.linalg.det(chol))
         assert new_logp({**point, "x_noncentred": z}) == pytest.approx(
             user_logp({**point, "x": walk}) + jacobian, abs=1e-8)
-    other = compiled_model(model, other=True).density
+    _, other, truth, moved = _theta_star_moved(model, 12)
     assert other.reparameterized_vector_walks == {"x"}
-    truth = compiled_model(model).simulator.draw_joint(np.random.default_rng(12))
-    moved = draw_in_other_form(truth, written, other)
     np.testing.assert_allclose(moved.free["x"], truth.free["x"], rtol=1e-10, atol=1e-12)
     packed = truth.free["chol"]
     L = np.array([[packed[0], 0.0], [packed[1], packed[2]]])
@@ -250,11 +250,8 @@ def test_an_autoregression_is_non_centred_as_standardised_innovations(order, con
         assert new_logp({"rho": rhos, "sigma_log__": log_s, "x_noncentred": z}) == (
             pytest.approx(user_logp({"rho": rhos, "sigma_log__": log_s, "x": x})
                           + 2 * order * np.log(2.0) + 2 * (12 - order) * log_s, abs=1e-7))
-    written = compiled_model(model).density
-    other = compiled_model(model, other=True).density
+    _, other, truth, moved = _theta_star_moved(model, 4)
     assert other.reparameterized_autoregressions == {"x"}
-    truth = compiled_model(model).simulator.draw_joint(np.random.default_rng(4))
-    moved = draw_in_other_form(truth, written, other)
     np.testing.assert_allclose(moved.free["x"], truth.free["x"], rtol=1e-12, atol=1e-12)
     rhos = truth.free["rho"]
     c, coefficients = (rhos[0], rhos[1:]) if constant else (0.0, rhos)

@@ -93,12 +93,13 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
     -------
     tuple or None
         ``(ModelDensity, ModelSimulator, JointDraw, compile seconds)``, or None where the model
-        has nothing to swap (:mod:`pymc_bdmc.model.reparameterize`).
+        has nothing to swap (:mod:`pymc_bdmc.model.reparameterize`). Callers ask
+        :func:`has_other_form` first: that copy of the graph is not made again here.
     """
-    if not has_other_form(model):
-        return None
     compiled = compiled_model(model, compile_kwargs=compile_kwargs, other=True)
     other = compiled.density
+    if not other.reparameterized:
+        return None
     other.set_observed(truth.observed)
     return (other, compiled.simulator, draw_in_other_form(truth, density, other),
             compiled.compile_time)
