@@ -63,13 +63,6 @@ def _discrete():
     return m
 
 
-def _nan_data():
-    with pm.Model() as m:
-        mu = pm.Normal("mu")
-        pm.Normal("y", mu, 1, observed=np.array([1.0, np.nan]))
-    return m
-
-
 def _inf_data():
     with pm.Model() as m:
         mu = pm.Normal("mu")
@@ -221,7 +214,6 @@ CASES = {
     "intrinsic CAR prior": (_intrinsic_car, r"\['phi'\] have intrinsic CAR priors.*pm.CAR",
                             SAMPLERS),
     "Potential": (_potential, "Potentials", SAMPLERS),
-    "NaN observations": (_nan_data, "NaN or masked", SAMPLERS),
     "inf observations": (_inf_data, "non-finite", SAMPLERS),
     "data shape differs from the variable's": (_data_resized, "have shape", SAMPLERS),
     "symbolic observations (BDMC)": (_symbolic_observations, "symbolic data", [pmb.sample_bdmc]),

@@ -309,7 +309,7 @@ def condition_on_parameters(model: pm.Model, params, data=None, *,
                 "of the model's observations."
             ) from err
 
-    check_model(clone, needs_simulation=simulate, gradient_kernel=True)
+    check_model(clone, needs_simulation=simulate, gradient_kernel=True, allow_missing=False)
     return _check_cases(clone, values)
 
 

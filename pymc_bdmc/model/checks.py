@@ -35,6 +35,7 @@ __all__ = [
     "check_model",
     "check_normalized",
     "check_positive_int",
+    "imputed_observations",
     "narrowing_transforms",
     "never_finite_message",
     "never_finite_terms",
@@ -48,16 +49,32 @@ def check_positive_int(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def _imputed_observations(model: pm.Model) -> list[str]:
-    # PyMC turns NaN / masked observations into a free `<name>_unobserved` variable and an
-    # observed `<name>_observed` one; the evidence would then silently integrate over them.
-    free = {rv.name for rv in model.free_RVs}
-    return [
-        rv.name.removesuffix("_observed")
-        for rv in model.observed_RVs
-        if rv.name.endswith("_observed")
-        and rv.name.removesuffix("_observed") + "_unobserved" in free
-    ]
+def imputed_observations(model: pm.Model) -> dict[str, tuple[int, int]]:
+    """Observed variables whose NaN or masked entries PyMC imputes, with their counts.
+
+    PyMC splits such a variable ``y`` into an observed ``y_observed`` (the present entries)
+    and a free ``y_unobserved`` (the missing ones). The evidence is then ``p(y_observed)``:
+    the missing entries are latent variables of the prior, integrated over like any other.
+
+    Returns
+    -------
+    dict
+        ``{name: (n_missing, n_entries)}`` for each such variable ``name``.
+    """
+    free = {rv.name: rv for rv in model.free_RVs}
+    imputed = {}
+    for rv in model.observed_RVs:
+        name = rv.name.removesuffix("_observed")
+        if rv.name.endswith("_observed") and name + "_unobserved" in free:
+            missing = _static_size(free[name + "_unobserved"])
+            present = _static_size(rv)
+            imputed[name] = (missing, None if None in (missing, present) else missing + present)
+    return imputed
+
+
+def _static_size(rv) -> int | None:
+    shape = rv.type.shape
+    return None if None in shape else int(np.prod(shape, dtype=int))
 
 
 def _check_potential_likelihood(potentials: list[str], potentials_in_likelihood: bool,
@@ -90,6 +107,7 @@ def check_model(
     potentials_in_likelihood: bool = False,
     needs_simulation: bool = False,
     gradient_kernel: bool = True,
+    allow_missing: bool = True,
 ) -> None:
     """Raise :class:`BDMCInputError` if ``model`` cannot be used for evidence estimation.
 
@@ -103,18 +121,26 @@ def check_model(
         then refused whatever their role, because they are not part of the generative process.
     gradient_kernel : bool, default True
         True when the transition kernel needs gradients (all free variables continuous).
+    allow_missing : bool, default True
+        Whether observations PyMC imputes (NaN or masked entries) are allowed. They are, for
+        the evidence of the observed entries; held-out cases must be complete.
     """
     potentials = [p.name for p in model.potentials]
     if not model.observed_RVs:
         _check_potential_likelihood(potentials, potentials_in_likelihood, needs_simulation)
 
-    imputed = _imputed_observations(model)
-    if imputed:
+    imputed = imputed_observations(model)
+    if imputed and not allow_missing:
         raise BDMCInputError(
-            f"Observed data of {imputed} contain NaN or masked values; PyMC would impute them as "
-            "free variables and the evidence would integrate over them. Drop or fill the missing "
-            "entries before estimating the evidence."
+            f"Observed data of {list(imputed)} contain NaN or masked values, which PyMC imputes "
+            "as free variables; held-out cases must be complete. Drop the incomplete cases."
         )
+    for name, (missing, total) in imputed.items():
+        logger.info(
+            "%s of %s entries of %r are missing (NaN or masked): PyMC imputes them as the free "
+            "variable %r, and the evidence is that of the observed entries, p(%s_observed), "
+            "with the missing ones integrated over.", missing, total, name,
+            name + "_unobserved", name)
 
     for rv in model.observed_RVs:
         data = _observed_data_value(model.rvs_to_values[rv])
