@@ -11,6 +11,7 @@ Run from the repository root::
     python3 benchmarks/geometry.py --non-gaussian --no-suite --no-paper   # no closed forms
     python3 benchmarks/geometry.py --blocks --no-suite --no-paper   # HSGP, gp.Marginal, LKJ, ...
     python3 benchmarks/geometry.py --examples --no-suite --no-paper  # switchpoint, horseshoe, ...
+    python3 benchmarks/geometry.py --gallery --no-suite --no-paper   # IRT, mixtures, ...
 
 Models people write (``pymc_bdmc.testing_quadrature``: random walks, eight schools centered and
 non-centered, a centered random-intercepts regression, a latent GP), each with exact evidence by
@@ -47,6 +48,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from _common import quiet, smc_log_ml
+from gallery import GALLERY
 
 import pymc_bdmc as pmb
 from pymc_bdmc import testing_quadrature as tq
@@ -656,6 +658,9 @@ def main(argv=None) -> None:
     parser.add_argument("--examples", action="store_true",
                         help="also models from PyMC's examples: switchpoint, rugby, radon, "
                              "horseshoes, zero-inflated, censored (gap only)")
+    parser.add_argument("--gallery", action="store_true",
+                        help="also benchmarks/gallery.py: IRT, mixtures, softmax, Dirichlet-"
+                             "multinomial, splines, 2-D GP, missing data (gap only)")
     parser.add_argument("--max-time", type=float, default=None,
                         help="sample_bdmc's max_time for the gap-only models (default: its own)")
     args = parser.parse_args(argv)
@@ -678,6 +683,7 @@ def main(argv=None) -> None:
                           **(WIDE if args.wide else {}),
                           **(BLOCKS if args.blocks else {}),
                           **(EXAMPLES if args.examples else {}),
+                          **(GALLERY if args.gallery else {}),
                           **({} if args.no_paper else PAPER)}
         for name, build in filter(lambda item: wanted(item[0]), certified_only.items()):
             settings = {} if args.max_time is None else {"max_time": args.max_time}
