@@ -576,7 +576,8 @@ def _search(evidence) -> dict:
     steps = np.atleast_1d(attrs["auto_n_steps"])
     other = np.broadcast_to(other, steps.shape)
     return {"attempts": ", ".join(f"{n}{' other form' if o else ''}"
-                                  for n, o in zip(steps, other, strict=True))}
+                                  for n, o in zip(steps, other, strict=True)),
+            "redrawn": int(attrs.get("data_redrawn", 0))}
 
 
 def run_suite_model(name, build, seed, smc: bool, **settings) -> dict:
@@ -619,6 +620,7 @@ def run_gap_only(name, build, seed, **settings) -> dict:
 
 def format_row(row: dict) -> str:
     attempts = f", attempts {row['attempts']}" if "," in row.get("attempts", "") else ""
+    attempts += ", data redrawn" if row.get("redrawn") else ""
     if "ais_error" not in row:
         return (f"{row['model']:<40} seed {row['seed']}  BDMC [{row['lower_abs']:.2f}, "
                 f"{row['upper_abs']:.2f}] gap {row['gap']:+.2f} ({row['n_steps']} steps, "

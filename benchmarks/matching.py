@@ -63,7 +63,8 @@ def main() -> None:
         start = time.perf_counter()
         for seed in range(args.seeds):
             with exact.model:
-                plain.append(abs(float(pmb.sample_bdmc(random_seed=seed, **common)
+                plain.append(abs(float(pmb.sample_bdmc(random_seed=seed, match_data=False,
+                                                       **common)
                                        ["evidence"]["gap"])))
                 result = pmb.sample_bdmc(random_seed=seed, match_data=True, **common)
                 lower = float(pmb.sample_ais(random_seed=seed, **common)["evidence"]["lower"])

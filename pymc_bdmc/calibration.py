@@ -56,7 +56,7 @@ def calibrate(
     n_steps: Sequence[int] = (250, 500, 1000, 2000, 4000),
     chains: int = 32,
     fix: Mapping[str, object] | None = None,
-    match_data: bool | int = False,
+    match_data: bool | int | None = None,
     random_seed=None,
     progressbar: bool = True,
     compile_kwargs: dict | None = None,
@@ -85,10 +85,11 @@ def calibrate(
         (``base="auto"``): the real-data run fits its own. Variables held fixed are not
         annealed on the simulated data, so the certificate says nothing about them (the
         transfer check in the notes flags a real-data run they make harder).
-    match_data : bool or int, default False
-        Certify on the simulated data set, of this many (``True``: 100), nearest the real data
-        (:func:`~pymc_bdmc.sample_bdmc`'s ``match_data``): the full model, and ``theta*`` stays
-        an exact posterior sample.
+    match_data : bool, int or None, default None
+        ``True`` or a number certifies on the simulated data set, of this many (``True``: 100),
+        nearest the real data; ``None`` on one draw unless its data are far out, ``False`` on
+        one draw whatever its data (:func:`~pymc_bdmc.sample_bdmc`'s ``match_data``). The
+        full model in each case, and ``theta*`` stays an exact posterior sample.
     random_seed : int, optional
         Seeds both stages; the integer seeds used are recorded in the ``calibration`` group so
         that each stage can be rerun on its own.

@@ -321,7 +321,7 @@ def sample_bdmc(
     max_time: float | None = 60.0,
     base: Literal["auto", "prior"] = "auto",
     reparameterize: bool | None = None,
-    match_data: bool | int = False,
+    match_data: bool | int | None = None,
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -382,14 +382,18 @@ def sample_bdmc(
         the start, ``False`` as written throughout; ``None`` runs them as written and lets the
         ``n_steps="auto"`` search try the other form (see ``target_gap``). Refused for a
         model with nothing to swap, and with PyMC step methods.
-    match_data : bool or int, default False
-        Data-matched simulation: draw this many data sets from the prior predictive (``True``:
-        100) and certify on the one whose summaries (mean, sd and roughness of each observed
-        variable) are nearest the model's real data, so that the certificate is about data
-        like yours. ``theta*`` stays an exact posterior sample, since the choice depends on the
-        simulated data alone (:mod:`pymc_bdmc.pipeline.matching`); ``evidence.attrs`` records
-        ``data_matched`` and the match's distance in robust standard deviations
-        (``data_match_distance``, beside the median candidate's).
+    match_data : bool, int or None, default None
+        Which simulated data set to certify on. ``False``: one draw from the prior predictive,
+        as in the BDMC paper. ``None``: that draw, unless its data overflow or lie more than
+        10 times farther from the model's real data than the median of 100 other draws (on the
+        mean, sd and roughness of each observed variable, in the draws' robust standard
+        deviations); then the nearest of those 100 (an explosive series from a wide AR prior,
+        say). ``True`` or a number: always the nearest of this many (``True``: 100), so that
+        the certificate is about data like yours. In every case the choice depends on the
+        simulated data alone, so ``theta*`` stays an exact posterior sample
+        (:mod:`pymc_bdmc.pipeline.matching`); ``evidence.attrs`` records ``data_matched``
+        (candidates drawn), ``data_redrawn`` and the kept data's distance in robust standard
+        deviations (``data_match_distance``, beside the median candidate's).
 
     Returns
     -------
@@ -466,7 +470,8 @@ def sample_bdmc(
     if specs is not None:
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=True,
-            match=match, potentials_in_likelihood=False, pilot_chains=pilot_chains, cores=cores,
+            match=match, guard=match_data is None, potentials_in_likelihood=False,
+            pilot_chains=pilot_chains, cores=cores,
             executor=executor, progressbar=progressbar, compile_kwargs=compile_kwargs,
             search=dict(target_gap=target_gap, max_time=max_time, started=started,
                         larger_pilot=pilot_chains is None)
@@ -476,7 +481,8 @@ def sample_bdmc(
                                                      other=bool(reparameterize))
     if smc is not None:
         sampling_smc.check_data_path(density, smc)
-    truth, match_attrs = simulate_truth(simulator, model, streams["simulate"], match)
+    truth, match_attrs = simulate_truth(simulator, model, streams["simulate"], match,
+                                        streams["candidates"] if match_data is None else None)
     density.set_observed(truth.observed)
     check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
                        density.layout, truth.x[None, :], hint=_SIMULATED_START_HINT)

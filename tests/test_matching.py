@@ -2,14 +2,16 @@
 data are the nearest, and sample_bdmc/calibrate certify on them."""
 
 import numpy as np
+import pymc as pm
 import pytest
 from scipy import stats
 
 import pymc_bdmc as pmb
 from pymc_bdmc import testing
+from pymc_bdmc.errors import SimulatedDataOverflow
 from pymc_bdmc.model.checks import BDMCInputError
 from pymc_bdmc.model.simulate import JointDraw
-from pymc_bdmc.pipeline.matching import data_summaries, matched_draw, n_candidates
+from pymc_bdmc.pipeline.matching import data_summaries, guarded_draw, matched_draw, n_candidates
 
 N_OBS, PRIOR_SD, NOISE_SD = 5, 2.0, 1.0
 
@@ -17,15 +19,15 @@ N_OBS, PRIOR_SD, NOISE_SD = 5, 2.0, 1.0
 class _ConjugateSimulator:
     """``mu ~ N(0, 2)``, ``y_i ~ N(mu, 1)``: exact joint draws, without PyMC (fast)."""
 
-    def __init__(self, fail_every: int = 0):
-        self.fail_every, self.calls = fail_every, 0
+    def __init__(self, fail_every: int = 0, error=SimulatedDataOverflow):
+        self.fail_every, self.calls, self.error = fail_every, 0, error
 
     def draw_joint(self, rng):
         self.calls += 1
         mu = rng.normal(0.0, PRIOR_SD)
         y = rng.normal(mu, NOISE_SD, N_OBS)
         if self.fail_every and self.calls % self.fail_every == 0:
-            raise BDMCInputError("simulated data not finite")
+            raise self.error("simulated data not finite")
         return JointDraw(np.array([mu]), {"mu": np.array(mu)}, {"y": y})
 
 
@@ -75,6 +77,46 @@ def test_the_nearest_data_set_is_selected_and_failed_candidates_are_dropped():
                                   draws[int(np.argmin(distances))].observed["y"])
     with pytest.raises(BDMCInputError, match="not finite"):
         matched_draw(_ConjugateSimulator(fail_every=1), real, 5, rng)
+    # A failure that is not the data's (it may depend on the parameters) is never dropped.
+    with pytest.raises(BDMCInputError, match="not finite"):
+        matched_draw(_ConjugateSimulator(fail_every=3, error=BDMCInputError), real, 30, rng)
+
+
+def test_the_default_guard_keeps_theta_an_exact_posterior_sample():
+    # With a factor of 1 the guard replaces about half the draws here; the kept mu* is still
+    # posterior-distributed given the kept data, since the rule reads the data alone.
+    rng = np.random.default_rng(3)
+    real = {"y": np.full(N_OBS, 4.0)}
+    residuals, redrawn = [], 0
+    for _ in range(600):
+        draw, attrs = guarded_draw(_ConjugateSimulator(), real, rng, rng, n=20, factor=1.0)
+        residuals.append(_posterior_residual(draw))
+        redrawn += attrs["data_redrawn"]
+    assert 150 < redrawn < 450
+    assert stats.kstest(residuals, "norm").pvalue > 0.01
+
+
+def test_the_guard_keeps_the_first_draw_unless_its_data_are_far_out_or_overflow():
+    real = {"y": np.zeros(N_OBS)}
+    kept, attrs = guarded_draw(_ConjugateSimulator(), real, np.random.default_rng(4),
+                               np.random.default_rng(5), n=30)
+    alone = _ConjugateSimulator().draw_joint(np.random.default_rng(4))
+    np.testing.assert_array_equal(kept.observed["y"], alone.observed["y"])
+    assert attrs["data_redrawn"] == 0 and attrs["data_match_distance"] < 10
+    # Real data 40 prior sds out: every draw is far, and the first no farther than the rest.
+    far = {"y": np.full(N_OBS, 80.0)}
+    assert guarded_draw(_ConjugateSimulator(), far, np.random.default_rng(4),
+                        np.random.default_rng(5), n=30)[1]["data_redrawn"] == 0
+    # The first draw's data overflow: the nearest finite candidate instead.
+    first_fails = _ConjugateSimulator(fail_every=31)
+    first_fails.calls = 30
+    drawn, attrs = guarded_draw(first_fails, real, np.random.default_rng(4),
+                                np.random.default_rng(5), n=30)
+    assert first_fails.calls == 31 + 30 and attrs["data_redrawn"] == 1
+    assert np.all(np.isfinite(drawn.observed["y"]))
+    with pytest.raises(SimulatedDataOverflow):
+        guarded_draw(_ConjugateSimulator(fail_every=1), real, np.random.default_rng(4),
+                     np.random.default_rng(5), n=30)
 
 
 def test_summaries_are_mean_sd_and_roughness_along_the_last_axis():
@@ -120,3 +162,41 @@ def test_the_step_method_path_simulates_matched_data_too():
     assert evidence.attrs["kernel"] == "pymc_step_methods"
     assert evidence.attrs["data_matched"] == 10
     assert evidence.attrs["data_match_distance"] <= evidence.attrs["data_match_median_distance"]
+
+
+def _observed_ar1(n_steps: int = 100):
+    y = np.zeros(n_steps)
+    noise = np.random.default_rng(0).normal(size=n_steps)
+    for t in range(1, n_steps):
+        y[t] = 0.7 * y[t - 1] + noise[t]
+    with pm.Model() as model:
+        rho = pm.Normal("rho", 0.0, 1.0)
+        pm.AR("y", rho=[rho], sigma=pm.HalfNormal("sigma", 1.0),
+              init_dist=pm.Normal.dist(0.0, 1.0), observed=y, shape=n_steps)
+    return model
+
+
+def test_an_explosive_simulated_series_is_replaced_by_default_and_kept_on_request():
+    # rho ~ Normal(0, 1) drew -1.93 on this seed: a series of order 1e28 against real data of
+    # order 1. Kept (match_data=False), the sandwich was off by astronomical amounts; replaced
+    # by the nearest of 100 draws, it certifies.
+    settings = dict(n_steps=200, chains=16, random_seed=2, progressbar=False)
+    with _observed_ar1():
+        guarded = pmb.sample_bdmc(**settings)
+        plain = pmb.sample_bdmc(match_data=False, **settings)
+    assert abs(float(plain["generating_values"]["rho"])) > 1.5
+    assert np.abs(plain["observed_data"]["y"].values).max() > 1e20
+    assert guarded["evidence"].attrs["data_redrawn"] == 1
+    assert abs(float(guarded["generating_values"]["rho"])) < 1.0
+    assert abs(float(guarded["evidence"]["gap"])) < 0.5
+
+
+def test_the_default_leaves_a_typical_draw_and_its_results_as_they_were():
+    exact = testing.linear_regression(20, 2, seed=0)
+    settings = dict(n_steps=50, chains=8, random_seed=4, progressbar=False)
+    with exact.model:
+        guarded = pmb.sample_bdmc(**settings)
+        plain = pmb.sample_bdmc(match_data=False, **settings)
+    assert guarded["evidence"].attrs["data_redrawn"] == 0
+    for name in ("lower", "upper"):
+        assert float(guarded["evidence"][name]) == float(plain["evidence"][name])

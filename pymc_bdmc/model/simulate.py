@@ -34,7 +34,7 @@ from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.basic import BetaRV, GammaRV, InvGammaRV
 
-from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.errors import BDMCInputError, SimulatedDataOverflow
 from pymc_bdmc.model.checks import DIAGNOSED_POINTS, never_finite_message, never_finite_terms
 from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
 
@@ -223,7 +223,7 @@ class ModelSimulator:
                       if np.issubdtype(np.asarray(v).dtype, np.floating)
                       and not np.all(np.isfinite(v))]
         if overflowed:
-            raise BDMCInputError(
+            raise SimulatedDataOverflow(
                 f"The data {overflowed} simulated from the model are not finite: the prior drew "
                 "parameters at which the data overflow floating point (e.g. a scale "
                 "1 / sqrt(tau) with tau ~ Gamma(0.001, 0.001), whose draws reach 1e-300). BDMC "

@@ -7,8 +7,10 @@ import numpy as np
 __all__ = ["STREAMS", "streams"]
 
 #: The stages that draw random numbers, in the order their streams are spawned (the order is
-#: part of the seed's meaning: changing it changes every result).
-STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "reverse", "summary")
+#: part of the seed's meaning: changing it changes every result; a new stage goes last, which
+#: leaves the earlier ones as they were).
+STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "reverse", "summary",
+           "candidates")
 
 
 def streams(random_seed) -> dict[str, np.random.Generator]:

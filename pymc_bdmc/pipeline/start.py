@@ -18,7 +18,7 @@ from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.streams import ChainBlocks
-from pymc_bdmc.pipeline.matching import matched_draw
+from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw
 
 __all__ = [
     "check_plan_pins",
@@ -106,18 +106,23 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
 
 
 def simulate_truth(simulator: ModelSimulator, model: pm.Model, rng: np.random.Generator,
-                   match: int = 0) -> tuple[JointDraw, dict]:
+                   match: int = 0, guard_rng: np.random.Generator | None = None
+                   ) -> tuple[JointDraw, dict]:
     """``(theta*, y*)`` from the prior predictive: one draw, or the best match of ``match``.
 
     Parameters
     ----------
     simulator : ModelSimulator
     model : pm.Model
-        Holds the real data that ``match`` compares with.
+        Holds the real data that ``match`` and the guard compare with.
     rng : numpy.random.Generator
     match : int, default 0
         Candidate data sets for data-matched simulation
         (:func:`~pymc_bdmc.pipeline.matching.matched_draw`); 0 draws one.
+    guard_rng : numpy.random.Generator, optional
+        With ``match=0``, the stream of the candidates that guard the one draw against data
+        far from the real data (:func:`~pymc_bdmc.pipeline.matching.guarded_draw`); None
+        keeps the draw whatever its data.
 
     Returns
     -------
@@ -125,9 +130,12 @@ def simulate_truth(simulator: ModelSimulator, model: pm.Model, rng: np.random.Ge
         ``(JointDraw, attrs)``, the attrs saying how the data were matched (empty if not).
     """
     try:
-        if not match:
+        if match:
+            matched = matched_draw(simulator, observed_values(model), match, rng)
+        elif guard_rng is not None:
+            return guarded_draw(simulator, observed_values(model), rng, guard_rng)
+        else:
             return simulator.draw_joint(rng), {}
-        matched = matched_draw(simulator, observed_values(model), match, rng)
     except NotImplementedError as err:
         raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
     return matched.truth, {"data_matched": matched.n_candidates,
