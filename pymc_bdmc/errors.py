@@ -12,7 +12,7 @@ class BDMCInputError(ValueError):
 class SimulatedDataOverflow(BDMCInputError):
     """Data simulated from the model are not finite: a property of the data alone.
 
-    Dropping such a draw is a choice by the simulated data, so it keeps the parameters that
-    generated the data kept an exact posterior sample (:mod:`pymc_bdmc.pipeline.matching`);
-    other simulation failures depend on the parameters and are never dropped.
+    ``sample_bdmc``'s default guard (:func:`pymc_bdmc.pipeline.matching.guarded_draw`)
+    replaces a draw whose data overflow by the nearest finite one of 100 others; any other
+    failure of that draw is refused, as it always was.
     """

@@ -14,7 +14,10 @@ real data, fixed), never of the parameters, so ``theta_(k*)`` given the selected
 distributed as ``p(theta | y_(k*))``. Reverse AIS from it bounds ``log p(y_(k*))`` from above,
 forward AIS from below, as for any simulated data set: the sandwich is exact, and it is about
 data like the real data. Candidates whose simulated data are not finite are dropped, which is
-also a choice by the data alone.
+also a choice by the data alone. So are candidates whose simulation raised (numpy refuses a
+Poisson rate above about 1e19): that is a choice by their parameters, but it changes nothing
+where the likelihood of the kept data vanishes at those parameters, as it does for such a rate
+or for parameters the model's checks refuse.
 
 **The default guard.** ``match_data=None`` keeps the plain prior-predictive draw of the BDMC
 paper unless its data overflow or lie far out, more than :data:`OUTLIER_FACTOR` times farther
@@ -125,12 +128,12 @@ def data_summaries(observed: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def _candidates(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> list:
-    """``n`` joint draws, less those whose simulated data overflow (a choice by the data)."""
+    """``n`` joint draws, less those whose simulation failed (module doc: why that is exact)."""
     draws, failure = [], None
     for _ in range(n):
         try:
             draws.append(simulator.draw_joint(rng))
-        except SimulatedDataOverflow as err:
+        except BDMCInputError as err:
             failure = err
     if not draws:
         raise failure
@@ -169,7 +172,7 @@ def matched_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray], n: i
 
     Each summary (:func:`data_summaries`) is scaled by the candidates' robust spread (median
     absolute deviation); summaries that do not vary across candidates are left out. Candidates
-    whose data overflow are dropped; any other failure to simulate is raised.
+    whose simulation failed are dropped.
 
     Parameters
     ----------
@@ -224,7 +227,7 @@ def guarded_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray],
         plain, overflow = None, err
     try:
         draws = _candidates(simulator, n, candidates_rng)
-    except SimulatedDataOverflow:
+    except BDMCInputError:
         if overflow is not None:
             raise overflow from None
         draws = []
