@@ -145,6 +145,22 @@ def missing_observations(n_obs: int = 80, seed: int = 0) -> pm.Model:
     return model
 
 
+def observed_autoregression(n_obs: int = 300, seed: int = 0) -> pm.Model:
+    """An observed ``pm.AR(1)`` with a ``Normal(0, 1)`` coefficient, as the AR docs write it.
+
+    A third of the prior's coefficients are explosive, so a third of the simulated series
+    are of astronomical size; the real series is stationary (coefficient 0.7).
+    """
+    noise = np.random.default_rng(seed).normal(size=n_obs)
+    y = np.zeros(n_obs)
+    for t in range(1, n_obs):
+        y[t] = 0.7 * y[t - 1] + noise[t]
+    with pm.Model() as model:
+        pm.AR("y", rho=[pm.Normal("rho", 0.0, 1.0)], sigma=pm.HalfNormal("sigma", 1.0),
+              init_dist=pm.Normal.dist(0.0, 1.0), observed=y, shape=n_obs)
+    return model
+
+
 #: ``--gallery``: name -> builder.
 GALLERY = {"item response (2PL), 60 persons x 12 items": item_response,
            "normal mixture, 3 unsorted means": unsorted_mixture,
@@ -155,4 +171,5 @@ GALLERY = {"item response (2PL), 60 persons x 12 items": item_response,
            "measurement error, 50 latent covariates": measurement_error,
            "spline on a random walk, 20 knots": spline_walk,
            "latent GP on 2-D inputs": latent_gp_2d,
-           "random intercepts, 10% missing outcomes": missing_observations}
+           "random intercepts, 10% missing outcomes": missing_observations,
+           "observed AR(1), Normal(0, 1) coefficient, 300 points": observed_autoregression}

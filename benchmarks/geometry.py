@@ -11,7 +11,7 @@ Run from the repository root::
     python3 benchmarks/geometry.py --non-gaussian --no-suite --no-paper   # no closed forms
     python3 benchmarks/geometry.py --blocks --no-suite --no-paper   # HSGP, gp.Marginal, LKJ, ...
     python3 benchmarks/geometry.py --examples --no-suite --no-paper  # switchpoint, horseshoe, ...
-    python3 benchmarks/geometry.py --gallery --no-suite --no-paper   # IRT, mixtures, ...
+    python3 benchmarks/geometry.py --gallery --no-suite --no-paper   # IRT, mixtures, AR, ...
 
 Models people write (``pymc_bdmc.testing_quadrature``: random walks, eight schools centered and
 non-centered, a centered random-intercepts regression, a latent GP), each with exact evidence by
@@ -663,6 +663,8 @@ def main(argv=None) -> None:
     parser.add_argument("--gallery", action="store_true",
                         help="also benchmarks/gallery.py: IRT, mixtures, softmax, Dirichlet-"
                              "multinomial, splines, 2-D GP, missing data (gap only)")
+    parser.add_argument("--plain", action="store_true",
+                        help="gap-only models with match_data=False (no guard on y*)")
     parser.add_argument("--max-time", type=float, default=None,
                         help="sample_bdmc's max_time for the gap-only models (default: its own)")
     args = parser.parse_args(argv)
@@ -688,7 +690,8 @@ def main(argv=None) -> None:
                           **(GALLERY if args.gallery else {}),
                           **({} if args.no_paper else PAPER)}
         for name, build in filter(lambda item: wanted(item[0]), certified_only.items()):
-            settings = {} if args.max_time is None else {"max_time": args.max_time}
+            settings = ({} if args.max_time is None else {"max_time": args.max_time}) | (
+                {"match_data": False} if args.plain else {})
             print(format_row(run_gap_only(name, build, seed, **settings)), flush=True)
 
 
