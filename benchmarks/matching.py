@@ -3,10 +3,10 @@
 For each model, at a fixed, short ``n_steps`` (so that errors are visible): the BDMC gap on
 data simulated from the prior predictive (``sample_bdmc(match_data=False)``), the gap on the
 data set nearest the real data (``sample_bdmc(match_data=True)``), and the error of
-``sample_ais`` on the real data against its quadrature evidence. A certificate transfers
-where the gap is at least the real-data error's size. Besides the suite (whose real data are themselves simulated
-from the model), two random walks whose real data are atypical: innovation scale 1.5 and
-0.02 under a ``HalfNormal(0.5)`` prior (3 prior sds out, and nearly flat).
+``sample_ais`` on the real data against its quadrature evidence. A certificate transfers where
+the gap is at least the real-data error's size. Besides the suite (whose real data are
+themselves simulated from the model), two random walks whose real data are atypical: innovation
+scale 1.5 and 0.02 under a ``HalfNormal(0.5)`` prior (3 prior sds out, and nearly flat).
 
     python3 benchmarks/matching.py --seeds 3 --n-steps 50
 """
