@@ -197,3 +197,14 @@ def test_the_default_leaves_a_typical_draw_and_its_results_as_they_were():
     assert guarded["evidence"].attrs["data_redrawn"] == 0
     for name in ("lower", "upper"):
         assert float(guarded["evidence"][name]) == float(plain["evidence"][name])
+
+
+def test_an_uncertified_search_names_simulated_data_far_from_the_real_data():
+    from pymc_bdmc.pipeline.auto_steps import far_data_advice
+
+    far = {"data_matched": 0, "data_match_distance": 5.0, "data_match_median_distance": 1.2}
+    assert "5.0 robust sds from yours" in far_data_advice(far)
+    assert "match_data=True" in far_data_advice(far)
+    assert far_data_advice({**far, "data_match_distance": 3.5}) == ""  # within 3 x the median
+    assert far_data_advice({**far, "data_matched": 100}) == ""          # already matched
+    assert far_data_advice({}) == ""                                    # match_data=False

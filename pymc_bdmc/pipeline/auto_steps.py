@@ -92,7 +92,7 @@ from pymc_bdmc.estimators import certifies
 
 __all__ = ["FIRST_N_STEPS", "LARGER_PILOT_GAP", "MAX_CHAINS", "MAX_CHAINS_FACTOR", "MAX_N_STEPS",
            "MAX_PILOT_CHAINS", "MIN_FIRST_N_STEPS", "PILOT_GROWTH", "SWAP_GAP",
-           "check_auto_settings", "first_length", "search_n_steps"]
+           "check_auto_settings", "far_data_advice", "first_length", "search_n_steps"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,21 @@ def check_auto_settings(target_gap: float, max_time: float | None) -> None:
         raise BDMCInputError(f"`target_gap` must be a positive number of nats, got {target_gap}.")
     if max_time is not None and not (max_time > 0):
         raise BDMCInputError(f"`max_time` must be positive seconds or None, got {max_time}.")
+
+
+def far_data_advice(attrs) -> str:
+    """Advice where the certified data set lies far from the real data (else empty).
+
+    The default guard replaces only draws more than 10 times farther out than the median
+    candidate; one 3 times farther (and over 3 robust sds) may still be why it is hard.
+    """
+    distance = attrs.get("data_match_distance", np.nan)
+    median = attrs.get("data_match_median_distance", np.nan)
+    if attrs.get("data_matched", 0) or not distance > 3.0 * max(median, 1.0):
+        return ""
+    return (f"; the simulated data lie {distance:.1f} robust sds from yours on their summaries "
+            f"(the median of 100 simulated data sets: {median:.1f}), so this certificate is about "
+            "data unlike yours: `match_data=True` certifies on the nearest of 100")
 
 
 def _gap_and_se(result: xr.DataTree) -> tuple[float, float]:
@@ -394,6 +409,7 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
         if reparameterize is not None and not any(tried_other) and reason != "interrupted":
             advice += ("; the model's other parameterisation was not tried (no time was left "
                        "for its pilot): `reparameterize=True` runs it from the start")
+        advice += far_data_advice(result["evidence"].attrs)
         logger.warning(
             "BDMC did not certify the estimate: gap %.2f nats (standard error %.2f) at %d steps, "
             "target %.2f (both the gap and its standard error must be within it); stopped "
