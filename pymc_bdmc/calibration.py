@@ -52,9 +52,10 @@ def harder_than_certified(real_sd: float, simulated_sd: float, tolerance: float)
 def calibrate(
     model: pm.Model | None = None,
     *,
-    tolerance: float = 1.0,
-    n_steps: Sequence[int] = (250, 500, 1000, 2000, 4000),
+    tolerance: float = 0.5,
+    n_steps: Sequence[int] | str = "auto",
     chains: int = 32,
+    max_time: float | None = 60.0,
     fix: Mapping[str, object] | None = None,
     match_data: bool | int | None = None,
     random_seed=None,
@@ -68,14 +69,19 @@ def calibrate(
     ----------
     model : pm.Model, optional
         A model with the real observed data (from the context when omitted).
-    tolerance : float, default 1.0
+    tolerance : float, default 0.5
         Largest acceptable size of the BDMC gap (nats) on simulated data. A negative gap (upper
         below lower) is run-to-run noise of the same order, so ``|gap|`` is compared, and the
         gap's own standard error must be within it too (:func:`~pymc_bdmc.estimators.certifies`).
-    n_steps : sequence of int, default (250, 500, 1000, 2000, 4000)
-        Annealing lengths to try, in increasing order; the first whose gap is within
+    n_steps : "auto" or sequence of int, default "auto"
+        ``"auto"``: :func:`~pymc_bdmc.sample_bdmc`'s search with ``target_gap=tolerance`` (longer
+        runs, more chains, a larger pilot and the model's other parameterisation, within
+        ``max_time``); the real data then run with the certified plan, chains and form. A
+        sequence: annealing lengths to try, in increasing order; the first whose gap is within
         ``tolerance`` (and measured that precisely) is used.
     chains : int, default 32
+    max_time : float or None, default 60.0
+        Seconds the ``"auto"`` search may spend on simulated data (``sample_bdmc``'s).
     fix : mapping, optional
         Free variables to hold at given values (e.g. estimates from the real data) while
         simulating, through ``pm.do``, so that simulated data resemble the real data. The
@@ -103,7 +109,7 @@ def calibrate(
     xarray.DataTree
         The real-data :func:`~pymc_bdmc.sample_ais` result, plus a ``calibration`` group: per
         attempt (dim ``attempt``) ``n_steps``, ``lower``, ``upper``, ``gap`` and ``gap_se`` on
-        simulated data;
+        simulated data (with ``"auto"``, ``lower`` and ``upper`` of the last attempt only);
         attrs ``tolerance``, ``certified`` (whether the tolerance was met), ``certified_n_steps``,
         ``certified_gap``, ``simulation_seed`` and ``estimation_seed``, and the transfer check:
         ``forward_log_weight_sd_simulated``, ``forward_log_weight_sd_real`` and
@@ -125,8 +131,12 @@ def calibrate(
     reach); it does not widen the certificate.
     """
     model = modelcontext(model)
-    steps = [check_positive_int(n, "n_steps") for n in n_steps]
-    if not steps or steps != sorted(steps):
+    search = isinstance(n_steps, str)
+    if search and n_steps != "auto":
+        raise BDMCInputError(f"`n_steps` must be 'auto' or an increasing sequence of integers, "
+                             f"got {n_steps!r}.")
+    steps = [] if search else [check_positive_int(n, "n_steps") for n in n_steps]
+    if not search and (not steps or steps != sorted(steps)):
         raise BDMCInputError("`n_steps` must be a non-empty increasing sequence.")
     if not tolerance > 0:
         raise BDMCInputError(f"`tolerance` must be positive, got {tolerance}.")
@@ -145,34 +155,16 @@ def calibrate(
     common = dict(chains=chains, progressbar=progressbar, compile_kwargs=compile_kwargs,
                   **sampler_kwargs)
 
-    rows, result = [], None
-    for n in steps:
-        result = sample_bdmc(n_steps=n, model=simulation_model, random_seed=simulation_seed,
+    if search:
+        result = sample_bdmc(n_steps="auto", target_gap=tolerance, max_time=max_time,
+                             model=simulation_model, random_seed=simulation_seed,
                              match_data=match_data, **common)
-        ev = result["evidence"]
-        rows.append((n, *(float(ev[k]) for k in ("lower", "upper", "gap", "gap_se"))))
-        certified = certifies(rows[-1][3], rows[-1][4], tolerance)
-        logger.info("Calibration: n_steps=%d, gap on simulated data %.3f nats (standard error "
-                    "%.3f).", n, rows[-1][3], rows[-1][4])
-        if certified:
-            break
-    if not certified:
-        logger.warning("No tried n_steps reached a gap within %.3f nats, measured that precisely "
-                       "(last: %.3f, standard error %.3f, at %d steps); the estimate below is not "
-                       "certified.", tolerance, rows[-1][3], rows[-1][4], rows[-1][0])
-
-    # A frozen HMC plan from the prior transfers to the real data; PyMC step-method runs
-    # (discrete models), pm.do-fixed simulation models and paths from a base fitted to the
-    # simulated data's posterior re-tune with the certified n_steps instead.
-    attrs = result["evidence"].attrs
-    transferable = (not fix and attrs.get("kernel") == "hmc"
-                    and attrs.get("path_start", "prior") == "prior")
-    if not transferable:
-        real = sample_ais(n_steps=rows[-1][0], model=model, random_seed=estimation_seed,
-                          **common)
+        rows, certified = _search_rows(result), bool(result["evidence"].attrs["certified"])
     else:
-        plan = AnnealingPlan.from_result(result)
-        real = sample_ais(model=model, plan=plan, random_seed=estimation_seed, **common)
+        rows, certified = _ladder(steps, tolerance, simulation_model, simulation_seed,
+                                  match_data, common)
+        result = rows.pop()
+    real, transferable = _estimate_on_real_data(result, model, fix, estimation_seed, common)
 
     simulated_sd, real_sd = forward_spread(result), forward_spread(real)
     harder = harder_than_certified(real_sd, simulated_sd, tolerance)
@@ -195,3 +187,61 @@ def calibrate(
                "forward_log_weight_sd_real": real_sd, "real_data_harder": int(harder)},
     )
     return real
+
+
+def _ladder(steps, tolerance, simulation_model, simulation_seed, match_data, common):
+    """Run ``sample_bdmc`` at each length until one certifies; rows, then the last result."""
+    rows, result, certified = [], None, False
+    for n in steps:
+        result = sample_bdmc(n_steps=n, model=simulation_model, random_seed=simulation_seed,
+                             match_data=match_data, **common)
+        ev = result["evidence"]
+        rows.append((n, *(float(ev[k]) for k in ("lower", "upper", "gap", "gap_se"))))
+        certified = certifies(rows[-1][3], rows[-1][4], tolerance)
+        logger.info("Calibration: n_steps=%d, gap on simulated data %.3f nats (standard error "
+                    "%.3f).", n, rows[-1][3], rows[-1][4])
+        if certified:
+            break
+    if not certified:
+        logger.warning("No tried n_steps reached a gap within %.3f nats, measured that precisely "
+                       "(last: %.3f, standard error %.3f, at %d steps); the estimate below is not "
+                       "certified.", tolerance, rows[-1][3], rows[-1][4], rows[-1][0])
+    return [*rows, result], certified
+
+
+def _search_rows(result: xr.DataTree) -> list[tuple]:
+    """Return the search's attempts as calibration rows (bounds of the last attempt only)."""
+    ev = result["evidence"]
+    steps, gaps, ses = (np.atleast_1d(ev.attrs[k]) for k in ("auto_n_steps", "auto_gaps",
+                                                             "auto_gap_se"))
+    rows = [(int(n), np.nan, np.nan, float(g), float(e)) for n, g, e in zip(steps, gaps, ses,
+                                                                           strict=True)]
+    rows[-1] = (int(ev.attrs["n_steps"]), float(ev["lower"]), float(ev["upper"]),
+                float(ev["gap"]), float(ev["gap_se"]))
+    return rows
+
+
+def _estimate_on_real_data(result, model, fix, estimation_seed,
+                           common) -> tuple[xr.DataTree, bool]:
+    """``sample_ais`` on the real data with the certified run's plan, chains and form.
+
+    A frozen HMC plan from the prior transfers to the real data; PyMC step-method runs
+    (discrete models), pm.do-fixed simulation models and paths from a base fitted to the
+    simulated data's posterior re-tune with the certified n_steps (and form) instead.
+    Returns the result and whether the plan was transferred.
+    """
+    attrs = result["evidence"].attrs
+    settings = dict(common)
+    if "auto_chains" in attrs:  # the search may have raised the chains
+        settings["chains"] = int(np.atleast_1d(attrs["auto_chains"])[-1])
+    transferable = (not fix and attrs.get("kernel") == "hmc"
+                    and attrs.get("path_start", "prior") == "prior")
+    if transferable:
+        real = sample_ais(model=model, plan=AnnealingPlan.from_result(result),
+                          random_seed=estimation_seed, **settings)
+    else:
+        if "reparameterized" in attrs and "reparameterize" not in settings:
+            settings["reparameterize"] = True  # certified in the other form: run it there too
+        real = sample_ais(n_steps=int(attrs["n_steps"]), model=model,
+                          random_seed=estimation_seed, **settings)
+    return real, transferable

@@ -89,6 +89,23 @@ def test_bad_calibration_arguments(regression):
             pmb.calibrate(n_steps=(100, 50), progressbar=False)
         with pytest.raises(pmb.BDMCInputError, match="tolerance"):
             pmb.calibrate(tolerance=0, progressbar=False)
+        with pytest.raises(pmb.BDMCInputError, match="'auto' or an increasing"):
+            pmb.calibrate(n_steps="longer", progressbar=False)
+
+
+def test_calibrate_at_the_defaults_runs_the_search_then_the_real_data_with_its_plan(regression):
+    # n_steps="auto": sample_bdmc's search (target 0.5), then sample_ais on the real data with
+    # the certified run's plan or, from a fitted base, its length. Closed-form evidence: on
+    # seeds 0-2 by hand the real-data estimate was within 0.001 of it.
+    with regression.model:
+        real = pmb.calibrate(random_seed=1, progressbar=False)
+    cal = real["calibration"]
+    assert cal.attrs["certified"] == 1 and cal.attrs["tolerance"] == 0.5
+    assert abs(cal.attrs["certified_gap"]) <= 0.5
+    assert cal["n_steps"].values[-1] == cal.attrs["certified_n_steps"]
+    assert np.isfinite(cal["lower"].values[-1]) and np.isfinite(cal["upper"].values[-1])
+    assert real["evidence"].attrs["n_steps"] == cal.attrs["certified_n_steps"]
+    assert abs(float(real["evidence"]["lower"]) - regression.log_evidence()) < 0.1
 
 
 def test_discrete_model_calibrates_with_step_methods():
