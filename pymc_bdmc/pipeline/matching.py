@@ -190,7 +190,8 @@ def matched_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray], n: i
     draws = _candidates(simulator, n, rng)
     measured = _distances(draws, real)
     if measured is None:
-        logger.info("Data matching: the candidates' summaries do not vary; using the first.")
+        logger.info("Data matching: the candidates' summaries do not vary, or the real data "
+                    "cannot be summarised like them; using the first.")
         return MatchedDraw(draws[0], n, 0.0, 0.0)
     distances = measured[0]
     best = int(np.argmin(distances))
