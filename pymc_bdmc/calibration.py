@@ -240,7 +240,7 @@ def _estimate_on_real_data(result, model, fix, estimation_seed,
         real = sample_ais(model=model, plan=AnnealingPlan.from_result(result),
                           random_seed=estimation_seed, **settings)
     else:
-        if "reparameterized" in attrs and "reparameterize" not in settings:
+        if "reparameterized" in attrs and "reparameterize" not in settings and not fix:
             settings["reparameterize"] = True  # certified in the other form: run it there too
         real = sample_ais(n_steps=int(attrs["n_steps"]), model=model,
                           random_seed=estimation_seed, **settings)
