@@ -391,9 +391,10 @@ def sample_bdmc(
         say). ``True`` or a number: always the nearest of this many (``True``: 100), so that
         the certificate is about data like yours. In every case the choice depends on the
         simulated data alone, so ``theta*`` stays an exact posterior sample
-        (:mod:`pymc_bdmc.pipeline.matching`); ``evidence.attrs`` records ``data_matched``
-        (candidates drawn), ``data_redrawn`` and the kept data's distance in robust standard
-        deviations (``data_match_distance``, beside the median candidate's).
+        (:mod:`pymc_bdmc.pipeline.matching`); ``evidence.attrs`` records ``data_matched`` (the
+        candidates the kept data set was chosen from; 0 for a plain draw), ``data_redrawn`` and
+        the kept data's distance in robust standard deviations (``data_match_distance``,
+        beside the median candidate's).
 
     Returns
     -------

@@ -158,8 +158,9 @@ def _distances(draws: list, real: Mapping[str, np.ndarray],
         return None
 
     def distance(rows):
-        scaled = (rows[:, varies] - target[varies]) / spread[varies]
-        return np.sqrt(np.mean(scaled**2, axis=1))
+        with np.errstate(over="ignore"):  # an explosive series is infinitely far: fine
+            scaled = (rows[:, varies] - target[varies]) / spread[varies]
+            return np.sqrt(np.mean(scaled**2, axis=1))
 
     extra = (np.stack([data_summaries(d.observed) for d in others]) if others
              else np.zeros((0, summaries.shape[1])))
