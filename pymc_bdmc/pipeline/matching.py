@@ -24,7 +24,7 @@ paper unless its data overflow or lie far out, more than :data:`OUTLIER_FACTOR` 
 from the real data than the median of 100 other draws (:func:`guarded_draw`); then the nearest
 of those is taken. The rule reads the simulated data sets only, so the argument above holds for
 it too. An observed ``pm.AR`` whose coefficient has a ``Normal(0, 1)`` prior drew an explosive
-series of order 1e83 on one seed in three, where the sandwich was off by 1e167 nats.
+series of order 1e83 on one of three seeds, where the sandwich was off by 1e167 nats.
 
 What matching cannot do: reach real data that the prior predictive almost never produces (a
 data set 12 prior standard deviations out is not among 100 candidates). The summaries' distance
