@@ -188,3 +188,30 @@ def test_holding_the_hard_parameter_fixed_is_flagged_too():
     cal = r["calibration"].attrs
     assert cal["plan_transferred"] == 0 and cal["certified"] == 1
     assert cal["real_data_harder"] == 1
+
+
+def test_the_real_data_run_takes_the_certified_form_chains_and_length(monkeypatch):
+    # A search that certified the other form from a fitted base with more chains: the real
+    # data re-tune (a fitted base is refitted), at the certified length, in that form, with
+    # those chains; from the prior, the plan itself transfers.
+    import pymc_bdmc.calibration as calibration
+
+    calls = []
+    monkeypatch.setattr(calibration, "sample_ais", lambda **kw: calls.append(kw) or "real")
+    monkeypatch.setattr(calibration.AnnealingPlan, "from_result", lambda result: "the plan")
+    ev = xr.Dataset(attrs={"kernel": "hmc", "path_start": "fitted gaussian", "n_steps": 2000,
+                           "reparameterized": "theta as theta_z", "auto_chains": [32, 64]})
+    result = xr.DataTree.from_dict({"evidence": ev})
+    real, transferred = calibration._estimate_on_real_data(result, "model", None, 7,
+                                                           {"chains": 32})
+    assert (real, transferred) == ("real", False)
+    assert calls[-1] == dict(n_steps=2000, model="model", random_seed=7, chains=64,
+                             reparameterize=True)
+    ev.attrs["path_start"] = "prior"
+    calibration._estimate_on_real_data(xr.DataTree.from_dict({"evidence": ev}), "model", None,
+                                       7, {"chains": 32})
+    assert calls[-1] == dict(model="model", plan="the plan", random_seed=7, chains=64)
+    # A simulation model with fixed variables is another model: no form is carried over.
+    calibration._estimate_on_real_data(xr.DataTree.from_dict({"evidence": ev}), "model",
+                                       {"mu": 0.0}, 7, {"chains": 32})
+    assert "reparameterize" not in calls[-1] and calls[-1]["n_steps"] == 2000
