@@ -435,7 +435,7 @@ def sample_bdmc(
     search = (method == "ais" and isinstance(n_steps, str) and n_steps == "auto"
               and isinstance(schedule, str))
     check_auto_settings(target_gap, max_time)
-    match = n_candidates(match_data)
+    n_candidates(match_data)  # refused before anything runs
     n_steps, chains, transitions_per_step = sampling_smc.resolve_defaults(
         method, n_steps, chains, transitions_per_step, schedule
     )
@@ -471,7 +471,7 @@ def sample_bdmc(
     if specs is not None:
         return sample_with_step_methods(
             model=model, specs=specs, settings=settings, streams=streams, simulate=True,
-            match=match, guard=match_data is None, potentials_in_likelihood=False,
+            match_data=match_data, potentials_in_likelihood=False,
             pilot_chains=pilot_chains, cores=cores,
             executor=executor, progressbar=progressbar, compile_kwargs=compile_kwargs,
             search=dict(target_gap=target_gap, max_time=max_time, started=started,
@@ -482,8 +482,7 @@ def sample_bdmc(
                                                      other=bool(reparameterize))
     if smc is not None:
         sampling_smc.check_data_path(density, smc)
-    truth, match_attrs = simulate_truth(simulator, model, streams["simulate"], match,
-                                        streams["candidates"] if match_data is None else None)
+    truth, match_attrs = simulate_truth(simulator, model, streams, match_data)
     density.set_observed(truth.observed)
     check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
                        density.layout, truth.x[None, :], hint=_SIMULATED_START_HINT)

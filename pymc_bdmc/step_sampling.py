@@ -109,14 +109,12 @@ def sample_with_step_methods(
     progressbar: bool,
     compile_kwargs: dict | None,
     search: dict | None = None,
-    match: int = 0,
-    guard: bool = False,
+    match_data: bool | int | None = None,
 ) -> xr.DataTree:
     """Run AIS (``simulate=False``) or BDMC with PyMC step methods; see ``sample_ais``.
 
-    ``match``: candidate data sets for data-matched simulation (0: one prior-predictive draw;
-    :func:`~pymc_bdmc.pipeline.start.simulate_truth`), and ``guard``: replace that one draw
-    where its data are far out (:func:`~pymc_bdmc.pipeline.matching.guarded_draw`).
+    ``match_data``: which simulated data set to certify on
+    (:func:`~pymc_bdmc.pipeline.start.simulate_truth`).
 
     ``search``: the keywords of :func:`~pymc_bdmc.pipeline.auto_steps.search_n_steps`
     (``target_gap``, ``max_time``, ``started``) for ``sample_bdmc(n_steps="auto")``. Every
@@ -137,8 +135,7 @@ def sample_with_step_methods(
     simulator = ModelSimulator(model, density.layout, compile_kwargs=compile_kwargs)
     truth, match_attrs = None, {}
     if simulate:
-        truth, match_attrs = simulate_truth(simulator, model, streams["simulate"], match,
-                                            streams["candidates"] if guard else None)
+        truth, match_attrs = simulate_truth(simulator, model, streams, match_data)
         density.set_observed(truth.observed)
     recipe = StepRunnerRecipe(model, density.layout, tuple(specs), potentials_in_likelihood,
                               None if truth is None else truth.observed, compile_kwargs)

@@ -86,31 +86,34 @@ def test_the_default_guard_keeps_theta_an_exact_posterior_sample():
     real = {"y": np.full(N_OBS, 4.0)}
     residuals, redrawn = [], 0
     for _ in range(600):
-        draw, attrs = guarded_draw(_ConjugateSimulator(), real, rng, rng, n=20, factor=1.0)
-        residuals.append(_posterior_residual(draw))
-        redrawn += attrs["data_redrawn"]
+        chosen = guarded_draw(_ConjugateSimulator(), real, rng, rng, n=20, factor=1.0)
+        residuals.append(_posterior_residual(chosen.truth))
+        redrawn += chosen.redrawn
     assert 150 < redrawn < 450
     assert stats.kstest(residuals, "norm").pvalue > 0.01
 
 
 def test_the_guard_keeps_the_first_draw_unless_its_data_are_far_out_or_overflow():
     real = {"y": np.zeros(N_OBS)}
-    kept, attrs = guarded_draw(_ConjugateSimulator(), real, np.random.default_rng(4),
-                               np.random.default_rng(5), n=30)
+    kept = guarded_draw(_ConjugateSimulator(), real, np.random.default_rng(4),
+                        np.random.default_rng(5), n=30)
     alone = _ConjugateSimulator().draw_joint(np.random.default_rng(4))
-    np.testing.assert_array_equal(kept.observed["y"], alone.observed["y"])
-    assert attrs["data_redrawn"] == 0 and attrs["data_match_distance"] < 10
+    np.testing.assert_array_equal(kept.truth.observed["y"], alone.observed["y"])
+    assert kept.redrawn == 0 and kept.distance < 10
+    assert kept.attrs() == {"data_matched": 0, "data_match_distance": kept.distance,
+                            "data_match_median_distance": kept.median_distance,
+                            "data_redrawn": 0}
     # Real data 40 prior sds out: every draw is far, and the first no farther than the rest.
     far = {"y": np.full(N_OBS, 80.0)}
     assert guarded_draw(_ConjugateSimulator(), far, np.random.default_rng(4),
-                        np.random.default_rng(5), n=30)[1]["data_redrawn"] == 0
+                        np.random.default_rng(5), n=30).redrawn == 0
     # The first draw's data overflow: the nearest finite candidate instead.
     first_fails = _ConjugateSimulator(fail_every=31)
     first_fails.calls = 30
-    drawn, attrs = guarded_draw(first_fails, real, np.random.default_rng(4),
-                                np.random.default_rng(5), n=30)
-    assert first_fails.calls == 31 + 30 and attrs["data_redrawn"] == 1
-    assert np.all(np.isfinite(drawn.observed["y"]))
+    drawn = guarded_draw(first_fails, real, np.random.default_rng(4), np.random.default_rng(5),
+                         n=30)
+    assert first_fails.calls == 31 + 30 and drawn.redrawn == 1 and drawn.n_candidates == 30
+    assert np.all(np.isfinite(drawn.truth.observed["y"]))
     with pytest.raises(SimulatedDataOverflow):
         guarded_draw(_ConjugateSimulator(fail_every=1), real, np.random.default_rng(4),
                      np.random.default_rng(5), n=30)

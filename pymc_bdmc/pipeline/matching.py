@@ -70,12 +70,21 @@ class MatchedDraw:
         data in robust standard deviations of the candidates.
     median_distance : float
         The same for the median candidate: what an unmatched draw would typically give.
+    redrawn : int or None
+        From :func:`guarded_draw`: 1 where the first draw was replaced, else 0.
     """
 
     truth: JointDraw
     n_candidates: int
     distance: float
     median_distance: float
+    redrawn: int | None = None
+
+    def attrs(self) -> dict:
+        """Return the result attributes that say how the data set was chosen."""
+        attrs = {"data_matched": self.n_candidates, "data_match_distance": self.distance,
+                 "data_match_median_distance": self.median_distance}
+        return attrs if self.redrawn is None else {**attrs, "data_redrawn": self.redrawn}
 
 
 def n_candidates(match_data) -> int:
@@ -93,9 +102,7 @@ def n_candidates(match_data) -> int:
     """
     if match_data is True:
         return DEFAULT_CANDIDATES
-    if match_data is None:  # the default: one draw, guarded by guarded_draw
-        return 0
-    if match_data is False or match_data == 0:
+    if match_data is None or match_data is False or match_data == 0:  # None: guarded_draw
         return 0
     if isinstance(match_data, (int, np.integer)) and match_data >= 2:
         return int(match_data)
@@ -205,7 +212,7 @@ def matched_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray], n: i
 def guarded_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray],
                  rng: np.random.Generator, candidates_rng: np.random.Generator,
                  n: int = DEFAULT_CANDIDATES,
-                 factor: float = OUTLIER_FACTOR) -> tuple[JointDraw, dict]:
+                 factor: float = OUTLIER_FACTOR) -> MatchedDraw:
     """One prior-predictive draw, replaced by the nearest of ``n`` where it is an outlier.
 
     The draw from ``rng`` is kept unless its data overflow, or lie more than ``factor`` times
@@ -218,10 +225,9 @@ def guarded_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray],
 
     Returns
     -------
-    tuple
-        ``(JointDraw, attrs)``: ``data_redrawn`` (1 where the draw was replaced),
-        ``data_matched`` (candidates drawn), and the kept data's and the median candidate's
-        distances (``data_match_distance``, ``data_match_median_distance``).
+    MatchedDraw
+        With ``redrawn`` set, and ``n_candidates`` 0 where the first draw was kept (the
+        distances are NaN where there was nothing to compare).
     """
     try:
         plain, overflow = simulator.draw_joint(rng), None
@@ -235,13 +241,12 @@ def guarded_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray],
         draws = []
     measured = _distances(draws, real, () if plain is None else (plain,)) if draws else None
     if measured is None:  # nothing to compare: the first finite draw, by the data alone
-        return (plain, {}) if plain is not None else (draws[0], {"data_redrawn": 1})
+        return (MatchedDraw(plain, 0, np.nan, np.nan, redrawn=0) if plain is not None
+                else MatchedDraw(draws[0], n, np.nan, np.nan, redrawn=1))
     distances, plain_distance = measured
     median = float(np.median(distances))
     if plain is not None and plain_distance[0] <= factor * max(median, 1.0):
-        return plain, {"data_redrawn": 0, "data_matched": 0,
-                       "data_match_distance": float(plain_distance[0]),
-                       "data_match_median_distance": median}
+        return MatchedDraw(plain, 0, float(plain_distance[0]), median, redrawn=0)
     best = int(np.argmin(distances))
     reason = ("overflow floating point" if plain is None else
               f"lie {plain_distance[0]:.3g} robust sds from yours on their summaries, more than "
@@ -251,6 +256,4 @@ def guarded_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray],
                 "those %d (%.2f robust sds away), as `match_data` does. The choice depends on "
                 "the simulated data alone, so the sandwich stays exact; `match_data=False` "
                 "keeps the first draw.", reason, len(draws), distances[best])
-    return draws[best], {"data_redrawn": 1, "data_matched": n,
-                         "data_match_distance": float(distances[best]),
-                         "data_match_median_distance": median}
+    return MatchedDraw(draws[best], n, float(distances[best]), median, redrawn=1)

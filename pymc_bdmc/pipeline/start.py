@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import numpy as np
 import pymc as pm
@@ -18,7 +19,7 @@ from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.allocator import retain_freed_memory
 from pymc_bdmc.parallel.streams import ChainBlocks
-from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw
+from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw, n_candidates
 
 __all__ = [
     "check_plan_pins",
@@ -105,42 +106,42 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
             compiled.compile_time)
 
 
-def simulate_truth(simulator: ModelSimulator, model: pm.Model, rng: np.random.Generator,
-                   match: int = 0, guard_rng: np.random.Generator | None = None
-                   ) -> tuple[JointDraw, dict]:
-    """``(theta*, y*)`` from the prior predictive: one draw, or the best match of ``match``.
+def simulate_truth(simulator: ModelSimulator, model: pm.Model,
+                   streams: Mapping[str, np.random.Generator],
+                   match_data: bool | int | None) -> tuple[JointDraw, dict]:
+    """``(theta*, y*)`` from the prior predictive, chosen as ``match_data`` says.
 
     Parameters
     ----------
     simulator : ModelSimulator
     model : pm.Model
-        Holds the real data that ``match`` and the guard compare with.
-    rng : numpy.random.Generator
-    match : int, default 0
-        Candidate data sets for data-matched simulation
-        (:func:`~pymc_bdmc.pipeline.matching.matched_draw`); 0 draws one.
-    guard_rng : numpy.random.Generator, optional
-        With ``match=0``, the stream of the candidates that guard the one draw against data
-        far from the real data (:func:`~pymc_bdmc.pipeline.matching.guarded_draw`); None
-        keeps the draw whatever its data.
+        Holds the real data that matching and the guard compare with.
+    streams : mapping
+        The run's streams (:func:`~pymc_bdmc.pipeline.seeding.streams`): ``"simulate"`` for
+        the draw, or the matched candidates, and ``"candidates"`` for the guard's.
+    match_data : bool, int or None
+        ``False``: one draw. ``None``: one draw, guarded against data far from the real data
+        (:func:`~pymc_bdmc.pipeline.matching.guarded_draw`). ``True`` or a number: the nearest
+        of that many (:func:`~pymc_bdmc.pipeline.matching.matched_draw`).
 
     Returns
     -------
     tuple
-        ``(JointDraw, attrs)``, the attrs saying how the data were matched (empty if not).
+        ``(JointDraw, attrs)``, the attrs saying how the data were chosen (empty for one
+        unguarded draw).
     """
+    n = n_candidates(match_data)
     try:
-        if match:
-            matched = matched_draw(simulator, observed_values(model), match, rng)
-        elif guard_rng is not None:
-            return guarded_draw(simulator, observed_values(model), rng, guard_rng)
+        if n:
+            chosen = matched_draw(simulator, observed_values(model), n, streams["simulate"])
+        elif match_data is None:
+            chosen = guarded_draw(simulator, observed_values(model), streams["simulate"],
+                                  streams["candidates"])
         else:
-            return simulator.draw_joint(rng), {}
+            return simulator.draw_joint(streams["simulate"]), {}
     except NotImplementedError as err:
         raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
-    return matched.truth, {"data_matched": matched.n_candidates,
-                           "data_match_distance": matched.distance,
-                           "data_match_median_distance": matched.median_distance}
+    return chosen.truth, chosen.attrs()
 
 
 def draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> np.ndarray:
