@@ -135,6 +135,13 @@ def run_all() -> dict:
         out["calibrate"] = {**_evidence_print(cal, ("lower",)),
                             "gaps": _sha(cal["calibration"]["gap"].values)}
     with _hierarchy():
+        search = pmb.sample_bdmc(chains=8, random_seed=3, max_time=None, target_gap=0.02,
+                                 **VECTORIZED)  # swaps form, lengthens, then adds chains
+        attrs = search["evidence"].attrs
+        out["bdmc_search_swap"] = {
+            **_evidence_print(search),
+            "attempts": _sha(attrs["auto_n_steps"], attrs["auto_chains"], attrs["auto_gaps"],
+                             attrs["auto_reparameterized"], attrs["auto_gap_se"])}
         out["bdmc_other_form"] = _evidence_print(pmb.sample_bdmc(
             n_steps=40, chains=8, random_seed=21, reparameterize=True, **VECTORIZED))
     with _mixture():
