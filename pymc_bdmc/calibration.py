@@ -16,9 +16,10 @@ import pymc as pm
 import xarray as xr
 from pymc.model import modelcontext
 
+from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import certifies
 from pymc_bdmc.kernels.tuning import AnnealingPlan
-from pymc_bdmc.model.checks import BDMCInputError, check_positive_int
+from pymc_bdmc.model.checks import check_positive_int
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
 
 __all__ = ["TRANSFER_MIN_BIAS_SCALE", "TRANSFER_SPREAD_FACTOR", "calibrate", "forward_spread",

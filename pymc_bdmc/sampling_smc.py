@@ -35,9 +35,10 @@ from pymc_bdmc.algorithms.smc import (
     smc_forward,
     smc_reverse,
 )
+from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import evidence_bounds
 from pymc_bdmc.kernels.scale_moves import scale_moves_for
-from pymc_bdmc.model.checks import BDMCInputError, check_model, check_positive_int
+from pymc_bdmc.model.checks import check_model, check_positive_int
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.smc_groups import population_blocks, smc_tasks

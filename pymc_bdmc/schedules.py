@@ -12,7 +12,8 @@ from typing import Literal
 
 import numpy as np
 
-from pymc_bdmc.model.checks import BDMCInputError, check_positive_int
+from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.model.checks import check_positive_int
 
 __all__ = ["geometric", "linear", "make_schedule", "sigmoid"]
 

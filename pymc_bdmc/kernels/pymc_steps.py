@@ -60,7 +60,7 @@ from pymc.step_methods.metropolis import (
 from pymc.step_methods.slicer import Slice
 from pymc.vartypes import discrete_types
 
-from pymc_bdmc.model.checks import BDMCInputError
+from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.density import DensityParts, FlatLayout
 from pymc_bdmc.model.tempered import TemperedClone
 

@@ -165,7 +165,6 @@ class ModelDensity:
         self._fused_gibbs = {}
         self.n_term_evaluations = 0  # batched calls of the elementwise terms (Gibbs kernels)
         self._constrain_fn = None
-        self._pointwise_fn = None
         self._weighted_fn = None
         self._n_observations = None
         self._potentials_in_likelihood = bool(potentials_in_likelihood and model.potentials)
@@ -373,21 +372,6 @@ class ModelDensity:
         self._compile_terms()
         return cached_fused_gibbs(self._fused_gibbs, self._terms_batching, self._terms_graph,
                                   n_values, self._compile, self)
-
-    def logp_dlogp(self, x: np.ndarray, beta: float | np.ndarray):
-        """Tempered log-density ``prior + beta * loglik`` and its gradient, batched."""
-        p = self.parts(x)
-        return p.tempered_logp(beta), p.tempered_grad(beta)
-
-    def pointwise_log_likelihood(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Elementwise log-likelihood of each observed variable, shape (chains, *obs_shape)."""
-        if self._pointwise_fn is None:
-            pointwise = self.model.logp(vars=self.model.observed_RVs, sum=False)
-            outs, x_in = join_value_inputs(self._initial_point, pointwise, self.value_vars)
-            self._pointwise_fn, _ = self._compile_batched(x_in, self._replace_data(outs),
-                                                          hot=False)
-        values = self._pointwise_fn(np.ascontiguousarray(x, dtype=float))
-        return dict(zip(self.observed_names, values, strict=True))
 
     # -- observation-weighted likelihood (data-point tempering) ---------------------------
     def _build_weighted(self) -> None:

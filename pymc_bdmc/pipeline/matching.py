@@ -39,8 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_bdmc.errors import SimulatedDataOverflow
-from pymc_bdmc.model.checks import BDMCInputError
+from pymc_bdmc.errors import BDMCInputError, SimulatedDataOverflow
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 
 __all__ = ["DEFAULT_CANDIDATES", "OUTLIER_FACTOR", "MatchedDraw", "data_summaries",

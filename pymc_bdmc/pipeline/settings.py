@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_bdmc.model.checks import BDMCInputError, check_positive_int
+from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.model.checks import check_positive_int
 from pymc_bdmc.parallel.executors import resolve_workers
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
 

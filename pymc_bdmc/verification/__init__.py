@@ -91,14 +91,9 @@ chain's data before applying the kernel to that chain alone.
 import logging
 
 from pymc_bdmc.verification import common
-from pymc_bdmc.verification.common import (  # noqa: F401  (module-level names of the old module)
-    EXACT_TOLERANCE,
-    QUANTILES,
+from pymc_bdmc.verification.common import (
     DensityCheckResult,
-    ExactSampler,
     KernelTestResult,
-    PartsFn,
-    Statistics,
     VerificationError,
 )
 from pymc_bdmc.verification.verifier import (
