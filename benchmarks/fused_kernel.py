@@ -27,8 +27,8 @@ from threadpoolctl import threadpool_limits
 
 import pymc_bdmc as pmb
 from pymc_bdmc import testing, testing_quadrature
-from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.kernels.base_distribution import GaussianBase
+from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.model.cache import clear_cache
 from pymc_bdmc.model.density import ModelDensity
 

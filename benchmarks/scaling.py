@@ -27,7 +27,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_bdmc as pmb
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.cache import compiled_model
 
 

@@ -13,7 +13,7 @@ from pymc_bdmc.compare import bayes_factor, compare
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
 from pymc_bdmc.heldout import sample_heldout_likelihood
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
 from pymc_bdmc.sampling_smc import sample_smc_evidence
 from pymc_bdmc.testbed.runner import compare_estimators

@@ -18,7 +18,7 @@ from pymc.model import modelcontext
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import certifies
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.checks import check_positive_int
 from pymc_bdmc.sampling import sample_ais, sample_bdmc
 

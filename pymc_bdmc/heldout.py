@@ -50,10 +50,10 @@ from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.hmc import HMCParams, PartsFn, hmc_step
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.tuning import (
     MAX_PILOT_STEPS,
     MIN_VARIANCE,
-    AnnealingPlan,
     PilotResult,
     next_pilot_beta,
     plan_from_pilot,

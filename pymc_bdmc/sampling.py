@@ -21,8 +21,8 @@ from pymc.model import modelcontext
 
 from pymc_bdmc import sampling_smc
 from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.pymc_steps import resolve_step_methods
-from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.checks import check_finite_start, check_model
 from pymc_bdmc.pipeline.ais import run_ais
 from pymc_bdmc.pipeline.auto_steps import check_auto_settings, search_n_steps

@@ -13,7 +13,8 @@ from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.kernels import pilot_metrics
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.mass import shrunk_correlation
-from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
+from pymc_bdmc.kernels.plan import AnnealingPlan
+from pymc_bdmc.kernels.tuning import tune_plan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.pipeline.pilot import BASE_LOG_Z_TOLERANCE, BASE_PATH_GAIN
@@ -277,6 +278,7 @@ def test_estimates_closer_than_their_noise_leave_the_choice_to_the_lengths():
 
 def _scripted_runs(log_zs, d=2, n=32):
     """A stand-in for the pilot run that returns pilots with the given estimates, in turn."""
+    from pymc_bdmc.kernels.plan import AnnealingPlan
     from pymc_bdmc.kernels.tuning import PilotResult
 
     calls = []

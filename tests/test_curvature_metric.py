@@ -15,7 +15,7 @@ from pymc_bdmc.kernels.mass import (
     curvature_mass_factor,
     exceeds_condition,
 )
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.pipeline import pilot
 
 

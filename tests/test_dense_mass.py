@@ -10,7 +10,7 @@ from pymc_bdmc import testing, testing_quadrature
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, hmc_step
 from pymc_bdmc.kernels.mass import dense_mass_factor, shrunk_correlation, stiffness
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.verification import Verifier
 
 ALPHA = 0.01

@@ -296,7 +296,7 @@ def test_fused_kernel_setting_is_checked_before_sampling():
 
 
 def test_the_timing_knows_whether_its_timed_transition_was_dense(monkeypatch):
-    from pymc_bdmc.kernels.tuning import AnnealingPlan
+    from pymc_bdmc.kernels.plan import AnnealingPlan
     from pymc_bdmc.pipeline import execution
 
     am = testing.normal_inverse_gamma_regression(20, 3, seed=1)

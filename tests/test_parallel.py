@@ -9,9 +9,9 @@ import pytest
 import pymc_bdmc as pmb
 from pymc_bdmc.algorithms.ais import ais_forward, merge_runs
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.cache import clear_cache, compiled_model
-from pymc_bdmc.parallel.streams import BlockedGenerator, ChainBlocks
+from pymc_bdmc.parallel.streams import ChainBlocks
 
 FAST = {"mode": "FAST_RUN"}
 RUN = dict(n_steps=40, chains=20, random_seed=11, progressbar=False, compile_kwargs=FAST)

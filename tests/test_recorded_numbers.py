@@ -10,7 +10,6 @@ and reduces each to the hex form of its bounds and a hash of its log weights. Th
 import json
 
 import pytest
-
 from recorded_runs import RECORD, run_all
 
 

@@ -12,7 +12,7 @@ import pymc_bdmc.parallel.annealing as annealing
 import pymc_bdmc.pipeline.pilot as pilot
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 
 FAST = dict(n_steps=12, chains=6, random_seed=0, progressbar=False)

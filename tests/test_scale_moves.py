@@ -186,7 +186,7 @@ def test_scale_moves_keep_the_posterior_geweke(schools):
 
 
 def test_the_plan_records_the_scale_moves_and_a_reused_plan_makes_them():
-    from pymc_bdmc.kernels.tuning import AnnealingPlan
+    from pymc_bdmc.kernels.plan import AnnealingPlan
 
     walk = testing_quadrature.gaussian_random_walk(20)
     with walk.model:

@@ -28,8 +28,8 @@ from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.algorithms.ais import AISRun, ais_forward, ais_reverse, merge_runs
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.scale_moves import scale_moves_for
-from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import BatchedParts, ModelDensity
 from pymc_bdmc.parallel.executors import Workers
 from pymc_bdmc.parallel.streams import ChainBlocks

@@ -18,8 +18,8 @@ import numpy as np
 
 from pymc_bdmc.algorithms.smc import SMCRun, TemperingPath, smc_forward, smc_reverse
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.scale_moves import scale_moves_for
-from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import BatchedParts, ModelDensity
 from pymc_bdmc.parallel.streams import ChainBlocks
 

@@ -17,8 +17,8 @@ import xarray as xr
 from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.scale_moves import scale_moves_for
-from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.streams import ChainBlocks

@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
 from pymc_bdmc.kernels.hmc import hmc_step
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.parallel.executors import IN_PROCESS, Workers, resolve_workers
 

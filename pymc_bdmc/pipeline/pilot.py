@@ -84,8 +84,8 @@ from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import hmc_step
 from pymc_bdmc.kernels.mass import CURVATURE_MAX_DIM, DENSE_MAX_DIM, curvature_correlation
 from pymc_bdmc.kernels.scale_moves import ScaleMoves
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.tuning import (
-    AnnealingPlan,
     PilotResult,
     freeze_plan,
     tune_plan,

@@ -10,8 +10,8 @@ import pymc as pm
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.pymc_steps import has_discrete_free_variables
-from pymc_bdmc.kernels.tuning import AnnealingPlan
 from pymc_bdmc.model.cache import compiled_model, observed_values
 from pymc_bdmc.model.checks import check_finite_start, unsampleable_prior_message
 from pymc_bdmc.model.density import FlatLayout, ModelDensity

@@ -54,7 +54,7 @@ from pymc.backends.arviz import coords_and_dims_for_inferencedata
 from pymc_bdmc.algorithms.ais import AISRun
 from pymc_bdmc.algorithms.smc import DataPointPath, SMCRun, TemperingPath
 from pymc_bdmc.estimators import EvidenceBounds
-from pymc_bdmc.kernels.tuning import AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.resampling import systematic_resample
 from pymc_bdmc.version import __version__

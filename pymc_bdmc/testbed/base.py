@@ -17,7 +17,8 @@ from typing import Literal
 import numpy as np
 import pymc as pm
 
-from pymc_bdmc.kernels.tuning import AnnealingPlan, PilotResult, tune_plan
+from pymc_bdmc.kernels.plan import AnnealingPlan
+from pymc_bdmc.kernels.tuning import PilotResult, tune_plan
 from pymc_bdmc.model.checks import check_normalized
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator

@@ -8,7 +8,8 @@ import numpy as np
 import pymc as pm
 from pymc.model import modelcontext
 
-from pymc_bdmc.kernels.tuning import AnnealingPlan, tune_plan
+from pymc_bdmc.kernels.plan import AnnealingPlan
+from pymc_bdmc.kernels.tuning import tune_plan
 from pymc_bdmc.model.density import FlatLayout, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
