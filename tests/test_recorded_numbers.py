@@ -3,12 +3,14 @@
 ``tests/recorded_runs.py`` runs small seeded cases of AIS, BDMC (fixed length, fused kernels,
 the length search, the other parameterisation, Gibbs sweeps, PyMC step methods), SMC (both
 paths, and its reverse), calibrate, the held-out likelihood and the un-normalised estimators,
-and reduces each to the hex form of its bounds and a hash of its log weights. The record in
-``tests/recorded_numbers.json`` was made at commit a06e924, before the one-driver refactor.
+and reduces each to its bounds and its log weights. The record in
+``tests/recorded_numbers.json`` was made at commit 9aca824, before the one-driver refactor.
+Compared to 1e-12 relative (``tests/recorded_runs.py`` says why not bit for bit).
 """
 
 import json
 
+import numpy as np
 import pytest
 from recorded_runs import RECORD, run_all
 
@@ -22,8 +24,16 @@ RECORDED = json.loads(RECORD.read_text())
 
 
 @pytest.mark.parametrize("case", sorted(RECORDED))
-def test_numbers_are_bit_identical_to_the_record(numbers, case):
-    assert numbers[case] == RECORDED[case]
+def test_numbers_are_identical_to_the_record(numbers, case):
+    assert sorted(numbers[case]) == sorted(RECORDED[case])
+    for key, recorded in RECORDED[case].items():
+        np.testing.assert_allclose(_flat(numbers[case][key]), _flat(recorded), rtol=1e-12,
+                                   atol=0, err_msg=f"{case}: {key}")
+
+
+def _flat(value) -> np.ndarray:
+    parts = value if isinstance(value, list) else [value]
+    return np.concatenate([np.ravel(np.asarray(part, dtype=float)) for part in parts])
 
 
 def test_every_case_is_recorded(numbers):
