@@ -1,4 +1,4 @@
-"""Architecture report for pymc_bdmc: import cycles, private cross-module imports, long modules.
+"""Architecture report for pymc_bdmc: cycles, private imports, long code, the one driver.
 
 Run from the repository root::
 
@@ -10,7 +10,11 @@ It parses every module of ``pymc_bdmc`` with :mod:`ast` (nothing is imported), c
 * import cycles among ``pymc_bdmc`` modules (strongly connected components of the import graph,
   with module-level and function-level imports counted alike),
 * private names (leading underscore, not dunder) imported from another ``pymc_bdmc`` module,
-* modules longer than ``MAX_LINES`` lines.
+* modules longer than ``MAX_LINES`` lines,
+* function bodies longer than ``MAX_BODY_LINES`` lines (the docstring not counted),
+* module docstrings longer than ``MAX_DOCSTRING_LINES`` lines,
+* public entry points (:data:`ENTRY_POINTS`) that do not reach the one driver
+  (``pymc_bdmc.pipeline.driver.run``), directly or through another entry point.
 
 ``tests/test_architecture.py`` runs the same analysis and pins the counts.
 """
@@ -21,6 +25,12 @@ from pathlib import Path
 
 PACKAGE = "pymc_bdmc"
 MAX_LINES = 700
+MAX_BODY_LINES = 80
+MAX_DOCSTRING_LINES = 40
+#: The public functions that run an estimate.
+ENTRY_POINTS = ("sample_ais", "sample_bdmc", "sample_smc_evidence", "sample_heldout_likelihood",
+                "sample_unnormalized_evidence", "calibrate")
+DRIVER = ("pymc_bdmc.pipeline.driver", "run")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -153,6 +163,57 @@ def long_modules(modules, max_lines=MAX_LINES):
     return sorted(((m, n) for m, n in sizes if n > max_lines), key=lambda t: -t[1])
 
 
+def _body_lines(node) -> int:
+    body = node.body
+    if (len(body) > 1 and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+        body = body[1:]
+    return node.end_lineno - body[0].lineno + 1
+
+
+def long_functions(modules, max_lines=MAX_BODY_LINES):
+    """(module.function, body lines) for function bodies over ``max_lines``, longest first."""
+    out = []
+    for mod, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = _body_lines(node)
+                if n > max_lines:
+                    out.append((f"{mod}.{node.name}", n))
+    return sorted(out, key=lambda t: -t[1])
+
+
+def long_docstrings(modules, max_lines=MAX_DOCSTRING_LINES):
+    """(module, docstring lines) for module docstrings over ``max_lines``."""
+    out = []
+    for mod, path in modules.items():
+        doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+        if doc is not None and doc.count("\n") + 1 > max_lines:
+            out.append((mod, doc.count("\n") + 1))
+    return sorted(out, key=lambda t: -t[1])
+
+
+def entry_points_off_the_driver(modules, graph):
+    """Entry points whose body neither calls the driver nor another entry point."""
+    defined, off = {}, []
+    for mod, path in modules.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name in ENTRY_POINTS:
+                defined[node.name] = (mod, node)
+    for name in ENTRY_POINTS:
+        if name not in defined:
+            off.append(f"{name} (not found)")
+            continue
+        mod, node = defined[name]
+        driver_names = {alias for target, alias, _line in graph[mod]
+                        if target == DRIVER[0] and alias == DRIVER[1]}
+        called = {n.func.id for n in ast.walk(node)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        if not (called & driver_names or called & (set(ENTRY_POINTS) - {name})):
+            off.append(f"{mod}.{name}")
+    return off
+
+
 def analyse(root=ROOT):
     """Run the three checks; return a dict of results."""
     modules = module_files(root)
@@ -162,6 +223,9 @@ def analyse(root=ROOT):
         "cycles": cycles(graph, modules),
         "private_imports": private_imports(graph),
         "long_modules": long_modules(modules),
+        "long_functions": long_functions(modules),
+        "long_docstrings": long_docstrings(modules),
+        "entry_points_off_the_driver": entry_points_off_the_driver(modules, graph),
     }
 
 
@@ -179,6 +243,16 @@ def main():
     print(f"modules over {MAX_LINES} lines: {len(res['long_modules'])}")
     for mod, n in res["long_modules"]:
         print(f"  {mod}: {n}")
+    print(f"function bodies over {MAX_BODY_LINES} lines: {len(res['long_functions'])}")
+    for name, n in res["long_functions"]:
+        print(f"  {name}: {n}")
+    print(f"module docstrings over {MAX_DOCSTRING_LINES} lines: {len(res['long_docstrings'])}")
+    for mod, n in res["long_docstrings"]:
+        print(f"  {mod}: {n}")
+    off = res["entry_points_off_the_driver"]
+    print(f"entry points that do not go through the one driver: {len(off)}")
+    for name in off:
+        print(f"  {name}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Run from the repository root::
    turn (from the ``pymc_bdmc`` logger's debug messages), the path that ran and the bounds.
 2. ``sample_ais()`` at the defaults on the 60-step walk's own data, seeds 1, 3 and 4, with the
    margin for taking the fitted path on the pilots' estimates
-   (``pymc_bdmc.pipeline.pilot.BASE_LOG_Z_GAIN``) at its old value 2 and its default 0.5: the
+   (``pmb.Tuning(base_log_z_gain=...)``) at its old value 2 and its default 0.5: the
    path chosen and the error against the exact evidence.
 """
 
@@ -21,7 +21,6 @@ import re
 
 import pymc_bdmc as pmb
 from pymc_bdmc import testing_quadrature
-from pymc_bdmc.pipeline import pilot
 
 
 class _FitLog(logging.Handler):
@@ -62,21 +61,18 @@ def fits_in_turn() -> None:
 def margins() -> None:
     walk = testing_quadrature.gaussian_random_walk(60)
     truth = walk.log_evidence()
-    default = pilot.BASE_LOG_Z_GAIN
+    default = pmb.Tuning().base_log_z_gain
     logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)
-    try:
-        for gain in (2.0, default):
-            pilot.BASE_LOG_Z_GAIN = gain
-            for seed in (1, 3, 4):
-                with walk.model:
-                    result = pmb.sample_ais(random_seed=seed, progressbar=False)
-                attrs = result["evidence"].attrs
-                print(f"random walk T=60, margin {gain}, seed {seed}: pilots prior "
-                      f"{attrs['pilot_log_z_prior']:.2f}, fitted {attrs['pilot_log_z_fitted']:.2f};"
-                      f" path {attrs['path_start']}; AIS error "
-                      f"{float(result['evidence']['lower']) - truth:+.2f}", flush=True)
-    finally:
-        pilot.BASE_LOG_Z_GAIN = default
+    for gain in (2.0, default):
+        for seed in (1, 3, 4):
+            with walk.model:
+                result = pmb.sample_ais(random_seed=seed, progressbar=False,
+                                        tuning=pmb.Tuning(base_log_z_gain=gain))
+            attrs = result["evidence"].attrs
+            print(f"random walk T=60, margin {gain}, seed {seed}: pilots prior "
+                  f"{attrs['pilot_log_z_prior']:.2f}, fitted {attrs['pilot_log_z_fitted']:.2f};"
+                  f" path {attrs['path_start']}; AIS error "
+                  f"{float(result['evidence']['lower']) - truth:+.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 For every model of ``benchmarks/geometry.py`` (suite, paper, ``--blocks``, ``--examples``,
 ``--non-gaussian``) and ``benchmarks/gallery.py``, and each seed, draws ``(theta*, y*)`` as
 ``sample_bdmc(random_seed=seed)`` does at the default ``match_data=None`` (the same streams,
-:func:`pymc_bdmc.pipeline.start.simulate_truth`) and prints, per seed, whether the draw was
+:func:`pymc_bdmc.pipeline.draws.simulate_truth`) and prints, per seed, whether the draw was
 replaced (1) or kept (0), with the kept data's distance from the real data and the median
 candidate's, in robust sds. No sampling runs, so it takes a few minutes (compilation).
 
@@ -19,8 +19,8 @@ from _common import quiet
 from gallery import GALLERY
 
 from pymc_bdmc.model.cache import compiled_model
+from pymc_bdmc.pipeline.draws import simulate_truth
 from pymc_bdmc.pipeline.seeding import streams
-from pymc_bdmc.pipeline.start import simulate_truth
 
 
 def main(argv=None) -> None:

@@ -5,8 +5,8 @@ Run from the repository root::
     python3 benchmarks/scale_moves.py
 
 Each part runs the same calls with the scale moves and without them (the ablation replaces
-``pymc_bdmc.pipeline.ais.scale_moves_for`` by a function returning None, which removes them from
-the pilot, the equilibration and the plan alike):
+``pymc_bdmc.methods.vectorized.scale_moves_for`` by a function returning None, which removes
+them from the pilot, the equilibration and the plan alike):
 
 1. The 60- and 201-step random walks of ``benchmarks/geometry.py`` at ``random_seed=4``, whose
    simulated ``sigma*`` = 0.00099 puts ``theta*`` deep in the funnel's neck:
@@ -43,14 +43,14 @@ import pymc as pm
 from _common import quiet
 
 import pymc_bdmc as pmb
-import pymc_bdmc.pipeline.ais as pipeline_ais
+import pymc_bdmc.methods.vectorized as vectorized
 from pymc_bdmc import testing, testing_quadrature
 
-WITH_MOVES = pipeline_ais.scale_moves_for
+WITH_MOVES = vectorized.scale_moves_for
 
 
 def set_moves(on: bool) -> None:
-    pipeline_ais.scale_moves_for = WITH_MOVES if on else (lambda density: None)
+    vectorized.scale_moves_for = WITH_MOVES if on else (lambda density: None)
 
 
 def posterior_sd_log_sigma(y: np.ndarray, n: int, prior_sd: float = 0.5,

@@ -8,14 +8,18 @@ from the model, reverse AIS from the generating parameters gives a stochastic up
 import logging
 
 from pymc_bdmc import schedules, testbed, testing, unnormalized, verification
-from pymc_bdmc.calibration import calibrate
 from pymc_bdmc.compare import bayes_factor, compare
+from pymc_bdmc.config import Tuning
+from pymc_bdmc.evidence import (
+    calibrate,
+    sample_ais,
+    sample_bdmc,
+    sample_heldout_likelihood,
+    sample_smc_evidence,
+)
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
-from pymc_bdmc.heldout import sample_heldout_likelihood
 from pymc_bdmc.kernels.plan import AnnealingPlan
-from pymc_bdmc.sampling import sample_ais, sample_bdmc
-from pymc_bdmc.sampling_smc import sample_smc_evidence
 from pymc_bdmc.testbed.runner import compare_estimators
 from pymc_bdmc.unnormalized import ERGM, ExponentialFamily, Ising, unnormalized_likelihoods
 from pymc_bdmc.unnormalized.sampling import sample_unnormalized_evidence
@@ -28,6 +32,7 @@ __all__ = [
     "EvidenceBounds",
     "ExponentialFamily",
     "Ising",
+    "Tuning",
     "__version__",
     "bayes_factor",
     "calibrate",

@@ -11,7 +11,7 @@ import logging
 import time
 
 from pymc_bdmc import testing
-from pymc_bdmc.sampling import sample_bdmc
+from pymc_bdmc.evidence.annealing import sample_bdmc
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -47,9 +47,24 @@ def log_mean_exp(log_w: np.ndarray, axis: int | None = None) -> np.ndarray | flo
     return logsumexp(log_w, axis=axis) - np.log(n)
 
 
-def importance_ess(log_w: np.ndarray) -> float:
-    """Effective sample size ``(sum w)^2 / sum w^2`` of importance weights."""
+def importance_ess(log_w: np.ndarray) -> float | np.ndarray:
+    """Effective sample size ``(sum w)^2 / sum w^2`` of importance weights.
+
+    Parameters
+    ----------
+    log_w : array_like, shape (chains,) or (chains, cases)
+        Log weights; a 2-D array gives one effective sample size per column (case).
+
+    Returns
+    -------
+    float or ndarray
+        0 where no weight is positive.
+    """
     log_w = np.asarray(log_w, dtype=float)
+    if log_w.ndim == 2:
+        with np.errstate(invalid="ignore"):
+            ess = np.exp(2 * logsumexp(log_w, axis=0) - logsumexp(2 * log_w, axis=0))
+        return np.where(np.any(np.isfinite(log_w), axis=0), ess, 0.0)
     if not np.any(np.isfinite(log_w)):
         return 0.0
     return float(np.exp(2 * logsumexp(log_w) - logsumexp(2 * log_w)))
@@ -75,14 +90,48 @@ def certifies(gap: float, gap_se: float, tolerance: float) -> bool:
                 and np.isfinite(gap_se) and gap_se <= tolerance)
 
 
-def bootstrap_se(rng: np.random.Generator, log_w: np.ndarray, n_boot: int = 1000) -> float:
-    """Bootstrap standard error of ``log_mean_exp(log_w)`` over chains."""
+def bootstrap_se(rng: np.random.Generator, log_w: np.ndarray,
+                 n_boot: int = 1000) -> float | np.ndarray:
+    """Bootstrap standard error of ``log_mean_exp(log_w)`` over chains.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    log_w : array_like, shape (chains,) or (chains, cases)
+        Log weights; a 2-D array gives one standard error per column (case), all columns
+        resampled with the same chains.
+    n_boot : int, default 1000
+        Bootstrap resamples.
+
+    Returns
+    -------
+    float or ndarray
+        NaN with fewer than two chains.
+    """
     log_w = np.asarray(log_w, dtype=float)
+    if log_w.ndim == 2:
+        return _column_bootstrap_se(rng, log_w, n_boot)
     if log_w.size < 2:
         return np.nan
     idx = rng.integers(0, log_w.size, size=(n_boot, log_w.size))
     with np.errstate(invalid="ignore"):  # resamples of zero-weight chains only: NaN
         return float(np.std(log_mean_exp(log_w[idx], axis=1), ddof=1))
+
+
+def _column_bootstrap_se(rng: np.random.Generator, log_w: np.ndarray,
+                         n_boot: int) -> np.ndarray:
+    """:func:`bootstrap_se` of each column, in chunks of columns that bound the memory."""
+    chains, cases = log_w.shape
+    if chains < 2:
+        return np.full(cases, np.nan)
+    idx = rng.integers(0, chains, size=(n_boot, chains))
+    chunk = max(1, 4_000_000 // (n_boot * chains))
+    out = np.empty(cases)
+    for start in range(0, cases, chunk):
+        block = log_w[:, start:start + chunk][idx]  # (boot, chains, block)
+        with np.errstate(invalid="ignore"):
+            out[start:start + chunk] = np.std(log_mean_exp(block, axis=1), axis=0, ddof=1)
+    return out
 
 
 @dataclass(frozen=True)

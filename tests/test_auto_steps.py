@@ -10,16 +10,32 @@ import xarray as xr
 
 import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing
-from pymc_bdmc.pipeline.auto_steps import (
-    FIRST_N_STEPS,
-    MAX_CHAINS,
-    MAX_N_STEPS,
-    MAX_PILOT_CHAINS,
-    MIN_FIRST_N_STEPS,
-    SWAP_GAP,
-    first_length,
-    search_n_steps,
-)
+from pymc_bdmc.config import DEFAULT_TUNING
+from pymc_bdmc.methods import step_methods as step_method_module
+from pymc_bdmc.methods import vectorized as vectorized_module
+from pymc_bdmc.pipeline.auto_steps import LengthSearch, first_length
+
+FIRST_N_STEPS = DEFAULT_TUNING.first_n_steps
+MAX_CHAINS = DEFAULT_TUNING.max_chains
+MAX_N_STEPS = DEFAULT_TUNING.max_n_steps
+MAX_PILOT_CHAINS = DEFAULT_TUNING.max_pilot_chains
+MIN_FIRST_N_STEPS = DEFAULT_TUNING.min_first_n_steps
+SWAP_GAP = DEFAULT_TUNING.swap_gap
+
+
+class _Switch:
+    """A FormSwitch stand-in: ``reparameterize(other)`` says whether the switch was made."""
+
+    def __init__(self, reparameterize):
+        self.use = reparameterize
+
+
+def search_n_steps(run, *, reparameterize=None, tuning=DEFAULT_TUNING, **kwargs):
+    """The search on a fake ``run(n_steps, fit_length, chains, pilot_chains=...)``."""
+    return LengthSearch(
+        lambda a: run(a.n_steps, a.fit_length, a.chains, pilot_chains=a.pilot_chains),
+        switch=None if reparameterize is None else _Switch(reparameterize), tuning=tuning,
+        **kwargs).run()
 
 
 def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0, pilot=64):
@@ -326,10 +342,10 @@ def test_a_first_gap_near_the_target_is_lengthened_before_the_other_form_is_trie
                    reparameterize=forms.reparameterize)
     assert forms.swaps == [True] and forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS]
     # ... and so it does near the target where no longer attempt is possible.
-    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.MAX_N_STEPS", FIRST_N_STEPS)
     forms = _TwoForms([-0.59, 0.1])
     search_n_steps(forms.run, target_gap=0.5, max_time=None, started=time.perf_counter(),
-                   reparameterize=forms.reparameterize)
+                   reparameterize=forms.reparameterize,
+                   tuning=pmb.Tuning(max_n_steps=FIRST_N_STEPS))
     assert forms.swaps == [True] and forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS]
 
 
@@ -407,25 +423,20 @@ def _search_settings(kernels, monkeypatch):
     """``sample_bdmc`` keywords for the built-in kernels or PyMC step methods (in a model)."""
     if kernels == "built-in":
         return {}
-    from pymc_bdmc.pipeline import auto_steps
-
     # Python-loop steps: few chains, and a first length at which 8 chains measure the gap to a
     # standard error within the target (at 200 steps it was 0.73 nats, pymc_bdmc.estimators).
-    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 1000)
-    return dict(chains=8, step=pm.Metropolis())
+    return dict(chains=8, step=pm.Metropolis(), tuning=pmb.Tuning(first_n_steps=1000))
 
 
 @pytest.mark.parametrize("kernels", ["built-in", "step methods"])
 def test_default_sample_bdmc_certifies_an_easy_model_at_the_first_length(kernels, monkeypatch):
-    from pymc_bdmc.pipeline import auto_steps
-
     am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
         result = pmb.sample_bdmc(random_seed=3, progressbar=False,
                                  **_search_settings(kernels, monkeypatch))
     attrs = result["evidence"].attrs
     assert (attrs["kernel"] == "pymc_step_methods") == (kernels == "step methods")
-    first = auto_steps.FIRST_N_STEPS
+    first = FIRST_N_STEPS
     np.testing.assert_array_equal(attrs["auto_n_steps"], [first])
     assert attrs["certified"] == 1 and attrs["n_steps"] == first
     truth = am.log_evidence_of(result)
@@ -482,18 +493,13 @@ def _count_calls(monkeypatch, module, name):
 
 @pytest.mark.parametrize("kernels", ["built-in", "step methods"])
 def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monkeypatch, kernels):
-    from pymc_bdmc import step_sampling
-    from pymc_bdmc.pipeline import ais as ais_stage
-    from pymc_bdmc.pipeline import auto_steps
-
     if kernels == "built-in":
-        calls = _count_calls(monkeypatch, ais_stage, "tune")
+        calls = _count_calls(monkeypatch, vectorized_module, "tune")
         settings = dict(chains=8, base="prior")
     else:
-        calls = _count_calls(monkeypatch, step_sampling, "run_step_pilot")
+        calls = _count_calls(monkeypatch, step_method_module, "run_step_pilot")
         settings = dict(chains=4)
-    monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 20)
-    monkeypatch.setattr(auto_steps, "MAX_N_STEPS", 80)
+    settings["tuning"] = pmb.Tuning(first_n_steps=20, max_n_steps=80)
     am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
         if kernels == "step methods":
@@ -513,21 +519,19 @@ def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monke
 
 @pytest.mark.parametrize("kernels", ["built-in", "step methods"])
 def test_a_noisy_gap_is_measured_again_with_more_chains_on_the_same_pilot(kernels, monkeypatch):
-    from pymc_bdmc import step_sampling
-    from pymc_bdmc.pipeline import ais as ais_stage
     from pymc_bdmc.pipeline import auto_steps
 
-    pilots = (_count_calls(monkeypatch, ais_stage, "tune") if kernels == "built-in" else
-              _count_calls(monkeypatch, step_sampling, "run_step_pilot"))
+    pilots = (_count_calls(monkeypatch, vectorized_module, "tune") if kernels == "built-in"
+              else _count_calls(monkeypatch, step_method_module, "run_step_pilot"))
     verdicts = iter([False, True])  # the first attempt's gap is taken as too noisy
     monkeypatch.setattr(auto_steps, "certifies", lambda *args: next(verdicts))
     am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
-        settings = {**_search_settings(kernels, monkeypatch), "chains": 8}
-        monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 200)
+        settings = {**_search_settings(kernels, monkeypatch), "chains": 8,
+                    "tuning": pmb.Tuning(first_n_steps=200)}
         result = pmb.sample_bdmc(random_seed=3, progressbar=False, max_time=None, **settings)
     attrs = result["evidence"].attrs
-    first = auto_steps.FIRST_N_STEPS
+    first = 200
     np.testing.assert_array_equal(attrs["auto_n_steps"], [first, first])
     assert abs(attrs["auto_gaps"][0]) <= 0.5  # within the target: more chains, not more steps
     # As many times the chains as (standard error / target)^2, at least twice as many.
@@ -540,13 +544,11 @@ def test_a_noisy_gap_is_measured_again_with_more_chains_on_the_same_pilot(kernel
 @pytest.mark.parametrize("kernels", ["built-in", "step methods"])
 def test_a_gap_far_beyond_the_target_pilots_afresh_with_four_times_the_particles(kernels,
                                                                                 monkeypatch):
-    from pymc_bdmc import step_sampling
-    from pymc_bdmc.pipeline import ais as ais_stage
     from pymc_bdmc.pipeline import auto_steps
 
     pilot_sizes = []
-    module, name = ((ais_stage, "tune") if kernels == "built-in"
-                    else (step_sampling, "run_step_pilot"))
+    module, name = ((vectorized_module, "tune") if kernels == "built-in"
+                    else (step_method_module, "run_step_pilot"))
     original = getattr(module, name)
 
     def recording(*args, **kwargs):
@@ -559,12 +561,12 @@ def test_a_gap_far_beyond_the_target_pilots_afresh_with_four_times_the_particles
     monkeypatch.setattr(auto_steps, "certifies", lambda *args: next(verdicts))
     am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
-        settings = {**_search_settings(kernels, monkeypatch), "chains": 8}
-        monkeypatch.setattr(auto_steps, "FIRST_N_STEPS", 200)
+        settings = {**_search_settings(kernels, monkeypatch), "chains": 8,
+                    "tuning": pmb.Tuning(first_n_steps=200)}
         result = pmb.sample_bdmc(random_seed=3, progressbar=False, max_time=None,
                                  target_gap=1e-6, **settings)
     attrs = result["evidence"].attrs
-    first = 64 if kernels == "built-in" else step_sampling.DEFAULT_STEP_PILOT_CHAINS
+    first = 64 if kernels == "built-in" else step_method_module.DEFAULT_STEP_PILOT_CHAINS
     # The same length again, on a second pilot of fresh prior draws, four times as large.
     assert pilot_sizes == [first, 4 * first]
     np.testing.assert_array_equal(attrs["auto_pilot_chains"], [first, 4 * first])

@@ -10,14 +10,16 @@ from scipy import stats
 import pymc_bdmc as pmb
 from pymc_bdmc import BDMCInputError, testing
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
-from pymc_bdmc.kernels import pilot_metrics
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.mass import shrunk_correlation
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.tuning import tune_plan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
-from pymc_bdmc.pipeline.pilot import BASE_LOG_Z_TOLERANCE, BASE_PATH_GAIN
+from pymc_bdmc.config import DEFAULT_TUNING
+
+BASE_LOG_Z_TOLERANCE = DEFAULT_TUNING.base_log_z_tolerance
+BASE_PATH_GAIN = DEFAULT_TUNING.base_path_gain
 
 # Monte Carlo tolerance for Z-space means: 4 standard errors (false alarm ~6e-5 per check).
 N_SE = 4.0
@@ -103,15 +105,16 @@ def test_the_path_runs_from_the_base_to_the_posterior(small_regression):
     np.testing.assert_allclose(path_parts.tempered_grad(1.0), model_parts.tempered_grad(1.0))
 
 
-def _shifted_base_plan(am, density, rng, base, principal=False):
+def _shifted_base_plan(am, density, rng, base, principal=False, tuning=DEFAULT_TUNING):
     # A base deliberately off the posterior (mean shifted, covariance widened): exactness must
     # not rest on a good fit. Linear temperatures keep every weight factor's moments finite.
-    # Above DENSE_MAX_DIM a full-rank base gives the pilot's metrics in its principal
+    # Above Tuning.dense_max_dim a full-rank base gives the pilot's metrics in its principal
     # coordinates (kernels/pilot_metrics.py); without ``principal`` the diagonal is kept.
     parts_fn = base.parts_fn(density.parts)
     pilot = base.sample(rng, 128)
     plan, _ = tune_plan(rng, pilot, parts_fn(pilot), parts_fn,
-                        schedule=np.linspace(0.0, 1.0, 31), n_steps=30, n_leapfrog=3)
+                        schedule=np.linspace(0.0, 1.0, 31), n_steps=30, n_leapfrog=3,
+                        tuning=tuning)
     factors = (None, None)
     if principal:
         assert plan.mass_factors.shape[1:] == (base.n_dim,)  # principal scales at every step
@@ -123,15 +126,15 @@ def _shifted_base_plan(am, density, rng, base, principal=False):
 
 @pytest.mark.parametrize(("seed", "principal"), [(0, False), (1, False), (2, True)])
 def test_forward_and_reverse_weights_from_a_fitted_base_are_unbiased_in_z_space(
-        small_regression, seed, principal, monkeypatch):
-    # As above DENSE_MAX_DIM, where a full-rank base's path gets principal metrics.
-    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 1)
+        small_regression, seed, principal):
+    # As above Tuning.dense_max_dim, where a full-rank base's path gets principal metrics.
     am, density, _ = small_regression
     rng = np.random.default_rng(sum(map(ord, "base path")) + seed)
     mean, cov = _exact_posterior_moments(am)
     sd = np.sqrt(np.diag(cov))
     base = GaussianBase.from_covariance(mean + 0.3 * sd, 1.2 * cov)
-    plan = _shifted_base_plan(am, density, rng, base, principal)
+    plan = _shifted_base_plan(am, density, rng, base, principal,
+                              pmb.Tuning(dense_max_dim=1))
     parts_fn = plan.path_parts(density.parts)
     log_z = am.log_evidence()
     k = 40_000
@@ -233,7 +236,9 @@ def _pilot(length, log_z):
 
 
 def test_the_pilots_estimates_decide_first_then_the_lengths():
-    from pymc_bdmc.pipeline.pilot import BASE_LOG_Z_GAIN, prefer_fitted_base
+    from pymc_bdmc.pipeline.pilot import prefer_fitted_base
+
+    BASE_LOG_Z_GAIN = DEFAULT_TUNING.base_log_z_gain
 
     prior = _pilot(12.0, -170.0)
     assert _pilot(12.0, 0.0).thermodynamic_length == pytest.approx(12.0)
@@ -305,13 +310,12 @@ def _scripted_runs(log_zs, d=2, n=32):
 ])
 def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_zs, n_runs,
                                                                     kept, monkeypatch):
-    from pymc_bdmc.pipeline import pilot as pilot_module
-    from pymc_bdmc.pipeline.pilot import BASE_REFIT_GAIN, MAX_BASE_FITS, choose_path
+    from pymc_bdmc.pipeline.pilot import choose_path
 
     # The scripted pilots have no density to equilibrate on (tested on its own below).
-    monkeypatch.setattr(pilot_module, "BASE_FIT_MOVES", 0)
-
-    assert BASE_REFIT_GAIN == 1.0 and MAX_BASE_FITS >= 3  # the script above assumes these
+    tuning = pmb.Tuning(base_fit_moves=0)
+    MAX_BASE_FITS = tuning.max_base_fits
+    assert tuning.base_refit_gain == 1.0 and MAX_BASE_FITS >= 3  # the script assumes these
     if n_runs is None:
         n_runs, kept = MAX_BASE_FITS, fitted_log_zs[MAX_BASE_FITS - 1]
     run, calls = _scripted_runs(fitted_log_zs)
@@ -322,7 +326,8 @@ def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_
         zeros = np.zeros(len(x))
         return DensityParts(zeros, zeros, np.zeros_like(x), np.zeros_like(x))
 
-    plan, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat)
+    plan, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat,
+                              tuning=tuning)
     assert len(calls) == n_runs
     # Each Gaussian is fitted to the previous final population (the prior pilot's at 0, and
     # each scripted pilot moves its draws by +1).
@@ -379,7 +384,7 @@ def test_equilibration_makes_all_its_transitions_unless_its_time_runs_out(
 
     monkeypatch.setattr(pilot_module, "hmc_step", counting)
     pilot_module.equilibrate(np.random.default_rng(6), pilot.final_x, plan, density.parts,
-                             pilot_module.BASE_FIT_MOVES, seconds=seconds)
+                             DEFAULT_TUNING.base_fit_moves, seconds=seconds)
     assert steps == [12] * transitions
 
 
@@ -401,4 +406,4 @@ def test_only_the_auto_search_limits_the_equilibrations_time(small_regression, m
         limits.clear()
         pmb.sample_bdmc(chains=8, max_time=40.0, random_seed=1, progressbar=False, cores=1)
     assert fixed and set(fixed) == {None}
-    assert limits and set(limits) == {pilot_module.EQUILIBRATION_SHARE * 40.0}
+    assert limits and set(limits) == {DEFAULT_TUNING.equilibration_share * 40.0}

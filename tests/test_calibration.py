@@ -154,7 +154,7 @@ def test_real_data_harder_than_the_simulated_data_are_flagged(shift, flagged, ca
 
 
 def test_the_transfer_rule():
-    from pymc_bdmc.calibration import harder_than_certified
+    from pymc_bdmc.evidence.calibration import harder_than_certified
 
     assert harder_than_certified(3.0, 1.0, 0.5)       # 3x the spread, bias scale 4.5 nats
     assert not harder_than_certified(1.9, 1.0, 0.5)   # within twice the spread
@@ -194,7 +194,7 @@ def test_the_real_data_run_takes_the_certified_form_chains_and_length(monkeypatc
     # A search that certified the other form from a fitted base with more chains: the real
     # data re-tune (a fitted base is refitted), at the certified length, in that form, with
     # those chains; from the prior, the plan itself transfers.
-    import pymc_bdmc.calibration as calibration
+    import pymc_bdmc.evidence.calibration as calibration
 
     calls = []
     monkeypatch.setattr(calibration, "sample_ais", lambda **kw: calls.append(kw) or "real")

@@ -117,8 +117,8 @@ def test_a_pilot_reuses_measured_hessians_until_beta_grows_past_the_reuse_ratio(
             return self.grad_log_prior + beta * self.grad_log_likelihood
 
     monkeypatch.setattr(pilot_metrics, "curvature_hessians", counting)
-    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 4)
-    choice = pilot_metrics.MetricChoice(Parts, 6, True, np.zeros(0, dtype=int))
+    choice = pilot_metrics.MetricChoice(Parts, 6, True, np.zeros(0, dtype=int),
+                                        pmb.Tuning(dense_max_dim=4))
     assert choice.curvature and choice.dense
     x = np.random.default_rng(8).normal(size=(16, 6))
     ratio = pilot_metrics.CURVATURE_REUSE_RATIO
@@ -148,7 +148,7 @@ def test_gaussian_base_from_a_given_correlation_keeps_the_populations_moments():
         GaussianBase.from_correlation(values, weights, -np.eye(4))
 
 
-def test_fit_base_takes_the_posteriors_curvature_above_dense_max_dim(monkeypatch):
+def test_fit_base_takes_the_posteriors_curvature_above_dense_max_dim():
     _, _, correlation, gradient = _gaussian(d=6)
 
     class Parts:
@@ -163,8 +163,7 @@ def test_fit_base_takes_the_posteriors_curvature_above_dense_max_dim(monkeypatch
     weights = np.full(8, 1 / 8)
     below = pilot.fit_base(values, weights, Parts)
     assert not np.allclose(_correlation_of(below), correlation, atol=0.05)
-    monkeypatch.setattr(pilot, "DENSE_MAX_DIM", 4)
-    above = pilot.fit_base(values, weights, Parts)
+    above = pilot.fit_base(values, weights, Parts, pmb.Tuning(dense_max_dim=4))
     np.testing.assert_allclose(_correlation_of(above), correlation, atol=1e-6)
 
 
@@ -176,16 +175,15 @@ def _correlation_of(base):
 
 def test_random_walk_sandwich_with_curvature_metrics_contains_the_quadrature_truth(monkeypatch,
                                                                                  caplog):
-    # Curvature metrics and bases (as above DENSE_MAX_DIM) on a 31-coordinate walk, in this
-    # process (worker processes would not see the patched limit).
-    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 10)
-    monkeypatch.setattr(pilot, "DENSE_MAX_DIM", 10)
+    # Curvature metrics and bases (as above the default limit) on a 31-coordinate walk.
+    tuning = pmb.Tuning(dense_max_dim=10)
     am = testing_quadrature.gaussian_random_walk(30, seed=2)
     caplog.set_level(logging.INFO, logger="pymc_bdmc")
     with am.model:
         bdmc = pmb.sample_bdmc(n_steps=500, chains=32, random_seed=3, progressbar=False,
-                               cores=1)
-        ais = pmb.sample_ais(n_steps=500, chains=32, random_seed=4, progressbar=False, cores=1)
+                               cores=1, tuning=tuning)
+        ais = pmb.sample_ais(n_steps=500, chains=32, random_seed=4, progressbar=False, cores=1,
+                             tuning=tuning)
     assert AnnealingPlan.from_result(bdmc).is_dense
     assert "their correlations from the model's curvature" in caplog.text
     assert bdmc["evidence"].attrs["pilot_chains"] == 64  # no enlarged pilot
@@ -238,9 +236,9 @@ def test_on_a_fitted_path_the_reused_hessians_weight_the_base_by_one_minus_beta(
     base = GaussianBase.from_correlation(rng.normal(size=(12, 5)), np.full(12, 1 / 12),
                                          np.eye(5) * 0.6 + 0.4)
     path = base.parts_fn(model_parts)
-    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 3)
     # A pinned coordinate keeps the path's metrics dense (not principal).
-    choice = pilot_metrics.MetricChoice(path, 4, True, np.array([4]))
+    choice = pilot_metrics.MetricChoice(path, 4, True, np.array([4]),
+                                        pmb.Tuning(dense_max_dim=3))
     assert choice.dense and not choice.principal
     population, variance = rng.normal(size=(8, 5)), np.array([1.0, 0.5, 2.0, 1.5, 0.0])
     movable = variance > 0
@@ -256,13 +254,13 @@ def test_a_full_rank_base_runs_principal_metrics_and_certifies(monkeypatch, capl
     # the curvature, as above DENSE_MAX_DIM) and its path's metrics are diagonal in the base's
     # principal coordinates (kernels/pilot_metrics.py): compiled and NumPy kernels give the
     # same bounds, the sandwich holds the exact evidence, and the plan round-trips.
-    monkeypatch.setattr(pilot_metrics, "DENSE_MAX_DIM", 10)
-    monkeypatch.setattr(pilot, "DENSE_MAX_DIM", 10)
     am = testing.linear_regression(n_obs=50, n_coef=20, seed=1)
     caplog.set_level(logging.INFO, logger="pymc_bdmc")
     with am.model:
         runs = {fused: pmb.sample_bdmc(n_steps=200, chains=16, random_seed=2, progressbar=False,
-                                       cores=1, fused_kernel=fused) for fused in (True, False)}
+                                       cores=1, fused_kernel=fused,
+                                       tuning=pmb.Tuning(dense_max_dim=10))
+                for fused in (True, False)}
     bd = runs[True]
     assert bd["evidence"].attrs["path_start"] == "fitted gaussian"
     assert "principal coordinates" in caplog.text

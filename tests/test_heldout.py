@@ -21,7 +21,7 @@ from scipy.special import gammaln
 
 import pymc_bdmc as pmb
 from pymc_bdmc.estimators import log_mean_exp
-from pymc_bdmc.heldout import resample_within_cases
+from pymc_bdmc.kernels.case_pilot import resample_within_cases
 from pymc_bdmc.model.cases import CaseDensity, condition_on_parameters
 
 FAST = {"mode": "FAST_RUN"}

@@ -312,12 +312,11 @@ def test_the_search_swaps_to_the_other_form_on_the_same_simulated_data(monkeypat
     # The first attempt is refused and its gap counts as far off, so the second swaps, and is
     # accepted: the wiring of sample_bdmc's search, end to end, with no dependence on timing.
     verdicts = iter([False, True])
-    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.LARGER_PILOT_GAP", 0.0)
     monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.certifies", lambda *a: next(verdicts))
     model = testing_quadrature.local_scales_regression(centered=True).model
     with model, caplog.at_level(logging.INFO, logger="pymc_bdmc"):
         result = pmb.sample_bdmc(max_time=None, target_gap=1e-9, random_seed=6,
-                                 progressbar=False)
+                                 progressbar=False, tuning=pmb.Tuning(larger_pilot_gap=0.0))
         written = pmb.sample_bdmc(n_steps=100, random_seed=6, progressbar=False)
     attrs = result["evidence"].attrs
     # The real data's call: the same form, piloted on them; a transferred plan brings its base.
@@ -380,12 +379,11 @@ def test_sample_bdmc_and_calibrate_run_the_form_the_user_chooses(monkeypatch):
     # reparameterize=False: the search never swaps (the first attempt refused as in the test
     # of the swap above; the second, at most 2000 steps, as written again).
     verdicts = iter([False, True])
-    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.LARGER_PILOT_GAP", 0.0)
-    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.MAX_N_STEPS", 2000)
     monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.certifies", lambda *a: next(verdicts))
     with exact.model:
         kept = pmb.sample_bdmc(reparameterize=False, target_gap=1e-9, max_time=None,
-                               pilot_chains=64, random_seed=6, progressbar=False)
+                               pilot_chains=64, random_seed=6, progressbar=False,
+                               tuning=pmb.Tuning(larger_pilot_gap=0.0, max_n_steps=2000))
     np.testing.assert_array_equal(kept["evidence"].attrs["auto_reparameterized"], [0, 0])
     np.testing.assert_array_equal(kept["evidence"].attrs["auto_n_steps"], [1000, 2000])
 
@@ -394,12 +392,11 @@ def test_an_uncertified_search_offers_the_other_form_only_where_the_model_has_on
         monkeypatch, caplog):
     # Every attempt refused; 2000 steps at most, the pilot fixed (no larger pilot).
     monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.certifies", lambda *a: False)
-    monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.MAX_N_STEPS", 2000)
     with pm.Model():  # nothing to swap
         pm.Normal("y", pm.Normal("mu", 0.0, 1.0), 1.0, observed=[0.1, 0.2])
         with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
             result = pmb.sample_bdmc(max_time=None, pilot_chains=64, random_seed=13,
-                                     progressbar=False)
+                                     progressbar=False, tuning=pmb.Tuning(max_n_steps=2000))
     assert not np.any(result["evidence"].attrs["auto_reparameterized"])
     assert "did not certify" in caplog.text
     assert "reparameterize=True" not in caplog.text

@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 import pymc_bdmc as pmb
-from pymc_bdmc import sampling_smc, testing
+from pymc_bdmc import testing
+from pymc_bdmc.pipeline import driver
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.algorithms.smc import DataPointPath, TemperingPath, smc_forward, smc_reverse
 from pymc_bdmc.kernels.tuning import tune_plan
@@ -448,10 +449,11 @@ def _scalar_observation_model():
     ],
 )
 def test_bad_input_is_refused_before_sampling(monkeypatch, call, match):
-    def no_sampling(**kwargs):
+    def no_sampling(*args, **kwargs):
         raise AssertionError("sampling started")
 
-    monkeypatch.setattr(sampling_smc, "run_smc", no_sampling)
+    # Refused when checking arguments, or on compiling: no attempt starts.
+    monkeypatch.setattr(driver, "run_attempt", no_sampling)
     with pytest.raises(pmb.BDMCInputError, match=match):
         call(_scalar_observation_model())
 

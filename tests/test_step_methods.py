@@ -13,6 +13,7 @@ import xarray as xr
 from pymc.step_methods import CompoundStep
 
 import pymc_bdmc as pmb
+from pymc_bdmc.model.cache import clear_cache
 from pymc_bdmc import testing
 from pymc_bdmc.kernels.pymc_steps import StepSweep, _reversed, resolve_step_methods
 from pymc_bdmc.model.density import FlatLayout
@@ -215,6 +216,7 @@ def test_no_recompilation_per_temperature(monkeypatch):
             return original(self, *args, **kwargs)
 
         monkeypatch.setattr(pytensor.compile.maker.FunctionMaker, "__init__", counting)
+        clear_cache()  # each call compiles the model's densities afresh, as the first does
         with model:
             pmb.sample_bdmc(n_steps=n_steps, chains=2, step=pm.NUTS(), random_seed=3,
                             progressbar=False)
@@ -269,14 +271,11 @@ def test_same_seed_gives_identical_results_whatever_the_workers(mixture, mixture
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="all cores of a 1-core machine is one")
 def test_runs_predicted_long_use_all_cores_with_the_same_results(mixture, mixture_here,
                                                                   monkeypatch, caplog):
-    from pymc_bdmc.pipeline import execution
-
     default = _mixture_run(mixture)  # a short run: predicted far below the threshold
     assert default["evidence"].attrs["workers"] == "this process"
     # Every run now counts as long: the pilot's time per sweep predicts more than 0 s.
-    monkeypatch.setattr(execution, "STEP_AUTO_PARALLEL_SECONDS", 0.0)
     with caplog.at_level("INFO", logger="pymc_bdmc"):
-        long = _mixture_run(mixture)
+        long = _mixture_run(mixture, tuning=pmb.Tuning(step_auto_parallel_seconds=0.0))
     assert "using all cores" in caplog.text
     assert long["evidence"].attrs["workers"] != "this process"
     assert long["evidence"].attrs["cores"] >= 2

@@ -1,15 +1,13 @@
-"""User entry points: ``sample_ais`` (lower bound on real data) and ``sample_bdmc`` (sandwich).
+"""``sample_ais`` (a lower bound on the real data) and ``sample_bdmc`` (the BDMC sandwich).
 
-The entry points check their arguments and hand the run to the shared stages of
-:mod:`pymc_bdmc.pipeline` (the AIS run: :func:`pymc_bdmc.pipeline.ais.run_ais`; SMC:
-:mod:`pymc_bdmc.sampling_smc`; PyMC step methods: :mod:`pymc_bdmc.step_sampling`). The
-algorithms themselves live in :mod:`pymc_bdmc.algorithms` and :mod:`pymc_bdmc.kernels`.
+The entry points check their arguments into a :class:`~pymc_bdmc.methods.protocol.Job`, choose
+the method that runs the model's transitions (:mod:`pymc_bdmc.methods`: the vectorized kernels,
+PyMC step methods, or SMC) and hand both to the one driver, :func:`pymc_bdmc.pipeline.driver.run`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -17,59 +15,41 @@ from typing import Literal
 import numpy as np
 import pymc as pm
 import xarray as xr
-from pymc.model import modelcontext
 
-from pymc_bdmc import sampling_smc
+from pymc_bdmc.config import Tuning
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.pymc_steps import resolve_step_methods
-from pymc_bdmc.model.checks import check_finite_start, check_model
-from pymc_bdmc.pipeline.ais import run_ais
-from pymc_bdmc.pipeline.auto_steps import check_auto_settings, search_n_steps
-from pymc_bdmc.pipeline.execution import (  # noqa: F401  (module-level names of the old module)
-    AUTO_PARALLEL_SECONDS,
-    FUSED_CALL_OVERHEAD,
-    FUSED_PAYBACK,
-    FUSED_SWEEP_SAVING,
+from pymc_bdmc.methods.protocol import Job, Search
+from pymc_bdmc.methods.smc import (
+    SMC,
+    SMC_PARTICLES,
+    check_smc_model,
+    resolve_defaults,
+    validate_smc,
 )
+from pymc_bdmc.methods.step_methods import DEFAULT_STEP_PILOT_CHAINS, StepMethodAIS
+from pymc_bdmc.methods.vectorized import VectorizedAIS
+from pymc_bdmc.model.checks import check_model
+from pymc_bdmc.model.resolve import resolve_model
+from pymc_bdmc.pipeline.auto_steps import check_auto_settings
+from pymc_bdmc.pipeline.compile import has_other_form
+from pymc_bdmc.pipeline.discrete import vectorized_discrete
+from pymc_bdmc.pipeline.driver import run
 from pymc_bdmc.pipeline.matching import n_candidates
-from pymc_bdmc.pipeline.pilot import EQUILIBRATION_SHARE
 from pymc_bdmc.pipeline.seeding import streams as make_streams
-from pymc_bdmc.pipeline.settings import (  # noqa: F401  (REVERSE_SPREAD_TRANSITIONS, as above)
-    REVERSE_SPREAD_TRANSITIONS,
-    parallel_settings,
-    validate,
-)
-from pymc_bdmc.pipeline.start import (
-    compile_model,
-    has_other_form,
-    other_parameterization,
-    simulate_truth,
-    vectorized_discrete,
-)
+from pymc_bdmc.pipeline.settings import parallel_settings, validate
 from pymc_bdmc.schedules import ScheduleName
-from pymc_bdmc.step_sampling import sample_with_step_methods
 
 __all__ = ["sample_ais", "sample_bdmc"]
 
-logger = logging.getLogger("pymc_bdmc")
-
 #: Refusal of ``reparameterize=True`` where the model runs on PyMC step methods.
-_REPARAMETERIZE_WITH_STEPS = (
+REPARAMETERIZE_WITH_STEPS = (
     "`reparameterize=True` runs the built-in kernels on a copy of the model; it cannot be "
     "combined with PyMC step methods (`step=`, or discrete variables the Gibbs kernel cannot "
     "enumerate).")
-#: Advice when the model's own simulated (theta*, y*) has a non-finite density.
-_SIMULATED_START_HINT = (
-    "The data were simulated from the model itself, so its random generator produced values "
-    "its own log-density rejects: typically draws that round to the edge of the support (e.g. "
-    "Beta or Dirichlet draws equal to 0 or 1, Gamma draws equal to 0, under extreme "
-    "parameters). Choose priors that keep the parameters away from such regions, or try "
-    "another `random_seed` if this is rare."
-)
 
-
-_COMMON_DOC = """
+COMMON_DOC = """
     n_steps : int, default 1000
         Number of annealing steps (intermediate distributions). Ignored if ``schedule`` is an
         array, whose length then sets it.
@@ -159,7 +139,7 @@ _COMMON_DOC = """
         the vectorized kernels of continuous models with an adaptive schedule only.
 """
 
-_PARALLEL_NOTES = """
+PARALLEL_NOTES = """
     Chains are cut into blocks of 8, each with its own random stream, and are split across
     batches, processes or executor workers only at block boundaries: a seed gives the same
     chains however they are split. Numbers agree exactly where the model's batched evaluation
@@ -192,6 +172,7 @@ def sample_ais(
     fused_kernel: bool | None = None,
     base: Literal["auto", "prior"] = "auto",
     reparameterize: bool = False,
+    tuning: Tuning | None = None,
 ) -> xr.DataTree:
     """Estimate a stochastic lower bound on ``log p(y)`` by annealed importance sampling.
 
@@ -216,6 +197,9 @@ def sample_ais(
         ``sample_bdmc`` certified where its search swapped (its
         ``evidence.attrs["reparameterized"]`` says so). The posterior then holds your
         variables and the new ones. Refused for a model with nothing to swap.
+    tuning : Tuning, optional
+        Settings of the automatic choices (the length search, the pilot, where chains run),
+        with documented defaults: :class:`pymc_bdmc.Tuning`.
 
     Returns
     -------
@@ -240,14 +224,30 @@ def sample_ais(
     >>> float(result["evidence"]["lower"]) < 0
     True
     """
-    model = modelcontext(model)
+    started = time.perf_counter()
+    model = resolve_model(model)
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
-                         target_accept, step_size_jitter, pilot_chains, confidence, base)
+                        target_accept, step_size_jitter, pilot_chains, confidence, base, tuning)
     gibbs = vectorized_discrete(model, step)
     specs = None if gibbs else resolve_step_methods(model, step)
     check_model(model, potentials_in_likelihood=potentials_in_likelihood,
                 gradient_kernel=specs is None and not gibbs)
-    if specs is not None and plan is not None:
+    check_plan_arguments(plan, reparameterize, step_methods=specs is not None)
+    parallel = parallel_settings(cores, executor, chains_per_batch, specs is not None,
+                                 fused_kernel)
+    job = Job(model, settings, make_streams(random_seed), simulate=False, started=started,
+              parallel=parallel, progressbar=progressbar, compile_kwargs=compile_kwargs,
+              potentials_in_likelihood=potentials_in_likelihood, plan=plan,
+              reparameterize=bool(reparameterize))
+    return run(annealing_method(specs, pilot_chains), job)
+
+
+def check_plan_arguments(plan, reparameterize, step_methods: bool) -> None:
+    """Refuse a ``plan`` that is not one, or that cannot run as asked, before anything runs."""
+    if plan is not None and not isinstance(plan, AnnealingPlan):
+        raise BDMCInputError(f"`plan` must be an AnnealingPlan (e.g. "
+                             f"AnnealingPlan.from_result(result)), got {type(plan).__name__}.")
+    if step_methods and plan is not None:
         raise BDMCInputError(
             "`plan` holds frozen HMC kernels; it cannot be combined with PyMC step methods "
             "(`step=`, or a model with discrete free variables)."
@@ -258,36 +258,16 @@ def sample_ais(
             "coordinates, not on the other parameterisation's: drop `reparameterize=True`, or "
             "pass a plan from a reparameterized result."
         )
-    if specs is not None and reparameterize:
-        raise BDMCInputError(_REPARAMETERIZE_WITH_STEPS)
-    parallel = parallel_settings(cores, executor, chains_per_batch, specs is not None,
-                                  fused_kernel)
-    streams = make_streams(random_seed)
-    if specs is not None:
-        return sample_with_step_methods(
-            model=model, specs=specs, settings=settings, streams=streams, simulate=False,
-            potentials_in_likelihood=potentials_in_likelihood, pilot_chains=pilot_chains,
-            cores=cores, executor=executor, progressbar=progressbar,
-            compile_kwargs=compile_kwargs,
-        )
-    other = bool(reparameterize) or (plan is not None and plan.reparameterized)
-    density, simulator, compile_time = compile_model(model, potentials_in_likelihood,
-                                                     compile_kwargs, other=other)
-    if plan is not None and plan.n_dim != density.n_dim:
-        raise BDMCInputError(
-            f"The plan acts on {plan.n_dim} unconstrained dimensions but the model has "
-            f"{density.n_dim}: a plan only transfers between data sets of the same model."
-        )
-    if (plan is not None and plan.principal_metrics
-            and (plan.base is None or not plan.base.full_rank)):
-        raise BDMCInputError(
-            "The plan's metrics are scales in the principal coordinates of a full-rank fitted "
-            "base, but the plan has no such base: use the plan as AnnealingPlan.from_result "
-            "gives it, base included."
-        )
-    return run_ais(model=model, settings=settings, density=density, simulator=simulator,
-                streams=streams, truth=None, progressbar=progressbar,
-                attrs={"compile_time": compile_time}, plan=plan, parallel=parallel)
+    if step_methods and reparameterize:
+        raise BDMCInputError(REPARAMETERIZE_WITH_STEPS)
+
+
+def annealing_method(specs, pilot_chains: int | None):
+    """The vectorized kernels, or PyMC step methods where ``specs`` says the model needs them."""
+    if specs is None:
+        return VectorizedAIS()
+    return StepMethodAIS(specs, DEFAULT_STEP_PILOT_CHAINS if pilot_chains is None
+                         else pilot_chains)
 
 
 def sample_bdmc(
@@ -319,6 +299,7 @@ def sample_bdmc(
     base: Literal["auto", "prior"] = "auto",
     reparameterize: bool | None = None,
     match_data: bool | int | None = None,
+    tuning: Tuning | None = None,
 ) -> xr.DataTree:
     """Sandwich ``log p(y*)`` between stochastic bounds by bidirectional Monte Carlo.
 
@@ -392,6 +373,9 @@ def sample_bdmc(
         candidates the kept data set was chosen from; 0 for a plain draw), ``data_redrawn`` and
         the kept data's distance in robust standard deviations (``data_match_distance``,
         beside the median candidate's).
+    tuning : Tuning, optional
+        Settings of the automatic choices (the length search, the pilot, where chains run),
+        with documented defaults: :class:`pymc_bdmc.Tuning`.
 
     Returns
     -------
@@ -426,27 +410,24 @@ def sample_bdmc(
     True
     """
     started = time.perf_counter()
-    model = modelcontext(model)
+    model = resolve_model(model)
     if method not in ("ais", "smc"):
         raise BDMCInputError(f"`method` must be 'ais' or 'smc', got {method!r}.")
     search = (method == "ais" and isinstance(n_steps, str) and n_steps == "auto"
               and isinstance(schedule, str))
     check_auto_settings(target_gap, max_time)
     n_candidates(match_data)  # refused before anything runs
-    n_steps, chains, transitions_per_step = sampling_smc.resolve_defaults(
-        method, n_steps, chains, transitions_per_step, schedule
-    )
+    n_steps, chains, transitions_per_step = resolve_defaults(
+        method, n_steps, chains, transitions_per_step, schedule)
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
-                         target_accept, step_size_jitter, pilot_chains, confidence, base)
+                        target_accept, step_size_jitter, pilot_chains, confidence, base, tuning)
     if search and max_time is not None:  # the search is timed anyway (pipeline/pilot.py)
-        settings = dataclasses.replace(settings,
-                                       equilibration_seconds=EQUILIBRATION_SHARE * max_time)
+        settings = dataclasses.replace(
+            settings, equilibration_seconds=settings.tuning.equilibration_share * max_time)
     smc = None
     if method == "smc":
-        smc = sampling_smc.validate_smc(
-            sampling_smc.SMC_PARTICLES if particles is None else particles, path,
-            ess_threshold, schedule,
-        )
+        smc = validate_smc(SMC_PARTICLES if particles is None else particles, path,
+                           ess_threshold, schedule)
     elif particles is not None or path != "tempering":
         raise BDMCInputError("`particles` and `path` apply to method='smc' only.")
     gibbs = vectorized_discrete(model, step)
@@ -459,81 +440,22 @@ def sample_bdmc(
         )
     check_model(model, needs_simulation=True, gradient_kernel=specs is None and not gibbs)
     if smc is not None:
-        sampling_smc.check_smc_model(model, smc, discrete=gibbs)
-    if specs is not None and reparameterize:
-        raise BDMCInputError(_REPARAMETERIZE_WITH_STEPS)
+        check_smc_model(model, smc, discrete=gibbs)
+    check_plan_arguments(None, reparameterize, step_methods=specs is not None)
     parallel = parallel_settings(cores, executor, chains_per_batch, specs is not None,
-                                  fused_kernel, smc)
-    streams = make_streams(random_seed)
-    if specs is not None:
-        return sample_with_step_methods(
-            model=model, specs=specs, settings=settings, streams=streams, simulate=True,
-            match_data=match_data, potentials_in_likelihood=False,
-            pilot_chains=pilot_chains, cores=cores,
-            executor=executor, progressbar=progressbar, compile_kwargs=compile_kwargs,
-            search=dict(target_gap=target_gap, max_time=max_time, started=started,
-                        larger_pilot=pilot_chains is None)
-            if search else None,
-        )
-    density, simulator, compile_time = compile_model(model, False, compile_kwargs,
-                                                     other=bool(reparameterize))
-    if smc is not None:
-        sampling_smc.check_data_path(density, smc)
-    truth, match_attrs = simulate_truth(simulator, model, streams, match_data)
-    density.set_observed(truth.observed)
-    check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
-                       density.layout, truth.x[None, :], hint=_SIMULATED_START_HINT)
-    if smc is not None:
-        return sampling_smc.run_smc(settings=settings, smc=smc, density=density,
-                                    simulator=simulator, streams=streams, truth=truth,
-                                    progressbar=progressbar,
-                                    attrs={"compile_time": compile_time, **match_attrs},
-                                    parallel=parallel)
-
-    # What the attempts run on: the model as written, or (where the search tries it) its other
-    # parameterisation, on the same theta* and y*. Each form's attempts share one pilot (and
-    # its choice of path).
-    forms = {False: {"density": density, "simulator": simulator, "truth": truth,
-                     "pilot_memo": {}}}
-    current = [False]
-    compile_seconds = [compile_time]
-
-    def run(n: int, fit_length=None, chains: int | None = None,
-            pilot_chains: int | None = None) -> xr.DataTree:
-        form = forms[current[0]]
-        run_settings = settings if n == settings.n_steps else settings.with_n_steps(n)
-        if chains is not None:
-            run_settings = run_settings.with_chains(chains)
-        if pilot_chains is not None:  # a fresh, larger pilot replaces the shared one
-            form["pilot_memo"].clear()
-            run_settings = run_settings.with_pilot_chains(pilot_chains)
-        return run_ais(model=model, settings=run_settings, density=form["density"],
-                       simulator=form["simulator"], streams=streams, truth=form["truth"],
-                       progressbar=progressbar,
-                       attrs={"compile_time": compile_seconds[0], **match_attrs},
-                       parallel=parallel, pilot_memo=form["pilot_memo"], fit_length=fit_length)
-
-    def swap(other: bool) -> bool:
-        if other and other not in forms:
-            made = other_parameterization(model, density, truth, compile_kwargs)
-            forms[True] = None if made is None else {
-                "density": made[0], "simulator": made[1], "truth": made[2], "pilot_memo": {}}
-            compile_seconds[0] += 0.0 if made is None else made[3]
-        if forms[other] is None:  # nothing to swap
-            return False
-        current[0] = other
-        return True
-
-    if not search:
-        return run(settings.n_steps)
-    # Only a model with another form lets the search (and its advice) offer one.
-    may_swap = reparameterize is None and has_other_form(model)
-    return search_n_steps(run, target_gap=target_gap, max_time=max_time, started=started,
-                          larger_pilot=not settings.pilot_chains_given,
-                          reparameterize=swap if may_swap else None)
+                                 fused_kernel, smc)
+    job = Job(model, settings, make_streams(random_seed), simulate=True, started=started,
+              parallel=parallel, progressbar=progressbar, compile_kwargs=compile_kwargs,
+              match_data=match_data, reparameterize=bool(reparameterize),
+              search=None if not search else Search(
+                  target_gap, max_time, larger_pilot=not settings.pilot_chains_given,
+                  # Only a model with another form lets the search (and its advice) offer one.
+                  other_form=(specs is None and reparameterize is None
+                              and has_other_form(model))))
+    return run(SMC(smc) if smc is not None else annealing_method(specs, pilot_chains), job)
 
 
-sample_ais.__doc__ = sample_ais.__doc__ % (_COMMON_DOC, _PARALLEL_NOTES)
+sample_ais.__doc__ = sample_ais.__doc__ % (COMMON_DOC, PARALLEL_NOTES)
 
 
 def _replace_entries(doc: str, entries: dict[str, str]) -> str:
@@ -545,7 +467,7 @@ def _replace_entries(doc: str, entries: dict[str, str]) -> str:
 
 
 # sample_bdmc's defaults depend on ``method``: its entries say so.
-sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(_COMMON_DOC, {
+sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(COMMON_DOC, {
     """    n_steps : int, default 1000
         Number of annealing steps (intermediate distributions). Ignored if ``schedule`` is an
         array, whose length then sets it.
@@ -566,4 +488,4 @@ sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(_COMMON_DOC, {
 """: """    transitions_per_step : int, optional
         HMC transitions at each temperature (default 2 for AIS, 5 for SMC).
 """,
-}), _PARALLEL_NOTES)
+}), PARALLEL_NOTES)

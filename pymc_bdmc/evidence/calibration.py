@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pymc as pm
 import xarray as xr
-from pymc.model import modelcontext
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import certifies
+from pymc_bdmc.evidence.annealing import sample_ais, sample_bdmc
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.checks import check_positive_int
-from pymc_bdmc.sampling import sample_ais, sample_bdmc
+from pymc_bdmc.model.resolve import resolve_model
 
 __all__ = ["TRANSFER_MIN_BIAS_SCALE", "TRANSFER_SPREAD_FACTOR", "calibrate", "forward_spread",
            "harder_than_certified"]
@@ -131,7 +131,7 @@ def calibrate(
     can miss a harder data set whose difficulty the forward chains never see (mass they do not
     reach); it does not widen the certificate.
     """
-    model = modelcontext(model)
+    model = resolve_model(model)
     search = isinstance(n_steps, str)
     if search and n_steps != "auto":
         raise BDMCInputError(f"`n_steps` must be 'auto' or an increasing sequence of integers, "

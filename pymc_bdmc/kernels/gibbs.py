@@ -26,7 +26,7 @@ is tuned: the kernel is a fixed function of ``beta``.
 A dependency that changes no term at any of the test states would be missed; the test states
 are prior draws (continuous parameters in general position). The sampler checks, before
 building the kernel, that the terms add up to the model's own densities there
-(``pymc_bdmc.pipeline.start.gibbs_kernel``).
+(``pymc_bdmc.pipeline.discrete.gibbs_kernel``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ is kept only where its largest whitened curvature is below the diagonal metric's
 (:func:`stiffness`): no extra model evaluations, the scores come with the population.
 Everything here runs in the pilot; the measured chains only ever see the frozen factors.
 
-Above :data:`DENSE_MAX_DIM` coordinates a population large enough for its own correlation costs
+Above :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates a population large enough for its own correlation costs
 more than the run (a 504-particle pilot took 63 of 104 s on 402-coordinate stochastic volatility).
 There the correlation comes from the model's curvature instead (:func:`curvature_mass_factor`):
 the negative Hessian of the tempered log density, by forward differences of its gradient, at a
@@ -44,24 +44,15 @@ from collections.abc import Callable
 import numpy as np
 from scipy.linalg import lapack
 
-__all__ = ["CURVATURE_ANCHORS", "CURVATURE_MAX_DIM", "DENSE_CONDITION",
-           "DENSE_MAX_DIM", "correlation_from_hessian", "curvature_correlation",
+from pymc_bdmc.config import DEFAULT_TUNING
+
+__all__ = ["CURVATURE_ANCHORS", "DENSE_CONDITION", "correlation_from_hessian", "curvature_correlation",
            "curvature_hessians", "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
            "factor_from_correlation",
            "low_rank_shrunk_correlation", "shrunk_correlation", "stiffness"]
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
 DENSE_CONDITION = 10.0
-#: Largest number of movable coordinates for which the pilot measures dense mass matrices from
-#: its population. That needs a pilot population of about that many particles
-#: (:mod:`pymc_bdmc.pipeline.pilot` enlarges it to 1.25 per coordinate); above, the correlation
-#: comes from the model's curvature (:func:`curvature_mass_factor`). (The trajectory length is
-#: chosen at every dimension.)
-DENSE_MAX_DIM = 400
-#: Largest number of movable coordinates for which the pilot measures dense mass matrices from
-#: the model's curvature (:func:`curvature_mass_factor`, above DENSE_MAX_DIM): each costs an
-#: eigendecomposition and a ``d x d`` factor per pilot temperature.
-CURVATURE_MAX_DIM = 1200
 #: Particles of the pilot population at which the curvature is measured and averaged (one
 #: gave a 1000-step random walk's fitted path a pilot 75 nats above the exact log p(y)).
 CURVATURE_ANCHORS = 4
@@ -186,8 +177,8 @@ def stiffness(scores: np.ndarray, weights: np.ndarray, factor: np.ndarray) -> fl
 
 
 def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndarray,
-                      movable: np.ndarray, scores: np.ndarray | None = None
-                      ) -> np.ndarray | None:
+                      movable: np.ndarray, scores: np.ndarray | None = None,
+                      max_dim: int = DEFAULT_TUNING.dense_max_dim) -> np.ndarray | None:
     """Factor ``L`` of a dense inverse mass matrix, or None where a diagonal one will do.
 
     Parameters
@@ -204,6 +195,9 @@ def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndar
     scores : ndarray, shape (n, d), optional
         Gradients of the log target at ``values``. Given, the dense factor is returned only
         where it is less stiff than the diagonal metric (see the module docstring).
+    max_dim : int, optional
+        Above this many movable coordinates, no dense factor
+        (:attr:`~pymc_bdmc.config.Tuning.dense_max_dim`).
 
     Returns
     -------
@@ -211,7 +205,7 @@ def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndar
         Lower-triangular ``L`` with ``L L^T`` the inverse mass matrix.
     """
     index = np.flatnonzero(movable)
-    if not 2 <= index.size <= DENSE_MAX_DIM or len(values) < 3:
+    if not 2 <= index.size <= max_dim or len(values) < 3:
         return None
     correlation, _ = shrunk_correlation(values[:, index], weights)
     return factor_from_correlation(correlation, variance, movable, weights, scores)

@@ -5,12 +5,12 @@ three metrics, and the plan freezes them:
 
 * the diagonal of the population's variances;
 * a dense factor ``L`` (:mod:`pymc_bdmc.kernels.mass`), its correlations from the population up
-  to :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates and from the model's curvature up
-  to :data:`~pymc_bdmc.kernels.mass.CURVATURE_MAX_DIM` (the curvature's Hessians measured
+  to :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates and from the model's curvature
+  up to :attr:`~pymc_bdmc.config.Tuning.curvature_max_dim` (the curvature's Hessians measured
   at one temperature serve the next while ``beta`` grows by at most
   :data:`CURVATURE_REUSE_RATIO` times);
 * on a path from a full-rank Gaussian base fitted from the curvature (above
-  ``DENSE_MAX_DIM``), a diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``:
+  ``dense_max_dim``), a diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``:
   a vector ``w`` of the population's sds there, the dense factor ``A diag(w)``
   (:class:`~.hmc.HMCParams`).
 
@@ -30,10 +30,9 @@ from collections.abc import Callable
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.kernels.base_distribution import RebasedParts
 from pymc_bdmc.kernels.mass import (
-    CURVATURE_MAX_DIM,
-    DENSE_MAX_DIM,
     correlation_from_hessian,
     curvature_hessians,
     dense_mass_factor,
@@ -66,18 +65,21 @@ class MetricChoice:
         Whether metrics other than the population's diagonal are allowed at all.
     pinned : ndarray of int
         Coordinates HMC must not move (none allowed for principal coordinates).
+    tuning : Tuning, optional
+        Its ``dense_max_dim`` and ``curvature_max_dim`` say where each kind of metric applies.
     """
 
     def __init__(self, parts_fn: Callable[[np.ndarray], DensityParts], n_movable: int,
-                 dense: bool, pinned: np.ndarray):
+                 dense: bool, pinned: np.ndarray, tuning: Tuning = DEFAULT_TUNING):
         self.parts_fn = parts_fn
+        self.max_dim = tuning.dense_max_dim
         base = parts_fn.base if isinstance(parts_fn, RebasedParts) else None
-        self.curvature = n_movable > DENSE_MAX_DIM
+        self.curvature = n_movable > tuning.dense_max_dim
         # Only where the base came from the curvature: below, a base from 64 particles can be
         # full rank too (61 coordinates), and there the population's dense metrics stay.
         self.principal = (dense and self.curvature and not len(pinned) and base is not None
                           and base.full_rank)
-        self.dense = dense and n_movable <= CURVATURE_MAX_DIM and not self.principal
+        self.dense = dense and n_movable <= tuning.curvature_max_dim and not self.principal
         self._hessians_at: tuple[float, list] | None = None  # (beta, [prior's, likelihood's])
 
     def factors(self, rng: np.random.Generator, x: np.ndarray, weights: np.ndarray,
@@ -105,7 +107,7 @@ class MetricChoice:
             if not total > 0:
                 return factor, None
             crossed.append(dense_mass_factor(x[other], weights[other] / total, variance,
-                                             movable, grad[other]))
+                                             movable, grad[other], self.max_dim))
         return factor, (halves, tuple(crossed))
 
     def factor(self, x: np.ndarray, weights: np.ndarray, variance: np.ndarray, beta: float,
@@ -124,7 +126,8 @@ class MetricChoice:
                 return None
             return factor_from_correlation(correlation, variance, movable, weights,
                                            parts.tempered_grad(beta))
-        return dense_mass_factor(x, weights, variance, movable, parts.tempered_grad(beta))
+        return dense_mass_factor(x, weights, variance, movable, parts.tempered_grad(beta),
+                                 self.max_dim)
 
     def correlation_at(self, x: np.ndarray, variance: np.ndarray, movable: np.ndarray,
                        beta: float) -> np.ndarray | None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.hmc import HMCParams, PartsFn
 from pymc_bdmc.kernels.pilot_metrics import MetricChoice
@@ -203,6 +204,7 @@ def run_pilot(
     pinned: np.ndarray | None = None,
     dense: bool = True,
     moves: ScaleMoves | None = None,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> PilotResult:
     """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
 
@@ -227,7 +229,7 @@ def run_pilot(
     pinned = np.zeros(0, dtype=int) if pinned is None else np.asarray(pinned, dtype=int)
     # Each temperature's metric: kernels/pilot_metrics.py. The trajectory length is chosen at
     # every dimension.
-    metric = MetricChoice(parts_fn, x0.shape[1] - len(np.unique(pinned)), dense, pinned)
+    metric = MetricChoice(parts_fn, x0.shape[1] - len(np.unique(pinned)), dense, pinned, tuning)
     candidates = LEAPFROG_CANDIDATES if n_leapfrog is None else (n_leapfrog,)
     n_probe = probe_size(n_chains)
     # Each trajectory length has its own step size (longer ones accept less at a given step).
@@ -400,6 +402,7 @@ def tune_plan(
     pinned: np.ndarray | None = None,
     dense: bool = True,
     moves: ScaleMoves | None = None,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> tuple[AnnealingPlan, PilotResult]:
     """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
 
@@ -435,6 +438,8 @@ def tune_plan(
     moves : ScaleMoves, optional
         The model's scale moves: made in the pilot, and frozen into the plan
         (:attr:`AnnealingPlan.scale_moves`).
+    tuning : Tuning, optional
+        Where dense metrics apply (:class:`~pymc_bdmc.config.Tuning`).
 
     Returns
     -------
@@ -443,7 +448,7 @@ def tune_plan(
     """
     pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
                       target_accept=target_accept, jitter=jitter, on_step=on_step,
-                      discrete=discrete, pinned=pinned, dense=dense, moves=moves)
+                      discrete=discrete, pinned=pinned, dense=dense, moves=moves, tuning=tuning)
     plan = freeze_plan(pilot, schedule, n_steps, jitter, transitions_per_step)
     return dataclasses.replace(plan, scale_moves=moves is not None), pilot
 

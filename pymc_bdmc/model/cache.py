@@ -81,7 +81,7 @@ def _fingerprint(model: pm.Model, potentials_in_likelihood: bool, compile_kwargs
 
 def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
                    compile_kwargs: dict | None = None, cache: bool = True,
-                   other: bool = False) -> CompiledModel:
+                   other: bool = False, gradients: bool = True) -> CompiledModel:
     """The compiled densities and simulator of ``model``, compiled at most once per structure.
 
     Parameters
@@ -95,8 +95,11 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
         Compile the model's other parameterisation
         (:func:`pymc_bdmc.model.reparameterize.other_form`; ``density.reparameterized`` names
         what it swaps, empty where nothing qualifies).
+    gradients : bool, default True
+        Compile the densities' gradients too (cached apart from the gradient-free form).
     """
-    key = (*_fingerprint(model, potentials_in_likelihood, compile_kwargs), bool(other))
+    key = (*_fingerprint(model, potentials_in_likelihood, compile_kwargs), bool(other),
+           bool(gradients))
     if cache and key in _CACHE and _CACHE[key][0] is model:
         _CACHE.move_to_end(key)
         _, density, simulator = _CACHE[key]
@@ -108,7 +111,8 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
     # The same evidence; the user's model is not touched.
     form = other_form(model) if other else OtherForm(model)
     density = ModelDensity(form.model, potentials_in_likelihood=potentials_in_likelihood,
-                           compile_kwargs=compile_kwargs, reparameterized=form.swapped,
+                           compile_kwargs=compile_kwargs, gradients=gradients,
+                           reparameterized=form.swapped,
                            reparameterized_walks=form.walks,
                            reparameterized_vector_walks=form.vector_walks,
                            reparameterized_autoregressions=form.autoregressions)

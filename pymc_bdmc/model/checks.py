@@ -128,7 +128,17 @@ def check_model(
     potentials = [p.name for p in model.potentials]
     if not model.observed_RVs:
         _check_potential_likelihood(potentials, potentials_in_likelihood, needs_simulation)
+    _check_observed_data(model, allow_missing)
+    if potentials:
+        _check_potentials(potentials, potentials_in_likelihood, needs_simulation)
+    _check_priors(model)
+    if gradient_kernel:
+        _check_continuous(model)
+    check_normalized(model)
 
+
+def _check_observed_data(model: pm.Model, allow_missing: bool) -> None:
+    """Refuse missing entries where not allowed, non-finite data and data of the wrong shape."""
     imputed = imputed_observations(model)
     if imputed and not allow_missing:
         raise BDMCInputError(
@@ -164,22 +174,28 @@ def check_model(
                 "the variable's shape."
             )
 
-    if potentials:
-        names = potentials
-        if needs_simulation:
-            raise BDMCInputError(
-                f"The model has Potentials {names}. Bidirectional Monte Carlo simulates data from "
-                "the model's generative process, which Potentials are not part of, so the "
-                "upper bound would not be valid. Express them as distributions, or use "
-                "`sample_ais(..., potentials_in_likelihood=True)` for a lower bound only."
-            )
-        if not potentials_in_likelihood:
-            raise BDMCInputError(
-                f"The model has Potentials {names}; it is ambiguous whether they belong to the "
-                "prior or to the likelihood. If they are likelihood terms, pass "
-                "`potentials_in_likelihood=True` (they are then tempered with the likelihood)."
-            )
 
+def _check_potentials(potentials: list[str], potentials_in_likelihood: bool,
+                      needs_simulation: bool) -> None:
+    """Refuse Potentials of unknown role, and any Potential where data are to be simulated."""
+    names = potentials
+    if needs_simulation:
+        raise BDMCInputError(
+            f"The model has Potentials {names}. Bidirectional Monte Carlo simulates data from "
+            "the model's generative process, which Potentials are not part of, so the "
+            "upper bound would not be valid. Express them as distributions, or use "
+            "`sample_ais(..., potentials_in_likelihood=True)` for a lower bound only."
+        )
+    if not potentials_in_likelihood:
+        raise BDMCInputError(
+            f"The model has Potentials {names}; it is ambiguous whether they belong to the "
+            "prior or to the likelihood. If they are likelihood terms, pass "
+            "`potentials_in_likelihood=True` (they are then tempered with the likelihood)."
+        )
+
+
+def _check_priors(model: pm.Model) -> None:
+    """Refuse priors with no exact draws or no normalised density."""
     narrowed = narrowing_transforms(model)
     if narrowed:
         raise BDMCInputError(
@@ -212,19 +228,19 @@ def check_model(
             "pm.CAR (with alpha < 1), or pm.MvNormal with a covariance of your choice."
         )
 
-    if gradient_kernel:
-        discrete = [
-            rv.name for rv in model.free_RVs
-            if model.rvs_to_values[rv].dtype.startswith(("int", "uint", "bool"))
-        ]
-        if discrete:
-            raise BDMCInputError(
-                f"Free variables {discrete} are discrete, and the vectorized HMC kernel needs "
-                "gradients. Marginalize them out (e.g. with pm.Mixture), or pass PyMC step methods "
-                "for them with `step=` (Gibbs-type steps such as pm.CategoricalGibbsMetropolis)."
-            )
 
-    check_normalized(model)
+def _check_continuous(model: pm.Model) -> None:
+    """Refuse discrete free variables where the kernel needs gradients."""
+    discrete = [
+        rv.name for rv in model.free_RVs
+        if model.rvs_to_values[rv].dtype.startswith(("int", "uint", "bool"))
+    ]
+    if discrete:
+        raise BDMCInputError(
+            f"Free variables {discrete} are discrete, and the vectorized HMC kernel needs "
+            "gradients. Marginalize them out (e.g. with pm.Mixture), or pass PyMC step methods "
+            "for them with `step=` (Gibbs-type steps such as pm.CategoricalGibbsMetropolis)."
+        )
 
 
 def narrowing_transforms(model: pm.Model) -> list[str]:

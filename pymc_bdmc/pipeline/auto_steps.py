@@ -1,81 +1,29 @@
 """``sample_bdmc(n_steps="auto")``: lengthen the annealing path until BDMC certifies it.
 
 The bias of both bounds falls roughly as ``1 / n_steps``, and the gap measures it. So the search
-runs BDMC at :data:`FIRST_N_STEPS`, and until an attempt certifies (below) runs again, longer:
-at the length that ``1 / n_steps`` decay predicts would reach the target (``n_steps * |gap| /
-target_gap``, in multiples of the first attempt's length), at least twice the last length, and
-at most the longest run that fits in what is left of ``max_time`` (predicted from the last run's
-time per step, the first attempt's pilot left out). A run that is far from the target
-therefore spends the rest of the budget on one long attempt rather than on a ladder of short
-ones: on a 201-coordinate random walk the doubling search stopped at 2000 steps with 40 s spent,
-where the budget allowed 4000. The first attempt fits the budget too: where the pilot's timing
-of the kernels predicts that :data:`FIRST_N_STEPS` steps would take longer than what is left of
-``max_time``, it runs as many as fit, and at least :data:`MIN_FIRST_N_STEPS`. On a latent GP at
-80 inputs (each model call a batched 80 x 80 Cholesky factorisation and its gradient), 1000
-steps took 315 s of a 60 s budget for a gap of -0.19; the first attempt now runs 100 steps,
-which gave a gap of 0.35 in 70 s, 46 s of them the pilot's (docs/performance.md). A first
-attempt that must be shortened runs no more steps than its path needs, by the pilot's
-thermodynamic length (:func:`first_length`): a logistic regression on 10000 observations,
-whose fitted path has length 0.6, ran 400 steps to fill the budget (59 s) and now runs 100
-(40 s), with the same gaps.
-Every attempt sandwiches the same simulated ``y*`` with fresh randomness (its chains and
-kernels' draws) through the first attempt's pilot, re-frozen onto more temperatures: the pilot
-sees neither ``theta*`` nor any measured chain, so each attempt's bounds are valid on their own,
-the path chosen once stays the same, and the time per step predicted from one attempt holds for
-the next (two attempts on different paths once took 77 s of a 60 s budget). The
-search stops at the first attempt within the target, as :func:`pymc_bdmc.calibrate` does; that
-choice slightly favours attempts whose noise narrowed the gap, which is why a certificate is a
-measured gap, not a proof.
+(:class:`LengthSearch`) runs BDMC at :attr:`~pymc_bdmc.config.Tuning.first_n_steps` (fewer where
+the pilot's timing says they would not fit in ``max_time``, :func:`first_length`), and until an
+attempt certifies (:func:`~pymc_bdmc.estimators.certifies`: ``|gap|`` and its standard error
+within ``target_gap``) it runs again:
 
-The result is the last attempt's, with the search in its ``evidence`` attributes:
-``auto_n_steps``, ``auto_chains``, ``auto_pilot_chains``, ``auto_reparameterized``,
-``auto_gaps`` and ``auto_gap_se`` (every attempt),
-``target_gap``, ``max_time`` and ``certified``, and a log message that says what to change when
-the target was not reached. An attempt certifies where both its ``|gap|`` and the gap's standard
-error are within ``target_gap`` (:func:`~pymc_bdmc.estimators.certifies`: with few effective
-chains a gap can land near zero by chance). A gap within the target whose standard error is not
-is measured again at the same length with more chains (as many times more as the squared ratio
-of the standard error to the target, at least 2 and at most :data:`MAX_CHAINS_FACTOR`, within
-what is left of ``max_time``): the standard error falls as one over the square root of the
-chains, where a longer path need not narrow it (on the paper's low-rank model, seed 2, it went
-from 0.58 at 1000 steps to 0.75 at 2000).
+* at the same length with more chains, where the gap is within the target but too noisy;
+* in the model's other parameterisation (:mod:`pymc_bdmc.model.reparameterize`, switched by
+  :class:`FormSwitch`), on the same ``theta*`` and ``y*``, where the first attempt is not close
+  (within :attr:`~pymc_bdmc.config.Tuning.swap_gap` times the target) and the model has one;
+  the search then goes on in the form with the smaller gap per step;
+* on a fresh pilot of more particles, once, where the gap is far beyond the target (a pilot
+  that missed part of the posterior leaves gaps that steps hardly close);
+* otherwise longer: at the length ``1 / n_steps`` decay predicts the target needs, at least
+  twice the last, at most what fits in what is left of ``max_time``.
 
-A gap far beyond the target (more than :data:`LARGER_PILOT_GAP` times it, or not finite) is
-run again at the same length on a fresh pilot with :data:`PILOT_GROWTH` times the
-particles (at most :data:`MAX_PILOT_CHAINS`; where the user did not fix ``pilot_chains``, and
-where four times the pilot's time plus the run fit in what is left of ``max_time``): the pilot's
-population is what the plan, and a fitted base, are built on, and one that missed part of the
-posterior leaves a gap no number of steps closes within a budget. On a centred horseshoe
-regression (seed 1) the 104-particle pilot's fitted Gaussian sat at the noise scale of a
-"few coefficients, much noise" mode, 160 nats of evidence below the simulated data's mode; the
-gap was 172227 nats at 1000 steps and 603116 at 8000. A fresh 416-particle pilot found the mode,
-and certified -0.08 at 1000 steps (22 s in all). Later attempts re-freeze the larger pilot.
-A search makes one larger pilot at most: where it does not close the gap, the pilot is not what
-limits it (seed 3 of the same model: 8.0, 9.2 and 14.9 nats with 104, 416 and 1024 particles),
-and a second one cost the non-centred horseshoe (seed 2) 8 s over its 60 s budget for a gap
-still of 2265 nats.
-
-A model with Gaussian hierarchies or random walks (:mod:`pymc_bdmc.model.reparameterize`)
-whose attempt does not certify (and whose gap is not merely too noisy) is run again at the same
-length in its other parameterisation (centred variables and walks non-centred, non-centred
-ones centred), on the same ``theta*`` and ``y*`` and a fresh pilot (where the last pilot's time
-fits in what is left of ``max_time``; the attempt is then shortened to fit, as a first attempt
-is). A first attempt within :data:`SWAP_GAP` times the target is lengthened first (where
-the longer attempt fits), as ``1 / n_steps`` decay predicts that doubling certifies it, and the
-other form is tried only where that fails: the swap costs a compilation, a pilot and an
-attempt, about what doubling does, and on a random walk with drift (seed 0: -0.59 nats at 1000
-steps as written) the other form's attempt (4.95 nats, on a cold compilation cache) left no
-time for the 2000 steps that certify (+0.14). The evidence is the same in either form, and
-the search goes on in the form whose gap per step was smaller
-(``|gap| * n_steps``: ``1/n_steps`` decay; the model as written keeps its pilot). Which form
-the kernels follow depends on the data: where they pin each coefficient of a horseshoe,
-``beta = z * tau * lam`` is a curved ridge per coefficient (gaps of 100-1000 nats on a
-40-coefficient horseshoe) and ``beta ~ Normal(0, tau * lam)`` is Gaussian in ``beta``, with
-scale moves; where the data are weak, the form as written did better (a regularised horseshoe
-certified at 1000 steps on 4 of 4 seeds as written and on 1 of 4 centred), which is why the
-search starts from it and compares. The larger pilot comes after that comparison.
-``sample_ais`` has no gap to tell, and runs the model as written unless asked
-(``reparameterize=True``, or a plan frozen on the other form).
+Every attempt sandwiches the same simulated data through the first attempt's pilot re-frozen
+onto its length (a fresh pilot only where said above), with fresh randomness: the pilot sees
+neither ``theta*`` nor a measured chain, so each attempt's bounds are valid on their own. The
+search stops at the first attempt within the target, which slightly favours attempts whose
+noise narrowed the gap: a certificate is a measured gap, not a proof. The result is the last
+attempt's, with every attempt recorded in its ``evidence`` attributes (``auto_*``,
+``certified``, ``auto_stop``) and a log message saying what to change when the target was not
+reached. docs/decisions.md gives the measurements behind each rule.
 """
 
 from __future__ import annotations
@@ -83,43 +31,74 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
 
+from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import certifies
 
-__all__ = ["FIRST_N_STEPS", "LARGER_PILOT_GAP", "MAX_CHAINS", "MAX_CHAINS_FACTOR", "MAX_N_STEPS",
-           "MAX_PILOT_CHAINS", "MIN_FIRST_N_STEPS", "PILOT_GROWTH", "SWAP_GAP",
-           "check_auto_settings", "far_data_advice", "first_length", "search_n_steps"]
+__all__ = ["Attempt", "FormSwitch", "LengthSearch", "check_auto_settings", "far_data_advice",
+           "first_length"]
 
 logger = logging.getLogger(__name__)
 
-#: Annealing steps of the first attempt (the fixed default of earlier versions).
-FIRST_N_STEPS = 1000
-#: No attempt is longer than this.
-MAX_N_STEPS = 64000
-#: The first attempt is never shorter than this, even where it does not fit in ``max_time``.
-MIN_FIRST_N_STEPS = 100
-#: A gap within the target but too noisy is measured again with at most this many times the
-#: chains ...
-MAX_CHAINS_FACTOR = 8
-#: ... and never with more chains than this.
-MAX_CHAINS = 1024
-#: A first attempt that must be shortened runs no more than this many steps per squared
-#: thermodynamic length of the path (``Lambda^2 / n_steps``, the variance of a log weight with
-#: perfect transitions, is then 0.01), where that is fewer than fit.
-STEPS_PER_SQUARED_LENGTH = 100
-#: An attempt whose gap is more than this many times the target (or not finite) is run again
-#: at the same length on a fresh pilot with :data:`PILOT_GROWTH` times the particles ...
-LARGER_PILOT_GAP = 8.0
-PILOT_GROWTH = 4
-#: ... and never more than this many.
-MAX_PILOT_CHAINS = 1024
-#: A first attempt whose gap is within this many times the target is lengthened before the
-#: model's other parameterisation is tried.
-SWAP_GAP = 2.0
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt of a run asks of the driver.
+
+    Attributes
+    ----------
+    n_steps : int
+        Annealing steps (the call's own where it is not a search).
+    fit_length : callable, optional
+        ``(n_steps, predicted_seconds, path_length=None) -> steps``: where given, the run calls
+        it once its kernels are timed, and runs that many steps if fewer.
+    chains : int, optional
+        More chains than the call's own.
+    pilot_chains : int, optional
+        The particles of a fresh pilot that replaces the shared one from then on.
+    """
+
+    n_steps: int
+    fit_length: Callable | None = None
+    chains: int | None = None
+    pilot_chains: int | None = None
+
+
+class FormSwitch:
+    """The model as written and, once made, its other parameterisation: which one runs.
+
+    Parameters
+    ----------
+    as_written : object
+        What the driver runs the model as written on (its problem and shared pilot).
+    make_other : callable
+        ``() -> object or None``: the same for the other parameterisation, made on first use;
+        None where the model has nothing to swap.
+    """
+
+    def __init__(self, as_written, make_other: Callable[[], object | None]):
+        self.forms = {False: as_written}
+        self.other = False
+        self._make_other = make_other
+
+    @property
+    def current(self):
+        """The form the next attempt runs on."""
+        return self.forms[self.other]
+
+    def use(self, other: bool) -> bool:
+        """Switch to the other form (``True``) or back (``False``); return whether it did."""
+        if other and other not in self.forms:
+            self.forms[True] = self._make_other()
+        if self.forms[other] is None:  # nothing to swap
+            return False
+        self.other = other
+        return True
 
 
 def check_auto_settings(target_gap: float, max_time: float | None) -> None:
@@ -145,51 +124,54 @@ def far_data_advice(attrs) -> str:
             "data unlike yours: `match_data=True` certifies on the nearest of 100")
 
 
-def _gap_and_se(result: xr.DataTree) -> tuple[float, float]:
+def gap_and_se(result: xr.DataTree) -> tuple[float, float]:
+    """A BDMC result's gap and its standard error."""
     ev = result["evidence"]
     return float(ev["gap"]), float(ev["gap_se"])
 
 
 def first_length(n_steps: int, predicted_seconds: float, remaining: float | None,
-                 path_length: float | None = None) -> int:
+                 path_length: float | None = None, tuning: Tuning = DEFAULT_TUNING) -> int:
     """Return the first attempt's length: ``n_steps``, or fewer where they do not fit.
 
     Parameters
     ----------
     n_steps : int
-        The planned length (:data:`FIRST_N_STEPS`).
+        The planned length (``tuning.first_n_steps``).
     predicted_seconds : float
         Predicted wall seconds of the measured runs at ``n_steps``.
     remaining : float or None
         Seconds left of ``max_time`` (None: no limit).
     path_length : float, optional
         The pilot's thermodynamic length of the path the plan anneals along.
+    tuning : Tuning, optional
 
     Returns
     -------
     int
-        ``n_steps`` where it fits. Else the longest multiple of :data:`MIN_FIRST_N_STEPS` that
-        fits, or, where fewer, the multiple of it at or above :data:`STEPS_PER_SQUARED_LENGTH`
-        times the squared path length (so that a later attempt still fits); never fewer than
-        :data:`MIN_FIRST_N_STEPS`.
+        ``n_steps`` where it fits. Else the longest multiple of ``tuning.min_first_n_steps``
+        that fits, or, where fewer, the multiple of it at or above
+        ``tuning.steps_per_squared_length`` times the squared path length (so that a later
+        attempt still fits); never fewer than ``tuning.min_first_n_steps``.
     """
     if remaining is None or not predicted_seconds > remaining:
         return n_steps
+    unit = tuning.min_first_n_steps
     fits = int(n_steps * max(remaining, 0.0) / predicted_seconds)
-    steps = MIN_FIRST_N_STEPS * (fits // MIN_FIRST_N_STEPS)
+    steps = unit * (fits // unit)
     if path_length is not None and np.isfinite(path_length):
-        needs = STEPS_PER_SQUARED_LENGTH * path_length**2
-        steps = min(steps, MIN_FIRST_N_STEPS * int(np.ceil(needs / MIN_FIRST_N_STEPS)))
-    return int(min(n_steps, max(MIN_FIRST_N_STEPS, steps)))
+        needs = tuning.steps_per_squared_length * path_length**2
+        steps = min(steps, unit * int(np.ceil(needs / unit)))
+    return int(min(n_steps, max(unit, steps)))
 
 
-def _next_length(n_steps: int, gap: float, target_gap: float, seconds: float,
-                 remaining: float | None, unit: int = FIRST_N_STEPS) -> int | None:
+def next_length(n_steps: int, gap: float, target_gap: float, seconds: float,
+                remaining: float | None, unit: int, tuning: Tuning = DEFAULT_TUNING) -> int | None:
     """Return the next attempt's length in multiples of ``unit`` (module docstring), or None."""
-    longest = MAX_N_STEPS
+    longest = tuning.max_n_steps
     if remaining is not None:
         per_step = seconds / n_steps
-        fits = int(remaining / per_step) if per_step > 0 else MAX_N_STEPS
+        fits = int(remaining / per_step) if per_step > 0 else tuning.max_n_steps
         longest = min(longest, unit * (fits // unit))
     if longest < 2 * n_steps:
         return None
@@ -198,21 +180,28 @@ def _next_length(n_steps: int, gap: float, target_gap: float, seconds: float,
     return int(min(max(wanted, 2 * n_steps), longest))
 
 
-def _more_chains(chains: int, noise: float, target_gap: float, seconds: float,
-                 remaining: float | None) -> int | None:
-    """Chains for a gap within the target but measured too noisily (module docstring), or None."""
+def more_chains(chains: int, noise: float, target_gap: float, seconds: float,
+                remaining: float | None, tuning: Tuning = DEFAULT_TUNING) -> int | None:
+    """Chains for a gap within the target but measured too noisily, or None.
+
+    As many times more as the squared ratio of the standard error to the target (the standard
+    error falls as one over the square root of the chains), at least 2 and at most
+    ``tuning.max_chains_factor`` times, within ``tuning.max_chains`` and what is left of the
+    time.
+    """
     # No standard error (a single chain) is no measurement: at least two chains make one.
     wanted = (noise / target_gap) ** 2 if np.isfinite(noise) else 2.0
-    factor = min(MAX_CHAINS_FACTOR, max(2, int(np.ceil(wanted))), MAX_CHAINS // chains)
+    factor = min(tuning.max_chains_factor, max(2, int(np.ceil(wanted))),
+                 tuning.max_chains // chains)
     if remaining is not None and seconds > 0:
         factor = min(factor, int(remaining / seconds))
     return chains * factor if factor >= 2 else None
 
 
-def _larger_pilot(pilot_chains: int, pilot_seconds: float, seconds: float,
-                  remaining: float | None) -> int | None:
-    """Particles of a fresh pilot for a gap far beyond the target (module docstring), or None."""
-    size = min(MAX_PILOT_CHAINS, PILOT_GROWTH * pilot_chains)
+def larger_pilot(pilot_chains: int, pilot_seconds: float, seconds: float,
+                 remaining: float | None, tuning: Tuning = DEFAULT_TUNING) -> int | None:
+    """Particles of a fresh pilot for a gap far beyond the target, or None where it won't fit."""
+    size = min(tuning.max_pilot_chains, tuning.pilot_growth * pilot_chains)
     if size <= pilot_chains:
         return None
     # The pilot's cost grows at most in proportion to its particles (they run batched).
@@ -222,194 +211,245 @@ def _larger_pilot(pilot_chains: int, pilot_seconds: float, seconds: float,
     return size
 
 
-def _attempt_label(steps: list, chains: list, pilots: list, i: int,
-                   other: list | None = None) -> str:
-    """``1000``, or ``1000 (64 chains, pilot 416, other form)`` where attempt ``i`` changed."""
-    other = other or [False] * len(steps)
-    changed = ([f"{chains[i]} chains"] if i and chains[i] != chains[i - 1] else []) + (
-        [f"pilot {pilots[i]}"] if i and pilots[i] != pilots[i - 1] else []) + (
-        [("other form" if other[i] else "as written")] if i and other[i] != other[i - 1]
-        else [])
-    return f"{steps[i]}" + (f" ({', '.join(changed)})" if changed else "")
-
-
-def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
-                   max_time: float | None, started: float,
-                   larger_pilot: bool = True,
-                   reparameterize: Callable[[bool], bool] | None = None) -> xr.DataTree:
-    """Run ``run(n_steps)`` at growing lengths until the gap certifies ``target_gap``.
+class LengthSearch:
+    """The state of one ``n_steps="auto"`` search, and its decisions (module docstring).
 
     Parameters
     ----------
     run : callable
-        ``(n_steps, fit_length, chains) -> result`` of one BDMC run on the already simulated
-        data. ``fit_length`` is None, or (first attempt) ``(n_steps, predicted_seconds,
-        path_length=None) -> steps``, which the run calls once its kernels are timed and then
-        runs that many steps (:func:`first_length`).
-        ``chains`` is None (the call's own) or more chains (module docstring).
-        ``pilot_chains`` (keyword) is None (the shared pilot) or the particles of a fresh pilot
-        that replaces it from then on.
+        ``(Attempt) -> result`` of one BDMC run on the already simulated data, on the form
+        ``switch`` currently selects.
     target_gap : float
         Largest acceptable ``|gap|`` (nats).
     max_time : float or None
         Wall-clock budget in seconds for the whole call, counted from ``started``
-        (``time.perf_counter()``); None means only :data:`MAX_N_STEPS` limits the search.
+        (``time.perf_counter()``); None means only ``tuning.max_n_steps`` limits the search.
     started : float
         When the call started (compilation and simulation count against the budget).
     larger_pilot : bool, default True
         Whether a gap far beyond the target may be answered with a larger pilot (False where
         the user fixed ``pilot_chains``).
-    reparameterize : callable, optional
-        ``reparameterize(True)`` switches ``run``'s later attempts to the model's other
-        parameterisation, on a fresh pilot, ``reparameterize(False)`` back to the model as
-        written, on its own pilot; each returns whether it did (module docstring). None: the
-        model has no other form.
-
-    Returns
-    -------
-    xarray.DataTree
-        The last attempt's result, with the search recorded in its ``evidence`` attributes.
+    switch : FormSwitch, optional
+        The model's forms; None where the model has no other form (or the user chose one).
+    tuning : Tuning, optional
     """
-    def fit_first(planned: int, predicted: float, path_length: float | None = None) -> int:
-        remaining = None if max_time is None else max_time - (time.perf_counter() - started)
-        steps = first_length(planned, predicted, remaining, path_length)
+
+    def __init__(self, run: Callable[[Attempt], xr.DataTree], *, target_gap: float,
+                 max_time: float | None, started: float, larger_pilot: bool = True,
+                 switch: FormSwitch | None = None, tuning: Tuning = DEFAULT_TUNING):
+        self._run, self.target_gap, self.max_time = run, target_gap, max_time
+        self.started, self.larger_pilot, self.switch, self.tuning = (
+            started, larger_pilot, switch, tuning)
+        self.n_steps, self.chains, self.pilot_chains = tuning.first_n_steps, None, None
+        self.tried, self.gaps, self.gap_se, self.tried_chains = [], [], [], []
+        self.tried_pilots, self.tried_other = [], []
+        self.pilot_seconds, self.fresh_pilot, self.grown, self.certified = 0.0, False, False, False
+        self.as_written = None  # (result, seconds, pilot seconds): what the other form is
+        #                         measured against
+        self.result, self.reason = None, "certified"
+        self.advice = "Raise `max_time` or pass a larger `n_steps`"
+
+    def remaining(self) -> float | None:
+        """Seconds left of ``max_time`` (None: no limit)."""
+        return None if self.max_time is None else self.max_time - (
+            time.perf_counter() - self.started)
+
+    def fit_first(self, planned: int, predicted: float, path_length: float | None = None) -> int:
+        """The length of an attempt on a fresh pilot, fitted to the budget (:func:`first_length`)."""
+        remaining = self.remaining()
+        steps = first_length(planned, predicted, remaining, path_length, self.tuning)
         if steps < planned:
-            short_path = first_length(planned, predicted, remaining) > steps
+            short_path = first_length(planned, predicted, remaining, tuning=self.tuning) > steps
             logger.info("%d steps would take about %.0f s, more than the %.0f s left of "
                         "max_time=%g s: the %s attempt runs %d steps%s.", planned, predicted,
-                        remaining, max_time, "next" if tried else "first", steps,
+                        remaining, self.max_time, "next" if self.tried else "first", steps,
                         f" (the path's thermodynamic length, {path_length:.2f}, needs no more)"
                         if short_path else "")
         return steps
 
-    n_steps, tried, gaps, gap_se, certified = FIRST_N_STEPS, [], [], [], False
-    chains, tried_chains = None, []
-    pilot_chains, tried_pilots, pilot_seconds = None, [], 0.0
-    tried_other, fresh_pilot, grown = [], False, False
-    as_written = None  # (result, seconds, pilot seconds): what the other form is measured against
-    result, reason, advice = None, "certified", "Raise `max_time` or pass a larger `n_steps`"
-    while True:
-        attempt_start = time.perf_counter()
-        try:
-            # A first attempt, or one on the other parameterisation's fresh pilot, is fitted
-            # to the budget once its kernels are timed.
-            attempt = run(n_steps, fit_first if not tried or fresh_pilot else None, chains,
-                          pilot_chains=pilot_chains)
-        except KeyboardInterrupt:
-            if result is None:
-                raise
-            reason = "interrupted"
-            logger.warning("Interrupted: returning the finished run of %d steps.", tried[-1])
-            break
-        result, seconds = attempt, time.perf_counter() - attempt_start
-        n_steps = int(result["evidence"].attrs["n_steps"])  # the first may have been shortened
-        tried.append(n_steps)
-        tried_chains.append(int(result["evidence"].attrs["chains"]))
-        tried_pilots.append(int(result["evidence"].attrs["pilot_chains"]))
-        tried_other.append("reparameterized" in result["evidence"].attrs)
-        if pilot_chains is not None or fresh_pilot or len(tried) == 1:  # it ran its own pilot
-            pilot_seconds = float(result["evidence"].attrs.get("pilot_time", 0.0))
-        pilot_chains, fresh_pilot = None, False
-        gap, se = _gap_and_se(result)
-        gaps.append(gap)
-        gap_se.append(se)
-        certified = certifies(gap, se, target_gap)
-        interrupted = result["evidence"].attrs.get("interrupted")
-        logger.info("Auto n_steps: %d steps, %d chains, gap %.3f nats (standard error %.3f, "
-                    "target %.2f), %.1f s.", n_steps, tried_chains[-1], gap, gap_se[-1],
-                    target_gap, seconds)
-        if certified:
-            attrs = result["evidence"].attrs
-            if "reparameterized" in attrs:
-                # A fitted base sits at the simulated data's posterior: on a 2-D walk the
-                # transferred plan's bound was 2 nats below a fresh pilot's on the real data.
-                fitted = attrs.get("path_start", "prior") != "prior"
-                logger.info("Certified in the model's other parameterisation (%s): on the real "
-                            "data, `sample_ais(reparameterize=True)` runs the same form, piloted "
-                            "on those data (`plan=AnnealingPlan.from_result(result)` reuses "
-                            "this run's kernels%s).", attrs["reparameterized"],
-                            ", and its base, fitted to the simulated data" if fitted else "")
-            break
-        if interrupted:
-            reason = "interrupted"
-            break
-        elapsed = time.perf_counter() - started
-        # The first attempt's time includes the pilot, which later attempts reuse.
-        seconds -= float(result["evidence"].attrs.get("pilot_time", 0.0))
-        remaining = None if max_time is None else max_time - elapsed
-        if np.isfinite(gap) and abs(gap) <= target_gap:  # close enough, but too noisy
-            chains = _more_chains(tried_chains[-1], gap_se[-1], target_gap, seconds, remaining)
-            if chains is None:
-                reason = (f"twice the chains would exceed {MAX_CHAINS}"
-                          if 2 * tried_chains[-1] > MAX_CHAINS else
-                          f"a run with more chains (about {2 * seconds:.0f} s for twice as many) "
-                          f"would exceed max_time={max_time:g} s ({elapsed:.0f} s spent)")
-                advice = (f"Pass `chains={2 * tried_chains[-1]}` or more, or raise `max_time`, "
-                          f"to measure the gap more precisely")
+    def run(self) -> xr.DataTree:
+        """Run attempts until one certifies or the budget ends; return the last, annotated."""
+        while True:
+            attempt_start = time.perf_counter()
+            try:
+                # A first attempt, or one on a fresh pilot, is fitted to the budget once its
+                # kernels are timed.
+                fresh = not self.tried or self.fresh_pilot
+                result = self._run(Attempt(self.n_steps, self.fit_first if fresh else None,
+                                           self.chains, self.pilot_chains))
+            except KeyboardInterrupt:
+                if self.result is None:
+                    raise
+                self.reason = "interrupted"
+                logger.warning("Interrupted: returning the finished run of %d steps.",
+                               self.tried[-1])
                 break
-            logger.info("The gap is within the target but its standard error is not: the next "
-                        "attempt runs %d chains at %d steps.", chains, n_steps)
-            continue
+            self.result, seconds = result, time.perf_counter() - attempt_start
+            self._record(seconds)
+            if self.certified:
+                self._log_certified_form()
+                break
+            if result["evidence"].attrs.get("interrupted"):
+                self.reason = "interrupted"
+                break
+            # The first attempt's time includes the pilot, which later attempts reuse.
+            seconds -= float(result["evidence"].attrs.get("pilot_time", 0.0))
+            if not self._plan_next(seconds):
+                break
+        return self._finish()
+
+    def _record(self, seconds: float) -> None:
+        """Record the attempt just run."""
+        attrs = self.result["evidence"].attrs
+        self.n_steps = int(attrs["n_steps"])  # the first may have been shortened
+        self.tried.append(self.n_steps)
+        self.tried_chains.append(int(attrs["chains"]))
+        self.tried_pilots.append(int(attrs["pilot_chains"]))
+        self.tried_other.append("reparameterized" in attrs)
+        if self.pilot_chains is not None or self.fresh_pilot or len(self.tried) == 1:
+            self.pilot_seconds = float(attrs.get("pilot_time", 0.0))  # it ran its own pilot
+        self.pilot_chains, self.fresh_pilot = None, False
+        gap, se = gap_and_se(self.result)
+        self.gaps.append(gap)
+        self.gap_se.append(se)
+        self.certified = certifies(gap, se, self.target_gap)
+        logger.info("Auto n_steps: %d steps, %d chains, gap %.3f nats (standard error %.3f, "
+                    "target %.2f), %.1f s.", self.n_steps, self.tried_chains[-1], gap, se,
+                    self.target_gap, seconds)
+
+    def _log_certified_form(self) -> None:
+        attrs = self.result["evidence"].attrs
+        if "reparameterized" in attrs:
+            # A fitted base sits at the simulated data's posterior, so it does not transfer.
+            fitted = attrs.get("path_start", "prior") != "prior"
+            logger.info("Certified in the model's other parameterisation (%s): on the real "
+                        "data, `sample_ais(reparameterize=True)` runs the same form, piloted "
+                        "on those data (`plan=AnnealingPlan.from_result(result)` reuses "
+                        "this run's kernels%s).", attrs["reparameterized"],
+                        ", and its base, fitted to the simulated data" if fitted else "")
+
+    def _plan_next(self, seconds: float) -> bool:
+        """Set up the next attempt; return False (with the reason) where none is made."""
+        elapsed = time.perf_counter() - self.started
+        remaining = None if self.max_time is None else self.max_time - elapsed
+        gap = self.gaps[-1]
+        if np.isfinite(gap) and abs(gap) <= self.target_gap:  # close enough, but too noisy
+            return self._more_chains(seconds, remaining, elapsed)
+        unit = min(self.tuning.first_n_steps, self.tried[0])
         # Lengthened first where 1/n_steps decay predicts that doubling certifies (and it
         # fits): that costs about what the other form's compilation, pilot and attempt do.
-        lengthen_first = (len(tried) == 1 and abs(gap) <= SWAP_GAP * target_gap
-                          and _next_length(n_steps, gap, target_gap, seconds, remaining,
-                                           unit=min(FIRST_N_STEPS, tried[0])) is not None)
-        if (reparameterize is not None and not any(tried_other) and not lengthen_first
-                and (remaining is None or pilot_seconds < remaining) and reparameterize(True)):
+        lengthen_first = (len(self.tried) == 1
+                          and abs(gap) <= self.tuning.swap_gap * self.target_gap
+                          and next_length(self.n_steps, gap, self.target_gap, seconds,
+                                          remaining, unit, self.tuning) is not None)
+        if (self.switch is not None and not any(self.tried_other) and not lengthen_first
+                and (remaining is None or self.pilot_seconds < remaining)
+                and self.switch.use(True)):
             logger.info("The next attempt runs the model's Gaussian hierarchies in their other "
                         "parameterisation (centred ones, random walks and autoregressions "
                         "non-centred, non-centred ones centred; the same evidence), on a fresh "
-                        "pilot, at %d steps.", n_steps)
-            as_written, fresh_pilot = (result, seconds, pilot_seconds), True
-            continue
-        if as_written is not None:  # the other form has run: keep the form with the smaller gap
-            kept, kept_seconds, kept_pilot_seconds = as_written
-            kept_steps = int(kept["evidence"].attrs["n_steps"])
-            kept_gap = _gap_and_se(kept)[0]
-            as_written = None
-            # Compared per step (1/n_steps decay): the other attempt may have been shortened.
-            if not abs(gap) * n_steps < abs(kept_gap) * kept_steps and reparameterize(False):
-                logger.info("The model as written had the smaller gap (%.2f nats at %d steps, "
-                            "against %.2f at %d): the search goes on with it.", kept_gap,
-                            kept_steps, gap, n_steps)
-                result, seconds, n_steps, gap = kept, kept_seconds, kept_steps, kept_gap
-                pilot_seconds = kept_pilot_seconds
-        far = not abs(gap) <= LARGER_PILOT_GAP * target_gap
+                        "pilot, at %d steps.", self.n_steps)
+            self.as_written, self.fresh_pilot = (self.result, seconds, self.pilot_seconds), True
+            return True
+        if self.as_written is not None:
+            seconds, gap = self._keep_better_form(seconds, gap)
+        far = not abs(gap) <= self.tuning.larger_pilot_gap * self.target_gap
         # One larger pilot at most: where it does not close the gap, more steps are the buy left.
-        if larger_pilot and not grown and far:
-            pilot_chains = _larger_pilot(int(result["evidence"].attrs["pilot_chains"]),
-                                         pilot_seconds, seconds, remaining)
-            grown = pilot_chains is not None
-            if grown:
+        if self.larger_pilot and not self.grown and far:
+            pilot_chains = int(self.result["evidence"].attrs["pilot_chains"])
+            self.pilot_chains = larger_pilot(pilot_chains, self.pilot_seconds, seconds,
+                                             remaining, self.tuning)
+            self.grown = self.pilot_chains is not None
+            if self.grown:
                 logger.info("The gap is more than %g times the target: the pilot's %d particles "
                             "may have missed part of the posterior, which more steps hardly "
                             "mend. The next attempt pilots afresh with %d particles, at %d "
-                            "steps.", LARGER_PILOT_GAP, int(result["evidence"].attrs[
-                                "pilot_chains"]), pilot_chains, n_steps)
-                continue
-        next_steps = _next_length(n_steps, gap, target_gap, seconds,
-                                  remaining, unit=min(FIRST_N_STEPS, tried[0]))
-        if next_steps is None:
-            if 2 * n_steps > MAX_N_STEPS:
-                reason = f"n_steps would exceed {MAX_N_STEPS}"
-            else:
-                reason = (f"the next run ({2 * n_steps} steps, about {2 * seconds:.0f} s) would "
-                          f"exceed max_time={max_time:g} s ({elapsed:.0f} s spent)")
-                if np.isfinite(gap):  # what 1/n_steps decay predicts the target needs
-                    wanted = max(2 * n_steps, MIN_FIRST_N_STEPS * int(np.ceil(
-                        n_steps * abs(gap) / target_gap / MIN_FIRST_N_STEPS)))
-                    advice = (f"1/n_steps decay predicts about {wanted} steps (about "
-                              f"{wanted * seconds / n_steps:.0f} s of sampling after the pilot): "
-                              f"pass `n_steps={wanted}` or raise `max_time`")
-            break
-        n_steps = next_steps
-    if not certified:
-        final_gap, final_se = _gap_and_se(result)  # the form the search went on with
-        if reparameterize is not None and not any(tried_other) and reason != "interrupted":
+                            "steps.", self.tuning.larger_pilot_gap, pilot_chains,
+                            self.pilot_chains, self.n_steps)
+                return True
+        steps = next_length(self.n_steps, gap, self.target_gap, seconds, remaining, unit,
+                            self.tuning)
+        if steps is None:
+            self._out_of_steps(gap, seconds, elapsed)
+            return False
+        self.n_steps = steps
+        return True
+
+    def _more_chains(self, seconds: float, remaining: float | None, elapsed: float) -> bool:
+        chains = more_chains(self.tried_chains[-1], self.gap_se[-1], self.target_gap, seconds,
+                             remaining, self.tuning)
+        if chains is None:
+            twice = 2 * self.tried_chains[-1]
+            self.reason = (f"twice the chains would exceed {self.tuning.max_chains}"
+                           if twice > self.tuning.max_chains else
+                           f"a run with more chains (about {2 * seconds:.0f} s for twice as "
+                           f"many) would exceed max_time={self.max_time:g} s ({elapsed:.0f} s "
+                           "spent)")
+            self.advice = (f"Pass `chains={twice}` or more, or raise `max_time`, to measure the "
+                           "gap more precisely")
+            return False
+        logger.info("The gap is within the target but its standard error is not: the next "
+                    "attempt runs %d chains at %d steps.", chains, self.n_steps)
+        self.chains = chains
+        return True
+
+    def _keep_better_form(self, seconds: float, gap: float) -> tuple[float, float]:
+        """After the other form's attempt, go on in the form with the smaller gap per step."""
+        kept, kept_seconds, kept_pilot_seconds = self.as_written
+        kept_steps = int(kept["evidence"].attrs["n_steps"])
+        kept_gap = gap_and_se(kept)[0]
+        self.as_written = None
+        # Compared per step (1/n_steps decay): the other attempt may have been shortened.
+        if not abs(gap) * self.n_steps < abs(kept_gap) * kept_steps and self.switch.use(False):
+            logger.info("The model as written had the smaller gap (%.2f nats at %d steps, "
+                        "against %.2f at %d): the search goes on with it.", kept_gap,
+                        kept_steps, gap, self.n_steps)
+            self.result, self.n_steps = kept, kept_steps
+            self.pilot_seconds = kept_pilot_seconds
+            return kept_seconds, kept_gap
+        return seconds, gap
+
+    def _out_of_steps(self, gap: float, seconds: float, elapsed: float) -> None:
+        """Say why no longer attempt is made, and what the target would need."""
+        if 2 * self.n_steps > self.tuning.max_n_steps:
+            self.reason = f"n_steps would exceed {self.tuning.max_n_steps}"
+            return
+        self.reason = (f"the next run ({2 * self.n_steps} steps, about {2 * seconds:.0f} s) would "
+                       f"exceed max_time={self.max_time:g} s ({elapsed:.0f} s spent)")
+        if np.isfinite(gap):  # what 1/n_steps decay predicts the target needs
+            unit = self.tuning.min_first_n_steps
+            wanted = max(2 * self.n_steps, unit * int(np.ceil(
+                self.n_steps * abs(gap) / self.target_gap / unit)))
+            self.advice = (f"1/n_steps decay predicts about {wanted} steps (about "
+                           f"{wanted * seconds / self.n_steps:.0f} s of sampling after the "
+                           f"pilot): pass `n_steps={wanted}` or raise `max_time`")
+
+    def _finish(self) -> xr.DataTree:
+        """Warn where the target was not reached; record the search in the result."""
+        if not self.certified:
+            self._warn_uncertified()
+        self.result["evidence"].attrs.update({
+            "auto_n_steps": np.array(self.tried), "auto_gaps": np.array(self.gaps),
+            "auto_gap_se": np.array(self.gap_se), "auto_chains": np.array(self.tried_chains),
+            "auto_pilot_chains": np.array(self.tried_pilots),
+            "auto_reparameterized": np.array(self.tried_other, dtype=int),
+            "target_gap": float(self.target_gap),
+            "max_time": float("nan") if self.max_time is None else float(self.max_time),
+            "certified": int(self.certified), "auto_stop": self.reason,
+        })
+        return self.result
+
+    def _warn_uncertified(self) -> None:
+        final_gap, final_se = gap_and_se(self.result)  # the form the search went on with
+        advice = self.advice
+        if (self.switch is not None and not any(self.tried_other)
+                and self.reason != "interrupted"):
             advice += ("; the model's other parameterisation was not tried (no time was left "
                        "for its pilot): `reparameterize=True` runs it from the start")
-        advice += far_data_advice(result["evidence"].attrs)
+        advice += far_data_advice(self.result["evidence"].attrs)
+        attempts = ", ".join(
+            attempt_label(self.tried, self.tried_chains, self.tried_pilots, i, self.tried_other)
+            + f": {self.gaps[i]:.2f}" for i in range(len(self.tried)))
         logger.warning(
             "BDMC did not certify the estimate: gap %.2f nats (standard error %.2f) at %d steps, "
             "target %.2f (both the gap and its standard error must be within it); stopped "
@@ -418,18 +458,16 @@ def search_n_steps(run: Callable[..., xr.DataTree], *, target_gap: float,
             "matter'), and a reparameterisation helps more than steps (non-centred for a "
             "funnel of Gaussian children; centred where the data pin products such as a "
             "horseshoe's z * tau * lam).",
-            final_gap, final_se, int(result["evidence"].attrs["n_steps"]), target_gap, reason,
-            advice,
-            ", ".join(_attempt_label(tried, tried_chains, tried_pilots, i, tried_other)
-                      + f": {gaps[i]:.2f}"
-                      for i in range(len(tried))))
-    result["evidence"].attrs.update({
-        "auto_n_steps": np.array(tried), "auto_gaps": np.array(gaps),
-        "auto_gap_se": np.array(gap_se), "auto_chains": np.array(tried_chains),
-        "auto_pilot_chains": np.array(tried_pilots),
-        "auto_reparameterized": np.array(tried_other, dtype=int),
-        "target_gap": float(target_gap),
-        "max_time": float("nan") if max_time is None else float(max_time),
-        "certified": int(certified), "auto_stop": reason,
-    })
-    return result
+            final_gap, final_se, int(self.result["evidence"].attrs["n_steps"]),
+            self.target_gap, self.reason, advice, attempts)
+
+
+def attempt_label(steps: list, chains: list, pilots: list, i: int,
+                  other: list | None = None) -> str:
+    """``1000``, or ``1000 (64 chains, pilot 416, other form)`` where attempt ``i`` changed."""
+    other = other or [False] * len(steps)
+    changed = ([f"{chains[i]} chains"] if i and chains[i] != chains[i - 1] else []) + (
+        [f"pilot {pilots[i]}"] if i and pilots[i] != pilots[i - 1] else []) + (
+        [("other form" if other[i] else "as written")] if i and other[i] != other[i - 1]
+        else [])
+    return f"{steps[i]}" + (f" ({', '.join(changed)})" if changed else "")

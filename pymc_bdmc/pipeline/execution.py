@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from pymc_bdmc.config import DEFAULT_TUNING
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs
 from pymc_bdmc.kernels.hmc import hmc_step
 from pymc_bdmc.kernels.plan import AnnealingPlan
@@ -16,12 +17,10 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.parallel.executors import IN_PROCESS, Workers, resolve_workers
 
 __all__ = [
-    "AUTO_PARALLEL_SECONDS",
     "FUSED_CALL_OVERHEAD",
     "FUSED_PAYBACK",
     "FUSED_SWEEP_SAVING",
     "METRIC_PRODUCTS",
-    "STEP_AUTO_PARALLEL_SECONDS",
     "KernelTiming",
     "choose_workers",
     "count_sweeps",
@@ -35,13 +34,6 @@ __all__ = [
 
 logger = logging.getLogger("pymc_bdmc")
 
-#: With ``cores=None``, the vectorized kernels' chains go to worker processes only when the run
-#: is predicted to take longer than this in one process (seconds). Fresh workers cost about 3 s
-#: (a 9 s run took 12.5 s on two fresh workers, docs/performance.md "How the cost scales"), and
-#: a run of 19 s in one process took 10.5 s on two (a 10000-observation logistic regression).
-AUTO_PARALLEL_SECONDS = 10.0
-#: The same for PyMC step methods, whose workers also build the step methods on every call.
-STEP_AUTO_PARALLEL_SECONDS = 20.0
 #: With ``fused_kernel=None``, the fused kernel is compiled when the predicted saving exceeds
 #: this multiple of the model's own compilation time (compiling it costs about 1-2 times that).
 FUSED_PAYBACK = 2.0
@@ -368,7 +360,8 @@ def fused_forms(plan: AnnealingPlan) -> list[dict]:
 
 
 def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,
-                   announce: bool = True, threshold: float | None = None) -> Workers:
+                   announce: bool = True, threshold: float = DEFAULT_TUNING.auto_parallel_seconds
+                   ) -> Workers:
     """Where the chains run: as asked, or all cores for runs predicted to be long.
 
     Parameters
@@ -381,7 +374,8 @@ def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,
     announce : bool, default True
         Log the choice of all cores (off while a run's length is still being decided).
     threshold : float, optional
-        Seconds from which all cores are used (default :data:`AUTO_PARALLEL_SECONDS`).
+        Seconds from which all cores are used
+        (:attr:`~pymc_bdmc.config.Tuning.auto_parallel_seconds`).
 
     Returns
     -------
@@ -389,8 +383,6 @@ def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,
     """
     if executor is not None or cores is not None:
         return resolve_workers(cores, executor)
-    if threshold is None:
-        threshold = AUTO_PARALLEL_SECONDS
     if n_blocks < 2 or predicted_seconds < threshold:
         return IN_PROCESS
     if announce:

@@ -1,72 +1,26 @@
 """The pilot run: tune the kernels along the path, then freeze them into an AnnealingPlan.
 
-A dense mass matrix is estimated from the pilot population, and with fewer particles than
-coordinates that estimate is mostly shrinkage: on a 201-coordinate random walk a 64-particle
-pilot measured a dense metric but left a 4000-step gap of 6.7 nats, where 256 particles closed
-it to 0.35 at 1000 steps (docs/performance.md). Most models never ask for a dense metric (the
-pilot keeps the diagonal where the dense one is not less stiff, kernels/mass.py), and a large
-pilot would only cost them time. So the pilot runs at its default size first, and only where
-it chose a dense metric for more coordinates than it has particles for, it is run again, from
-fresh prior draws of its own stream, with :data:`PILOT_PARTICLES_PER_COORDINATE` particles per
-movable coordinate. A user's ``pilot_chains`` is never changed. Above
-:data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates the pilot is not enlarged: its dense
-metrics, and the fitted base's correlation (:func:`fit_base`), come from the model's curvature
-at a few of its particles (:mod:`pymc_bdmc.kernels.mass`).
+Every run's kernels come from a pilot on its own population of exact prior draws, never from
+the measured chains or ``theta*``, so the bounds stay valid whatever the pilot chooses
+(docs/decisions.md explains each choice and what it was measured against):
 
-Where the path may start elsewhere than the prior (``base="auto"``, continuous models, adaptive
-schedules), the pilot then fits a Gaussian to its final population
-(:mod:`pymc_bdmc.kernels.base_distribution`), runs a second pilot from that base's exact draws
-along ``q0^(1 - beta) (p(x) p(y|x))^beta``. Each pilot estimates ``log p(y)`` by SMC, and
-a path its particles cannot follow loses mass they never reach, so its estimate falls short;
-the thermodynamic length measured on those same particles cannot see that mass, and looks
-*short*. Measured: a Gaussian fitted across a posterior's symmetric modes (the BDMC paper's
-clustering and low-rank models) gave paths half as long as the prior's, but pilots 15-18 nats
-short, and measured runs 80 nats apart; on a 201-step random walk the prior's funnel gave the
-shorter-looking path, but a pilot 5-9 nats short. So the estimates decide first (the margin
-was 2 nats while the Gaussian was fitted once to an unequilibrated population, which could be
-a poor start; with the fits below, 0.5 nats: on the 60-step random walk the fitted paths'
-pilots were 0.55-1.4 nats above the prior's, and taking them changed the 1000-step AIS
-errors on the real data on seeds 1, 3 and 4 from -0.23, -0.50 and -0.28 to +0.09, +0.04 and
--0.09):
-
-* the fitted path is refused if its pilot's estimate is more than :data:`BASE_LOG_Z_TOLERANCE`
-  below the prior pilot's, and taken if it is more than :data:`BASE_LOG_Z_GAIN` above; both
-  margins widen to twice the two estimates' combined noise
-  (:attr:`~pymc_bdmc.kernels.tuning.PilotResult.log_z_sd`) where that is larger: on the
-  demo's regression the prior's pilot overestimated by 0.49 nats (sd about 0.3), and refused
-  a fitted path 15 times shorter whose two fits were within 0.03 of the exact value;
-* in between, it is taken where its thermodynamic length is at most :data:`BASE_PATH_GAIN`
-  times the prior path's (for a fixed number of steps the variance of the log weights grows
-  as its square).
-
-A Gaussian is only as good as the population it is fitted to, and a pilot's final population can
-be far from the posterior: on a 201-step random walk the prior path's pilot came out 43 nats
-short of the exact ``log p(y)``, and a Gaussian fitted to it gave a pilot still 42 short and a
-1000-step gap of 7.3 nats. Two things fix that. Before a Gaussian is fitted to a pilot's final
-population, that population makes :data:`BASE_FIT_MOVES` more transitions at ``beta = 1``
-(:func:`equilibrate`; they tune nothing and change no estimate). Under the ``n_steps="auto"``
-search, whose results depend on timing anyway, each equilibration stops once it has taken
-:data:`EQUILIBRATION_SHARE` of ``max_time``: on the 80-input latent GP the first took 14.2 s of
-a 45.5 s pilot. Fewer transitions for every model (the same gradients at longer trajectories)
-cost the 450-group centred hierarchy its certificate: a gap of 414 nats where it had 0.01.
-And while a fitted path's pilot gains more than :data:`BASE_REFIT_GAIN` nats on the pilot it
-was fitted from, a new Gaussian is fitted to its final population, up to
-:data:`MAX_BASE_FITS` fits; the fit with the highest
-estimate is the fitted path the rules above compare with the prior's. On that random walk the
-three fits' pilots reached -180.9, -169.9 and -169.8 against the exact -169.5, and the gap was
--0.17 nats at 1000 steps (40 s in all). On near-Gaussian models the first fit gains nothing and
-no second is made. A first fit whose pilot comes out more than :data:`BASE_LOG_Z_TOLERANCE` below
-the pilot it was fitted from gets one more try from its own final population, which the fitted
-path brought nearer the posterior: on a 500-step walk (seed 0) the first fit lost 3.6 nats to
-the prior's pilot, the second gained 10.5 on the first, and the run certified (AIS error -0.43
-at 1000 steps) where the prior's path, kept on the first fit alone, was 83 nats short. On a
-1000-step walk the fits kept gaining (41, 183, 119, 59 and 29 nats) until the sixth lost: with
-at most 3 fits the last pilot was 99 nats short of the exact value and ``sample_ais`` 28.7
-nats short at 1000 steps, with at most 8 fits 11 and 1.8. The paper's models, whose first two
-fits lose, and the random walks up to 500 steps make the same fits as with at most 3.
-
-Every pilot sees only its own draws and ``y``, never the measured chains or ``theta*``, so
-the choice leaves the bounds valid.
+* **Population size.** A dense metric estimated from fewer particles than coordinates is mostly
+  shrinkage, so a pilot that chose one runs again with
+  :attr:`~pymc_bdmc.config.Tuning.particles_per_coordinate` particles per movable coordinate
+  (never where the user fixed ``pilot_chains``, and not above
+  :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates, where metrics come from the
+  model's curvature instead).
+* **Where the path starts** (``base="auto"``, continuous models, adaptive schedules). The pilot
+  fits a Gaussian to its final population (:mod:`pymc_bdmc.kernels.base_distribution`) and
+  pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta`` from it. Each pilot estimates
+  ``log p(y)`` by SMC; a path its particles cannot follow falls short, while its measured
+  thermodynamic length looks *shorter*. So the estimates decide first
+  (:func:`prefer_fitted_base`), the lengths only between close estimates.
+* **Fitting a good Gaussian.** A population that lags the posterior first makes
+  :attr:`~pymc_bdmc.config.Tuning.base_fit_moves` transitions at ``beta = 1``
+  (:func:`equilibrate`), and while a fitted path's pilot gains more than
+  :attr:`~pymc_bdmc.config.Tuning.base_refit_gain` nats on the pilot it came from, a new
+  Gaussian is fitted to its final population (:func:`choose_path`).
 """
 
 from __future__ import annotations
@@ -80,11 +34,12 @@ from collections.abc import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import hmc_step
-from pymc_bdmc.kernels.mass import CURVATURE_MAX_DIM, DENSE_MAX_DIM, curvature_correlation
-from pymc_bdmc.kernels.scale_moves import ScaleMoves
+from pymc_bdmc.kernels.mass import curvature_correlation
 from pymc_bdmc.kernels.plan import AnnealingPlan
+from pymc_bdmc.kernels.scale_moves import ScaleMoves
 from pymc_bdmc.kernels.tuning import (
     PilotResult,
     freeze_plan,
@@ -95,36 +50,13 @@ from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.schedules import ADAPTIVE
 
-__all__ = ["BASE_FIT_MOVES", "BASE_LOG_Z_GAIN", "BASE_LOG_Z_TOLERANCE",
-           "BASE_PATH_GAIN", "BASE_REFIT_GAIN", "EQUILIBRATION_SHARE", "MAX_BASE_FITS",
-           "PILOT_PARTICLES_PER_COORDINATE", "choose_path", "enlarged_pilot_size", "equilibrate",
-           "fit_base", "prefer_fitted_base", "refreeze", "tune"]
+__all__ = ["choose_path", "enlarged_pilot_size", "equilibrate", "fit_base", "prefer_fitted_base",
+           "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
-#: Most Gaussians fitted in turn, each to the previous fitted path's final population (a
-#: safety cap: the fits stop as soon as one gains too little, see BASE_REFIT_GAIN).
-MAX_BASE_FITS = 8
-#: Another Gaussian is fitted while the last one's pilot estimate gained more than this (nats).
-BASE_REFIT_GAIN = 1.0
-#: Transitions of a pilot's final population at ``beta = 1`` before a Gaussian is fitted to it
-#: (each after the scale moves) ...
-BASE_FIT_MOVES = 60
-#: ... or as many as fit in this share of ``max_time`` (the ``n_steps="auto"`` search only).
-EQUILIBRATION_SHARE = 0.05
-
-#: Pilot particles per movable coordinate where the pilot measures a dense metric.
-PILOT_PARTICLES_PER_COORDINATE = 1.25
-#: A path from a fitted base is refused if its pilot's estimate of log p(y) is more than this
-#: many nats below the prior pilot's ...
-BASE_LOG_Z_TOLERANCE = 0.5
-#: ... taken if it is more than this many nats above ...
-BASE_LOG_Z_GAIN = 0.5
-#: ... and otherwise taken if its thermodynamic length is at most this fraction of the prior's.
-BASE_PATH_GAIN = 0.75
-
-
-def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int) -> int | None:
+def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int,
+                        tuning: Tuning = DEFAULT_TUNING) -> int | None:
     """Population size to re-run the pilot with, or None where its own size will do.
 
     Parameters
@@ -134,16 +66,18 @@ def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int) ->
         The pilot's population size.
     n_movable : int
         Coordinates the HMC kernels move.
+    tuning : Tuning, optional
 
     Returns
     -------
     int or None
-        A multiple of 8 of at least ``PILOT_PARTICLES_PER_COORDINATE * n_movable`` when the
+        A multiple of 8 of at least ``tuning.particles_per_coordinate * n_movable`` when the
         pilot used a dense metric at some temperature and had fewer particles than that.
     """
-    if not any(f is not None for f in pilot.mass_factor) or n_movable > DENSE_MAX_DIM:
+    if (not any(f is not None for f in pilot.mass_factor)
+            or n_movable > tuning.dense_max_dim):
         return None
-    wanted = 8 * math.ceil(PILOT_PARTICLES_PER_COORDINATE * n_movable / 8)
+    wanted = 8 * math.ceil(tuning.particles_per_coordinate * n_movable / 8)
     return wanted if wanted > n_particles else None
 
 
@@ -189,14 +123,14 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             rng, x, parts, path_parts, schedule=schedule, n_steps=s.n_steps,
             n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
             jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
-            on_step=report, discrete=discrete, pinned=pinned, moves=moves,
+            on_step=report, discrete=discrete, pinned=pinned, moves=moves, tuning=s.tuning,
         )
 
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
         plan, pilot = run(x_pilot, parts_pilot, report)
         n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
-        wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable)
+        wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
         if wanted is not None and draw_pilot is not None and not s.pilot_chains_given:
             logger.info("The pilot measured a dense metric on %d coordinates with %d particles; "
                         "running it again with %d.", n_movable, len(x_pilot), wanted)
@@ -204,7 +138,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             plan, pilot = run(x_pilot, parts_pilot, report)
         if fit_base and pilot.final_x is not None:
             plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
-                                      rng, parts_fn, moves, s.equilibration_seconds)
+                                      rng, parts_fn, moves, s.equilibration_seconds, s.tuning)
     logger.info("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
     factors = [f for f in pilot.mass_factor if f is not None]
@@ -214,7 +148,8 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     elif factors:
         logger.info("Dense mass matrices at %d of %d pilot temperatures, their correlations from "
                     "the %s.", len(factors), len(pilot.mass_factor),
-                    "model's curvature" if n_movable > DENSE_MAX_DIM else "pilot population")
+                    "model's curvature" if n_movable > s.tuning.dense_max_dim
+                    else "pilot population")
     return plan, pilot
 
 
@@ -239,13 +174,22 @@ def refreeze(plan: AnnealingPlan, pilot: PilotResult, s: Settings) -> AnnealingP
     return dataclasses.replace(fresh, base=plan.base, scale_moves=plan.scale_moves)
 
 
-def prefer_fitted_base(prior: PilotResult, fitted: PilotResult) -> bool:
-    """Whether the path from a fitted base beats the prior's (see the module docstring).
+def prefer_fitted_base(prior: PilotResult, fitted: PilotResult,
+                       tuning: Tuning = DEFAULT_TUNING) -> bool:
+    """Whether the path from a fitted base beats the prior's.
+
+    The fitted path is refused where its pilot's estimate is more than
+    ``tuning.base_log_z_tolerance`` below the prior pilot's, and taken where it is more than
+    ``tuning.base_log_z_gain`` above; both margins widen to twice the two estimates' combined
+    noise where that is larger. In between, it is taken where its thermodynamic length is at
+    most ``tuning.base_path_gain`` times the prior path's (for a fixed number of steps the
+    variance of the log weights grows as its square).
 
     Parameters
     ----------
     prior, fitted : PilotResult
         The pilots of the path from the prior and of the path from the fitted base.
+    tuning : Tuning, optional
 
     Returns
     -------
@@ -254,11 +198,13 @@ def prefer_fitted_base(prior: PilotResult, fitted: PilotResult) -> bool:
     # Two pilots' estimates closer than twice their noise do not rank the paths.
     noise = 2.0 * float(np.hypot(prior.log_z_sd, fitted.log_z_sd))
     if (not np.isfinite(fitted.log_z)
-            or fitted.log_z < prior.log_z - max(BASE_LOG_Z_TOLERANCE, noise)):
+            or fitted.log_z < prior.log_z - max(tuning.base_log_z_tolerance, noise)):
         return False
-    if fitted.log_z > prior.log_z + max(BASE_LOG_Z_GAIN, noise) or not np.isfinite(prior.log_z):
+    if (fitted.log_z > prior.log_z + max(tuning.base_log_z_gain, noise)
+            or not np.isfinite(prior.log_z)):
         return True
-    return bool(fitted.thermodynamic_length <= BASE_PATH_GAIN * prior.thermodynamic_length)
+    return bool(fitted.thermodynamic_length
+                <= tuning.base_path_gain * prior.thermodynamic_length)
 
 
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
@@ -308,10 +254,11 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     return x
 
 
-def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable) -> GaussianBase:
+def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable,
+             tuning: Tuning = DEFAULT_TUNING) -> GaussianBase:
     """Fit a Gaussian base to a pilot's final population at ``beta = 1``.
 
-    Up to :data:`~pymc_bdmc.kernels.mass.DENSE_MAX_DIM` coordinates the population's own
+    Up to ``tuning.dense_max_dim`` coordinates the population's own
     shrunk correlation; above, where a pilot population is smaller than the dimension, the
     correlation of the posterior's curvature at the population
     (:func:`~pymc_bdmc.kernels.mass.curvature_correlation`), which for a Gaussian posterior is
@@ -324,6 +271,7 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable) -> Gau
         Normalised importance weights.
     parts_fn : callable
         The model's batched densities.
+    tuning : Tuning, optional
 
     Returns
     -------
@@ -335,7 +283,7 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable) -> Gau
         Where no positive-definite correlation is found.
     """
     n_dim = values.shape[1]
-    if DENSE_MAX_DIM < n_dim <= CURVATURE_MAX_DIM:
+    if tuning.dense_max_dim < n_dim <= tuning.curvature_max_dim:
         variance = weighted_moments(values, weights)[1]
         correlation = curvature_correlation(values, variance, variance > 0,
                                             lambda x: parts_fn(x).tempered_grad(1.0))
@@ -344,7 +292,8 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable) -> Gau
     return GaussianBase.fit(values, weights)
 
 
-def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None):
+def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
+                tuning: Tuning = DEFAULT_TUNING):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -361,6 +310,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         The model's scale moves, for the equilibration before each fit.
     equilibration_seconds : float, optional
         Wall time each equilibration may take (:func:`equilibrate`).
+    tuning : Tuning, optional
+        How many fits at most, and what gain makes another one.
 
     Returns
     -------
@@ -370,14 +321,15 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     """
     fitted = None
     source, source_plan, source_parts = pilot, plan, parts_fn
-    for fit in range(MAX_BASE_FITS):
-        population = equilibrate(rng, source.final_x, source_plan, source_parts, BASE_FIT_MOVES,
+    for fit in range(tuning.max_base_fits):
+        population = equilibrate(rng, source.final_x, source_plan, source_parts,
+                                 tuning.base_fit_moves,
                                  moves, equilibration_seconds)
         # A population with impossible states or undefined weights has no Gaussian to give.
         if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
             break
         try:
-            base = fit_base(population, source.final_weights, parts_fn)
+            base = fit_base(population, source.final_weights, parts_fn, tuning)
         except np.linalg.LinAlgError:
             break
         based_parts = base.parts_fn(parts_fn)
@@ -392,8 +344,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
             fitted = (base, based_plan, based_pilot)
         # A first fit that loses to the pilot it came from was fitted to a poor population: it
         # gets one more try from its own path's population (module docstring).
-        lost_first = fit == 0 and gained < -BASE_LOG_Z_TOLERANCE
-        if not (gained > BASE_REFIT_GAIN or lost_first):
+        lost_first = fit == 0 and gained < -tuning.base_log_z_tolerance
+        if not (gained > tuning.base_refit_gain or lost_first):
             break
         source, source_plan, source_parts = based_pilot, based_plan, based_parts
     if fitted is None:
@@ -403,7 +355,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     choice = {"thermodynamic_length_prior": pilot.thermodynamic_length,
               "thermodynamic_length_fitted": base_length,
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z}
-    keep_base = prefer_fitted_base(pilot, based_pilot)
+    keep_base = prefer_fitted_base(pilot, based_pilot, tuning)
     logger.info("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "
                 "length %.2f and log Z %.2f; annealing from the %s.", pilot.thermodynamic_length,
                 pilot.log_z, base_length, based_pilot.log_z,

@@ -30,7 +30,8 @@ RunFn = Callable[[Callable[[], None], Callable[[int], None]], object]
 def forward_and_reverse(progress, done: StepCounter, total: int, forward: RunFn,
                         reverse: RunFn | None = None, *, algorithm: str = "AIS",
                         reverse_label: str | None = None, unit: str = "step",
-                        cancel: Callable[[], None] | None = None):
+                        cancel: Callable[[], None] | None = None,
+                        forward_label: str | None = None):
     """Run ``forward``, then ``reverse`` (if given); Ctrl-C during ``reverse`` keeps ``forward``.
 
     Parameters
@@ -50,13 +51,15 @@ def forward_and_reverse(progress, done: StepCounter, total: int, forward: RunFn,
         What ``total`` counts, for the interrupt message.
     cancel : callable, optional
         Called when the reverse run is interrupted (e.g. to cancel work on other processes).
+    forward_label : str, optional
+        The forward run's progress row, if not ``"Forward <algorithm>"``.
 
     Returns
     -------
     tuple
         ``(forward run, reverse run or None, interrupted note or None)``.
     """
-    with phase(progress, f"Forward {algorithm}", total) as advance:
+    with phase(progress, forward_label or f"Forward {algorithm}", total) as advance:
         forward_run = forward(done.counting("forward", advance),
                               done.counting_groups("forward", advance))
     if reverse is None:

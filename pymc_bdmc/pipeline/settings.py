@@ -7,17 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_bdmc.config import DEFAULT_TUNING, Tuning, resolve_tuning
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.checks import check_positive_int
 from pymc_bdmc.parallel.executors import resolve_workers
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
 
-__all__ = ["BASES", "REVERSE_SPREAD_TRANSITIONS", "Parallel", "Settings", "parallel_settings",
-           "validate"]
+__all__ = ["BASES", "Parallel", "Settings", "parallel_settings", "validate"]
 
-#: HMC transitions at beta=1 that spread reverse chains out from the exact sample (they keep
-#: each chain's start an exact posterior draw, and decorrelate the reverse weights).
-REVERSE_SPREAD_TRANSITIONS = 10
 #: Accepted values of ``base`` (where AIS paths start).
 BASES = ("auto", "prior")
 
@@ -34,7 +31,11 @@ class Settings:
         The fixed schedule (or the grid an adaptive schedule replaces).
     n_leapfrog : int or None
         None: the pilot chooses the trajectory length.
-    transitions_per_step, reverse_spread : int
+    transitions_per_step : int
+    reverse_spread : int
+        HMC transitions at ``beta = 1`` that spread reverse chains out from the exact sample
+        (they keep each chain's start an exact posterior draw and decorrelate the reverse
+        weights).
     target_accept, step_size_jitter : float
     pilot_chains : int
     confidence : float
@@ -55,6 +56,8 @@ class Settings:
         (:func:`pymc_bdmc.pipeline.pilot.equilibrate`); None: all its rounds. Only the
         ``n_steps="auto"`` search sets it (from ``max_time``): its results depend on timing
         anyway, where a fixed length's stay the same on every machine.
+    tuning : Tuning
+        The automatic choices' settings (:class:`~pymc_bdmc.config.Tuning`).
     """
 
     n_steps: int
@@ -72,6 +75,7 @@ class Settings:
     base: str = "prior"
     schedule_name: str | None = None
     equilibration_seconds: float | None = None
+    tuning: Tuning = DEFAULT_TUNING
 
     def with_chains(self, chains: int) -> Settings:
         """Return the same settings with ``chains`` chains per direction (the pilot unchanged)."""
@@ -105,13 +109,15 @@ class Settings:
 
 
 def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept,
-             step_size_jitter, pilot_chains, confidence, base="prior") -> Settings:
+             step_size_jitter, pilot_chains, confidence, base="prior",
+             tuning: Tuning | None = None) -> Settings:
     """Check the annealing arguments of an entry point and return them as :class:`Settings`.
 
     Parameters
     ----------
     n_steps, chains, schedule, n_leapfrog, transitions_per_step, target_accept : see sample_ais
     step_size_jitter, pilot_chains, confidence, base : see sample_ais
+    tuning : Tuning or None
 
     Returns
     -------
@@ -137,16 +143,18 @@ def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target
         raise BDMCInputError(f"`confidence` must be in (0, 1), got {confidence}.")
     if base not in BASES:
         raise BDMCInputError(f"`base` must be one of {BASES}, got {base!r}.")
+    tuning = resolve_tuning(tuning)
     given_pilot_chains = pilot_chains
     pilot_chains = check_positive_int(
         max(chains, 64) if pilot_chains is None else pilot_chains, "pilot_chains", minimum=2
     )
     return Settings(len(betas) - 1, chains, betas, n_leapfrog, transitions_per_step,
-                    REVERSE_SPREAD_TRANSITIONS, float(target_accept),
+                    tuning.reverse_spread, float(target_accept),
                     float(step_size_jitter), pilot_chains, float(confidence),
                     isinstance(schedule, str) and schedule == ADAPTIVE,
                     pilot_chains_given=given_pilot_chains is not None, base=base,
-                    schedule_name=schedule if isinstance(schedule, str) else None)
+                    schedule_name=schedule if isinstance(schedule, str) else None,
+                    tuning=tuning)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.resampling import systematic_resample
 from pymc_bdmc.version import __version__
 
-__all__ = ["build_datatree", "build_smc_datatree"]
+__all__ = ["bounds_dataset", "evidence_tree", "build_datatree", "build_smc_datatree"]
 
 
 def named_dataset(values: dict[str, np.ndarray], dims: dict, coords: dict) -> xr.Dataset:
@@ -141,9 +141,24 @@ def _parameter_coords(plan, labels: list[str], **coords) -> dict:
     return coords
 
 
-def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun | SMCRun,
-                      reverse: AISRun | SMCRun | None, attrs: dict,
-                      chain_dim: str = "ais_chain") -> xr.Dataset:
+def bounds_dataset(bounds: EvidenceBounds, log_w_forward: np.ndarray,
+                   log_w_reverse: np.ndarray | None = None, attrs: dict | None = None,
+                   chain_dim: str = "ais_chain") -> xr.Dataset:
+    """The ``evidence`` group every result shares: the bounds and the per-chain log weights.
+
+    Parameters
+    ----------
+    bounds : EvidenceBounds
+    log_w_forward : numpy.ndarray, shape (chains,)
+    log_w_reverse : numpy.ndarray, optional
+    attrs : dict, optional
+        The run's attributes.
+    chain_dim : str, default "ais_chain"
+
+    Returns
+    -------
+    xarray.Dataset
+    """
     scalars = {
         "lower": bounds.lower,
         "upper": bounds.upper,
@@ -160,19 +175,47 @@ def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun | SMCRun,
         "ess_reverse": bounds.ess_reverse,
     }
     data = {name: ((), np.float64(value)) for name, value in scalars.items()}
-    data["log_weight_forward"] = (chain_dim, forward.log_weight)
-    data["n_divergent_forward"] = ((), int(forward.n_divergent.sum()))
-    data["n_failed_forward"] = ((), forward.n_failed_total)
+    data["log_weight_forward"] = (chain_dim, np.asarray(log_w_forward, dtype=float))
+    if log_w_reverse is not None:
+        data["log_weight_reverse"] = (chain_dim, np.asarray(log_w_reverse, dtype=float))
+    ds = xr.Dataset(data, coords={chain_dim: np.arange(len(log_w_forward))})
+    ds.attrs = {"confidence": bounds.confidence, **(attrs or {})}
+    return ds
+
+
+def evidence_tree(bounds: EvidenceBounds, log_w_forward: np.ndarray,
+                  log_w_reverse: np.ndarray | None = None, **attrs) -> xr.DataTree:
+    """A result holding only the ``evidence`` group (a method without posterior draws).
+
+    Parameters
+    ----------
+    bounds : EvidenceBounds
+    log_w_forward, log_w_reverse : numpy.ndarray
+    **attrs
+        The run's attributes (e.g. ``algorithm``).
+
+    Returns
+    -------
+    xarray.DataTree
+    """
+    return xr.DataTree.from_dict({"evidence": bounds_dataset(bounds, log_w_forward,
+                                                             log_w_reverse, attrs)})
+
+
+def _evidence_dataset(bounds: EvidenceBounds, forward: AISRun | SMCRun,
+                      reverse: AISRun | SMCRun | None, attrs: dict,
+                      chain_dim: str = "ais_chain") -> xr.Dataset:
+    ds = bounds_dataset(bounds, forward.log_weight,
+                        None if reverse is None else reverse.log_weight, attrs, chain_dim)
+    ds["n_divergent_forward"] = ((), int(forward.n_divergent.sum()))
+    ds["n_failed_forward"] = ((), forward.n_failed_total)
     if isinstance(forward, AISRun):
-        data["failed_step_forward"] = (chain_dim, _failed_step(forward))
+        ds["failed_step_forward"] = (chain_dim, _failed_step(forward))
     if reverse is not None:
-        data["log_weight_reverse"] = (chain_dim, reverse.log_weight)
-        data["n_divergent_reverse"] = ((), int(reverse.n_divergent.sum()))
-        data["n_failed_reverse"] = ((), reverse.n_failed_total)
+        ds["n_divergent_reverse"] = ((), int(reverse.n_divergent.sum()))
+        ds["n_failed_reverse"] = ((), reverse.n_failed_total)
         if isinstance(reverse, AISRun):
-            data["failed_step_reverse"] = (chain_dim, _failed_step(reverse))
-    ds = xr.Dataset(data, coords={chain_dim: np.arange(len(forward.log_weight))})
-    ds.attrs = {"confidence": bounds.confidence, **attrs}
+            ds["failed_step_reverse"] = (chain_dim, _failed_step(reverse))
     return ds
 
 

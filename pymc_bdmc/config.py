@@ -1,0 +1,142 @@
+"""Tuning settings of the automatic choices: the length search, the pilot and how runs execute.
+
+Every entry point takes ``tuning=Tuning(...)``; the defaults are what the project measured to
+work (docs/performance.md). None of these settings can make a bound invalid: they decide how
+long a search runs, what the pilot tries and where chains run, never what a frozen kernel does
+to a measured chain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from pymc_bdmc.errors import BDMCInputError
+
+__all__ = ["Tuning"]
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Settings of the length search, the pilot and the execution, with their defaults.
+
+    The first ten attributes steer the length search (``sample_bdmc(n_steps="auto")``,
+    ``calibrate``), the next ten the pilot and its choice of path, the last three how runs
+    execute.
+
+    Attributes
+    ----------
+    first_n_steps : int, default 1000
+        Annealing steps of the first attempt.
+    min_first_n_steps : int, default 100
+        A first attempt shortened to fit ``max_time`` runs at least this many steps (and
+        lengths in multiples of it).
+    max_n_steps : int, default 64000
+        No attempt is longer.
+    steps_per_squared_length : float, default 100
+        A shortened first attempt runs no more than this many steps per squared thermodynamic
+        length of its path (the variance of a log weight with perfect transitions is then 0.01).
+    max_chains_factor : int, default 8
+        A gap within the target but measured too noisily is measured again with at most this
+        many times the chains ...
+    max_chains : int, default 1024
+        ... and never with more chains than this.
+    larger_pilot_gap : float, default 8.0
+        A gap more than this many times the target (or not finite) is run again on a fresh
+        pilot with ``pilot_growth`` times the particles ...
+    pilot_growth : int, default 4
+    max_pilot_chains : int, default 1024
+        ... and never more particles than this.
+    swap_gap : float, default 2.0
+        A first attempt whose gap is within this many times the target is lengthened before the
+        model's other parameterisation is tried.
+    dense_max_dim : int, default 400
+        Up to this many movable coordinates, dense metrics are estimated from the pilot's
+        population; above it, from the model's curvature at a few particles ...
+    curvature_max_dim : int, default 1200
+        ... up to this many coordinates; above it, diagonal metrics only.
+    particles_per_coordinate : float, default 1.25
+        A pilot that chose a dense metric with fewer particles than this per movable coordinate
+        runs again with that many (unless ``pilot_chains`` is given).
+    max_base_fits : int, default 8
+        Most Gaussians fitted in turn to pilot populations for a path from a fitted base.
+    base_refit_gain : float, default 1.0
+        Another Gaussian is fitted while the last fit's pilot estimate gained more than this.
+    base_fit_moves : int, default 60
+        Transitions at ``beta = 1`` a population makes before a Gaussian is fitted to it ...
+    equilibration_share : float, default 0.05
+        ... or as many as fit in this share of ``max_time`` (the length search only).
+    base_log_z_tolerance : float, default 0.5
+        The fitted path is refused when its pilot's estimate is more than this many nats below
+        the prior path's ...
+    base_log_z_gain : float, default 0.5
+        ... taken when it is more than this many above ...
+    base_path_gain : float, default 0.75
+        ... and otherwise taken when its thermodynamic length is at most this fraction of the
+        prior path's.
+    reverse_spread : int, default 10
+        Transitions at ``beta = 1`` that spread reverse chains out from the exact sample.
+    auto_parallel_seconds : float, default 10.0
+        With ``cores=None``, the vectorized kernels' chains go to worker processes only where
+        the run is predicted to take longer than this in one process.
+    step_auto_parallel_seconds : float, default 20.0
+        The same for PyMC step methods, whose workers cost more to start.
+    """
+
+    first_n_steps: int = 1000
+    min_first_n_steps: int = 100
+    max_n_steps: int = 64000
+    steps_per_squared_length: float = 100
+    max_chains_factor: int = 8
+    max_chains: int = 1024
+    larger_pilot_gap: float = 8.0
+    pilot_growth: int = 4
+    max_pilot_chains: int = 1024
+    swap_gap: float = 2.0
+    dense_max_dim: int = 400
+    curvature_max_dim: int = 1200
+    particles_per_coordinate: float = 1.25
+    max_base_fits: int = 8
+    base_refit_gain: float = 1.0
+    base_fit_moves: int = 60
+    equilibration_share: float = 0.05
+    base_log_z_tolerance: float = 0.5
+    base_log_z_gain: float = 0.5
+    base_path_gain: float = 0.75
+    reverse_spread: int = 10
+    auto_parallel_seconds: float = 10.0
+    step_auto_parallel_seconds: float = 20.0
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise BDMCInputError(f"`Tuning.{field.name}` must be a non-negative number, "
+                                     f"got {value!r}.")
+        for name in ("first_n_steps", "min_first_n_steps", "max_n_steps", "max_chains",
+                     "max_pilot_chains", "pilot_growth", "max_chains_factor"):
+            if getattr(self, name) < 1:
+                raise BDMCInputError(f"`Tuning.{name}` must be at least 1, got "
+                                     f"{getattr(self, name)!r}.")
+
+
+#: The defaults, shared by every call that does not pass ``tuning``.
+DEFAULT_TUNING = Tuning()
+
+
+def resolve_tuning(tuning: Tuning | None) -> Tuning:
+    """Return ``tuning``, or the defaults for None; refuse anything else.
+
+    Parameters
+    ----------
+    tuning : Tuning or None
+
+    Returns
+    -------
+    Tuning
+    """
+    if tuning is None:
+        return DEFAULT_TUNING
+    if not isinstance(tuning, Tuning):
+        raise BDMCInputError(f"`tuning` must be a pymc_bdmc.Tuning, got {type(tuning).__name__}.")
+    return tuning

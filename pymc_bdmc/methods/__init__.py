@@ -1,0 +1,1 @@
+"""Evidence methods: each plugs its kernels and loop into the one driver (see ``protocol``)."""

@@ -1,0 +1,249 @@
+"""AIS and BDMC on the vectorized kernels: HMC, and chromatic Gibbs sweeps of discrete variables.
+
+All chains are evaluated in one batched model call per leapfrog step; chains are cut into blocks
+with their own random streams, which run here or on worker processes
+(:class:`~pymc_bdmc.parallel.annealing.AnnealingRunner`), as the kernels' timing decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.estimators import evidence_bounds
+from pymc_bdmc.kernels.gibbs import ChromaticGibbs
+from pymc_bdmc.kernels.plan import AnnealingPlan
+from pymc_bdmc.kernels.scale_moves import scale_moves_for
+from pymc_bdmc.kernels.tuning import PilotResult
+from pymc_bdmc.methods.protocol import Job, Launch, Outcome, Problem, RunLabels, SharedPilot
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.parallel.annealing import AnnealingRunner
+from pymc_bdmc.parallel.executors import Workers
+from pymc_bdmc.parallel.streams import ChainBlocks
+from pymc_bdmc.pipeline.auto_steps import Attempt
+from pymc_bdmc.pipeline.compile import other_parameterization
+from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
+from pymc_bdmc.pipeline.discrete import check_plan_pins, gibbs_kernel
+from pymc_bdmc.pipeline.draws import generating_values, prior_start, prior_start_blocks
+from pymc_bdmc.pipeline.execution import (
+    KernelTiming,
+    choose_workers,
+    count_sweeps,
+    count_transitions,
+    predicted_seconds,
+    predicted_wall_seconds,
+    use_fused_kernel,
+)
+from pymc_bdmc.pipeline.pilot import refreeze, tune
+from pymc_bdmc.pipeline.problem import model_problem
+from pymc_bdmc.pipeline.results import run_attrs
+from pymc_bdmc.pipeline.runs import start_runner
+from pymc_bdmc.pipeline.settings import Settings
+from pymc_bdmc.results.datatree import build_datatree
+from pymc_bdmc.schedules import ADAPTIVE
+
+__all__ = ["VectorizedAIS", "check_plan_fits"]
+
+logger = logging.getLogger("pymc_bdmc")
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """The frozen plan, the pilot that froze it (None for a given plan), the Gibbs kernel."""
+
+    plan: AnnealingPlan
+    pilot: PilotResult | None
+    gibbs: ChromaticGibbs | None
+
+
+@dataclass(frozen=True)
+class Running:
+    """What the result needs of a launch: the plan run, and where and how it ran."""
+
+    plan: AnnealingPlan
+    runner: AnnealingRunner
+    workers: Workers
+    fused: bool
+    n_groups: int
+
+
+def check_plan_fits(plan: AnnealingPlan, density: ModelDensity) -> None:
+    """Refuse a given plan whose kernels do not act on this model's coordinates."""
+    if plan.n_dim != density.n_dim:
+        raise BDMCInputError(
+            f"The plan acts on {plan.n_dim} unconstrained dimensions but the model has "
+            f"{density.n_dim}: a plan only transfers between data sets of the same model."
+        )
+    if plan.principal_metrics and (plan.base is None or not plan.base.full_rank):
+        raise BDMCInputError(
+            "The plan's metrics are scales in the principal coordinates of a full-rank fitted "
+            "base, but the plan has no such base: use the plan as AnnealingPlan.from_result "
+            "gives it, base included."
+        )
+
+
+class VectorizedAIS:
+    """Forward AIS, and reverse AIS from ``theta*`` for BDMC, on the vectorized kernels."""
+
+    labels = RunLabels()
+
+    def prepare(self, job: Job) -> Problem:
+        """Compile (the other form where asked, or where the given plan was frozen there)."""
+        other = job.reparameterize or (job.plan is not None and job.plan.reparameterized)
+        check = None if job.plan is None else (lambda density: check_plan_fits(job.plan,
+                                                                               density))
+        return model_problem(job, other=other, check=check)
+
+    def other_form(self, job: Job, problem: Problem) -> Problem | None:
+        """The model's other parameterisation on the same ``theta*`` and ``y*``."""
+        made = other_parameterization(job.model, problem.density, problem.truth,
+                                      job.compile_kwargs)
+        if made is None:
+            return None
+        density, simulator, truth, seconds = made
+        return Problem(density, simulator, truth, seconds, problem.attrs)
+
+    def tune(self, job: Job, problem: Problem, attempt: Attempt, s: Settings, progress,
+             memo: SharedPilot) -> Tuned:
+        """Pilot and freeze, or re-freeze the search's shared pilot, or take the given plan."""
+        density, simulator, streams = problem.density, problem.simulator, job.streams
+        x_pilot, parts_pilot = prior_start(simulator, density, s.pilot_chains,
+                                           streams["pilot_init"])
+        gibbs = gibbs_kernel(density, x_pilot)
+        plan = job.plan
+        if gibbs is not None and plan is not None:
+            check_plan_pins(plan, gibbs)
+        if plan is not None:
+            logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
+            return Tuned(plan, None, gibbs)
+        if memo.tuned is not None:
+            pilot = memo.tuned.pilot
+            logger.info("Plan re-frozen on %d steps from an earlier attempt's pilot.", s.n_steps)
+            return Tuned(refreeze(memo.tuned.plan, pilot, s), pilot, gibbs)
+        plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
+                           ADAPTIVE if s.adaptive else s.betas,
+                           discrete=None if gibbs is None else gibbs.bound_to(density.terms),
+                           pinned=None if gibbs is None else gibbs.pinned,
+                           draw_pilot=lambda n: prior_start(simulator, density, n,
+                                                            streams["pilot_init"]),
+                           fit_base=s.base == "auto" and gibbs is None and s.adaptive,
+                           moves=scale_moves_for(density))
+        if job.search is not None:
+            memo.tuned = Tuned(plan, pilot, None)
+        return Tuned(plan, pilot, gibbs)
+
+    def launch(self, job: Job, problem: Problem, tuned: Tuned, attempt: Attempt,
+               s: Settings) -> Launch:
+        """Exact starts per block of chains, fused kernels and workers from timing, the runs."""
+        density, truth, streams, parallel = problem.density, problem.truth, job.streams, job.parallel
+        plan, pilot, gibbs = tuned.plan, tuned.pilot, tuned.gibbs
+        # Every block of chains has its own streams, so results do not depend on how chains are
+        # grouped into batches or split across processes (parallel/streams.py).
+        init_blocks = ChainBlocks.spawn(streams["forward_init"], s.chains)
+        forward_blocks = ChainBlocks.spawn(streams["forward"], s.chains)
+        reverse_blocks = ChainBlocks.spawn(streams["reverse"], s.chains)
+        # Each block of chains starts from exact draws of the path's first distribution.
+        x0 = (prior_start_blocks(problem.simulator, density, init_blocks)[0] if plan.base is None
+              else np.concatenate([plan.start(g, n) for n, g in
+                                   zip(init_blocks.sizes, init_blocks.generators, strict=True)]))
+        directions = 1 if truth is None else 2
+        auto = (parallel.fused_kernel is None or attempt.fit_length is not None
+                or (parallel.cores is None and parallel.executor is None))
+        timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
+
+        def how_to_run(plan: AnnealingPlan, announce: bool = True):
+            n_transitions = count_transitions(plan, directions, s.reverse_spread)
+            n_sweeps = count_sweeps(gibbs, n_transitions, plan)
+            fused = use_fused_kernel(parallel.fused_kernel, density, timing, plan,
+                                     n_transitions, n_sweeps)
+            # Workers are chosen on the NumPy kernel's time, which a fused kernel does not
+            # always cut much (on large models the model calls dominate either way).
+            workers = choose_workers(parallel.cores, parallel.executor,
+                                     predicted_seconds(timing, n_transitions, n_sweeps,
+                                                       plan.n_leapfrog),
+                                     len(forward_blocks), announce=announce,
+                                     threshold=s.tuning.auto_parallel_seconds)
+            seconds = predicted_wall_seconds(timing, n_transitions, n_sweeps, fused,
+                                             plan.n_leapfrog,
+                                             min(workers.n_workers, len(forward_blocks)))
+            return fused, workers, seconds
+
+        fused, workers, seconds = how_to_run(plan, announce=attempt.fit_length is None)
+        if attempt.fit_length is not None:  # a search's attempt on a fresh pilot
+            steps = plan.n_steps if pilot is None or timing is None else attempt.fit_length(
+                plan.n_steps, seconds, pilot.thermodynamic_length)
+            if steps < plan.n_steps:
+                s = s.with_n_steps(steps)
+                plan = refreeze(plan, pilot, s)
+            fused, workers, _ = how_to_run(plan)
+        runner, groups = start_runner(density, workers, parallel.chains_per_batch,
+                                      forward_blocks)
+        observed = density.observed_data()  # workers may hold other data from earlier calls
+        pending_forward = runner.submit("forward", forward_blocks, x0, plan, observed=observed,
+                                        fused_kernel=fused, gibbs=gibbs)
+        pending_reverse = None if truth is None else runner.submit(
+            "reverse", reverse_blocks, truth.x, plan, observed=observed,
+            spread_transitions=s.reverse_spread, fused_kernel=fused, gibbs=gibbs)
+        return Launch(
+            forward=lambda on_step, on_group: runner.collect(pending_forward, on_step=on_step,
+                                                             on_group=on_group),
+            reverse=None if truth is None else (
+                lambda on_step, on_group: runner.collect(pending_reverse, on_step=on_step,
+                                                         on_group=on_group)),
+            total=plan.n_steps * len(groups), n_steps=plan.n_steps, settings=s,
+            cancel=lambda: runner.cancel(pending_reverse),
+            state=Running(plan, runner, workers, fused, len(groups)))
+
+    def result(self, job: Job, problem: Problem, tuned: Tuned, launch: Launch,
+               outcome: Outcome) -> xr.DataTree:
+        """The bounds, the diagnostics and the result."""
+        density, truth, streams = problem.density, problem.truth, job.streams
+        running, s, pilot, gibbs = launch.state, launch.settings, tuned.pilot, tuned.gibbs
+        plan, forward, reverse = running.plan, outcome.forward, outcome.reverse
+        if plan.base is not None:  # report the model's densities, not the path's
+            forward = dataclasses.replace(forward, parts=density.parts(forward.x))
+            if reverse is not None:
+                reverse = dataclasses.replace(reverse, parts=density.parts(reverse.x))
+        bounds = evidence_bounds(
+            streams["summary"], forward.log_weight,
+            None if reverse is None else reverse.log_weight, confidence=s.confidence,
+        )
+        # Labels only where a stuck reverse run may need to name a coordinate (BDMC).
+        labels = None if truth is None else density.layout.coordinate_labels()
+        log_ais_diagnostics(bounds, forward, reverse, plan.betas,
+                            theta=None if truth is None else truth.x, labels=labels)
+        attrs = {
+            "compile_time": outcome.compile_time, **problem.attrs, **job.attrs,
+            **run_attrs(
+                s, density, pilot, outcome.sampling_time, outcome.interrupted,
+                algorithm="bdmc" if truth is not None else "ais",
+                n_steps=plan.n_steps,
+                pilot_time=outcome.pilot_time,
+                model_evaluations=density.n_evaluations + running.runner.model_calls,
+                workers=running.workers.description,
+                chain_groups=running.n_groups,
+                fused_kernel=running.fused,
+                schedule=("given plan" if pilot is None else "adaptive" if s.adaptive
+                          else "fixed"),
+                path_start="prior" if plan.base is None else "fitted gaussian",
+            ),
+        }
+        if gibbs is not None:
+            attrs["kernel"] = "hmc+gibbs"
+            attrs["gibbs_colors"] = len(gibbs.colors)
+            attrs["gibbs_coordinates"] = gibbs.n_coordinates
+            attrs["gibbs_compiled"] = bool(running.fused and gibbs.fusable
+                                           and density.can_fuse_gibbs)
+            attrs["term_evaluations"] = (density.n_term_evaluations
+                                         + running.runner.term_calls)
+        return build_datatree(
+            rng=streams["summary"], density=density, plan=plan, forward=forward,
+            reverse=reverse, bounds=bounds, observed=density.observed_data(),
+            generating_values=None if truth is None else generating_values(density, truth),
+            attrs=attrs,
+        )

@@ -1,0 +1,138 @@
+"""Exact draws that runs start from: prior draws, and the simulated ``(theta*, y*)`` of BDMC."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pymc as pm
+
+from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.model.cache import observed_values
+from pymc_bdmc.model.checks import check_finite_start, unsampleable_prior_message
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
+from pymc_bdmc.parallel.streams import ChainBlocks
+from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw, n_candidates
+
+__all__ = ["draw_prior", "generating_values", "prior_start", "prior_start_blocks",
+           "simulate_truth"]
+
+
+def simulate_truth(simulator: ModelSimulator, model: pm.Model,
+                   streams: Mapping[str, np.random.Generator],
+                   match_data: bool | int | None) -> tuple[JointDraw, dict]:
+    """``(theta*, y*)`` from the prior predictive, chosen as ``match_data`` says.
+
+    Parameters
+    ----------
+    simulator : ModelSimulator
+    model : pm.Model
+        Holds the real data that matching and the guard compare with.
+    streams : mapping
+        The run's streams (:func:`~pymc_bdmc.pipeline.seeding.streams`): ``"simulate"`` for
+        the draw, or the matched candidates, and ``"candidates"`` for the guard's.
+    match_data : bool, int or None
+        ``False``: one draw. ``None``: one draw, guarded against data far from the real data
+        (:func:`~pymc_bdmc.pipeline.matching.guarded_draw`). ``True`` or a number: the nearest
+        of that many (:func:`~pymc_bdmc.pipeline.matching.matched_draw`).
+
+    Returns
+    -------
+    tuple
+        ``(JointDraw, attrs)``, the attrs saying how the data were chosen (empty for one
+        unguarded draw).
+    """
+    n = n_candidates(match_data)
+    try:
+        if n:
+            chosen = matched_draw(simulator, observed_values(model), n, streams["simulate"])
+        elif match_data is None:
+            chosen = guarded_draw(simulator, observed_values(model), streams["simulate"],
+                                  streams["candidates"])
+        else:
+            return simulator.draw_joint(streams["simulate"]), {}
+    except NotImplementedError as err:
+        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+    return chosen.truth, chosen.attrs()
+
+
+def draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` exact prior draws, or a :class:`BDMCInputError` if the prior cannot be sampled.
+
+    Parameters
+    ----------
+    simulator : ModelSimulator
+    n : int
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n, n_dim).
+    """
+    try:
+        return simulator.draw_prior(n, rng)
+    except NotImplementedError as err:
+        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+
+
+def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
+                rng: np.random.Generator):
+    """``n`` exact prior draws and their densities (:func:`check_finite_start` says when refused).
+
+    Parameters
+    ----------
+    simulator : ModelSimulator
+    density : ModelDensity
+    n : int
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    tuple
+        ``(x, DensityParts)``.
+    """
+    x = draw_prior(simulator, n, rng)
+    parts = density.parts(x)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
+                       impossible_data="allow")
+    return x, parts
+
+
+def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
+                       blocks: ChainBlocks):
+    """Exact prior draws, each block of chains from its own stream (refused as above).
+
+    Parameters
+    ----------
+    simulator : ModelSimulator
+    density : ModelDensity
+    blocks : ChainBlocks
+
+    Returns
+    -------
+    tuple
+        ``(x, DensityParts)``.
+    """
+    x = np.concatenate([draw_prior(simulator, n, g)
+                        for n, g in zip(blocks.sizes, blocks.generators, strict=True)])
+    parts = density.parts(x)
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
+                       impossible_data="warn")
+    return x, parts
+
+
+def generating_values(density: ModelDensity, truth: JointDraw) -> dict[str, np.ndarray]:
+    """Constrained free variables and Deterministics at ``theta*``, from the same constrain map.
+
+    Parameters
+    ----------
+    density : ModelDensity
+    truth : JointDraw
+
+    Returns
+    -------
+    dict
+    """
+    return {k: v[0] for k, v in density.constrain(truth.x[None, :]).items()}
