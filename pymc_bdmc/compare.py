@@ -1,21 +1,26 @@
-"""Bayesian model comparison from evidence results: ranking tables and Bayes factors.
+"""Bayesian model comparison from evidence results: Bayes factors and ranking tables.
 
-A result from :func:`~pymc_bdmc.sample_ais` carries only a stochastic *lower* bound on
-``log p(y)``; a result from :func:`~pymc_bdmc.sample_bdmc` carries a sandwich. Nothing here
-pretends a lower bound is an estimate with symmetric error: intervals for log Bayes factors come
-from the bounds, and are unbounded on a side where no bound exists.
+Every pymc_bdmc result has an ``evidence`` group with the same core fields (``lower``,
+``upper``, ``gap``, ``lower_se``, ``upper_se``; NaN where a method has no such number), and an
+``observed_data`` group with the data the evidence refers to. This module reads that layout
+only. Each result becomes an *interval* for ``log p(y)`` and a point value inside it; nothing
+pretends a lower bound is an estimate with symmetric error:
 
-Results of :func:`~pymc_bdmc.sample_unnormalized_evidence` are read by their ``estimate_kind``
-attribute: ``"unbiased"`` (a stochastic lower bound, like AIS), ``"biased"`` (inexact
-simulation: no bound on either side) and ``"summary-statistic"`` (ABC or synthetic likelihood,
-which estimate a number about ``S(y)``, not ``p(y)``). Summary-statistic results are never mixed
-with evidences, and are compared with each other only when they share the method, the summary
-and ABC's tolerance: only then is their ratio a Bayes factor
-(:mod:`pymc_bdmc.unnormalized.summary`).
+* a **sandwich** (lower and upper bound) gives ``[lower, upper]``, never inverted;
+* a **lower bound** alone gives ``[lower, inf)``;
+* a **biased estimate** (inexact simulation) and a **summary-statistic** number (ABC,
+  synthetic likelihood: about ``S(y)``, not ``p(y)``) give ``(-inf, inf)``.
+
+Only evidences of the *same* data compare: results on different observed data, and results of
+:func:`~pymc_bdmc.sample_bdmc` (each on data simulated from its own model), are refused.
+Summary-statistic results are never mixed with evidences, and are compared with each other
+only when they share the method, the summary and ABC's tolerance: only then is their ratio a
+Bayes factor (:mod:`pymc_bdmc.unnormalized.summary`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,7 +30,10 @@ import xarray as xr
 
 from pymc_bdmc.errors import BDMCInputError
 
-__all__ = ["BayesFactor", "bayes_factor", "compare", "evidence_strength"]
+__all__ = ["EVIDENCE_FIELDS", "BayesFactor", "bayes_factor", "compare", "evidence_strength"]
+
+#: The ``evidence`` variables every result has and :func:`compare` reads.
+EVIDENCE_FIELDS = ("lower", "upper", "lower_se", "upper_se")
 
 #: Kass & Raftery (1995) scale on log10 Bayes factors, as tabulated in the BDMC paper (§6.3).
 _KASS_RAFTERY = (
@@ -35,9 +43,23 @@ _KASS_RAFTERY = (
     (np.inf, "decisive"),
 )
 
+_USE_INSTEAD = ("Pass results of pmb.calibrate (certified on simulated data, then estimated on "
+                "the real data) or pmb.sample_ais, each run on the same real data.")
+
 
 def evidence_strength(log_bf: float) -> str:
     """Kass-Raftery strength of evidence for ``log_bf`` (natural log) in favour of the first model.
+
+    Parameters
+    ----------
+    log_bf : float
+        Natural log of a Bayes factor.
+
+    Returns
+    -------
+    str
+        ``"not worth more than a bare mention"``, ``"substantial"``, ``"strong"``,
+        ``"decisive"``, or ``"undetermined"`` for NaN.
 
     Examples
     --------
@@ -62,6 +84,9 @@ class _Evidence:
     estimate_kind: str = "unbiased"
     # (method, summary, epsilon) of a summary-statistic result, None for an evidence
     summary: tuple | None = None
+    # (fingerprint, description) of the observed data; None when the result records none
+    data: tuple[str, str] | None = None
+    simulated: bool = False
 
     @property
     def kind(self) -> str:
@@ -69,7 +94,9 @@ class _Evidence:
             return "summary-statistic"
         if self.estimate_kind == "biased":
             return "biased estimate"
-        return "lower bound" if np.isnan(self.upper) else "sandwich"
+        if not np.isnan(self.upper):
+            return "sandwich"
+        return "lower bound"
 
     @property
     def estimate(self) -> float:
@@ -78,16 +105,91 @@ class _Evidence:
 
     @property
     def interval(self) -> tuple[float, float]:
-        if self.kind in ("summary-statistic", "biased estimate"):
+        kind = self.kind
+        if kind in ("summary-statistic", "biased estimate"):
             return -np.inf, np.inf  # no bound is claimed on either side
-        return self.lower, np.inf if np.isnan(self.upper) else self.upper
+        if kind == "sandwich":  # crossed bounds (a negative gap) span both estimates
+            return min(self.lower, self.upper), max(self.lower, self.upper)
+        return self.lower, np.inf
 
 
-def _value(ev: xr.Dataset, name: str) -> float:
-    return float(ev[name]) if name in ev else np.nan
+def _data_fingerprint(observed: xr.Dataset) -> tuple[str, str]:
+    """Hash the observed variables' names, shapes and values; describe names and shapes."""
+    digest = hashlib.sha256()
+    described = []
+    for name in sorted(observed.data_vars, key=str):
+        values = np.asarray(observed[name].values)
+        if values.dtype.kind in "biuf":  # 1 and 1.0 are the same datum
+            values = values.astype(float)
+            values[np.isnan(values)] = np.nan  # one NaN pattern for missing values
+        elif values.dtype.kind not in "c":
+            values = values.astype(str)
+        digest.update(f"{name}{values.shape}{values.dtype}".encode())
+        digest.update(np.ascontiguousarray(values).tobytes())
+        described.append(f"{name} {values.shape}")
+    return digest.hexdigest(), ", ".join(described) or "no variables"
 
 
-def _check_comparable(evidences: Mapping[str, _Evidence]) -> None:
+def _evidence(result, label: str) -> _Evidence:
+    """Read one result (a DataTree, or an evidence Dataset alone) in the shared layout."""
+    tree = result if isinstance(result, xr.DataTree) else None
+    if tree is not None:
+        if "evidence" not in tree.children:
+            raise BDMCInputError(f"{label} has no `evidence` group. {_USE_INSTEAD}")
+        ev = tree["evidence"].to_dataset()
+    elif isinstance(result, xr.Dataset):
+        ev = result
+    else:
+        raise TypeError(f"Expected a pymc_bdmc result (xarray.DataTree) for {label}, "
+                        f"got {type(result).__name__}.")
+    missing = [name for name in EVIDENCE_FIELDS if name not in ev]
+    if missing:
+        raise BDMCInputError(
+            f"The evidence group of {label} lacks {missing}. compare reads the layout every "
+            f"pymc_bdmc result has: {list(EVIDENCE_FIELDS)} (NaN where a method has none).")
+    kind = str(ev.attrs.get("estimate_kind", "unbiased"))
+    summary = None
+    if kind == "summary-statistic":
+        epsilon = tuple(np.ravel(ev["epsilon"].values).tolist()) if "epsilon" in ev else ()
+        summary = (str(ev.attrs.get("method")), str(ev.attrs.get("summary")), epsilon)
+    has = tree.children if tree is not None else {}
+    return _Evidence(
+        *(float(ev[name]) for name in EVIDENCE_FIELDS), kind, summary,
+        data=(_data_fingerprint(tree["observed_data"].to_dataset())
+              if "observed_data" in has else None),
+        simulated=ev.attrs.get("algorithm") == "bdmc" or "generating_values" in has,
+    )
+
+
+def _check_real_data(evidences: Mapping[str, _Evidence]) -> None:
+    """Refuse results on data simulated from their own model (BDMC)."""
+    simulated = [n for n, e in evidences.items() if e.simulated]
+    if simulated:
+        raise BDMCInputError(
+            f"Results {simulated} come from pmb.sample_bdmc (or another run on data simulated "
+            "from the model: they have a generating_values group). Each refers to data "
+            "simulated from its own model, so their evidences are of different data and make "
+            "no Bayes factor: sample_bdmc results certify an estimator, they are not evidence "
+            f"for the real data. {_USE_INSTEAD}"
+        )
+
+
+def _check_same_data(evidences: Mapping[str, _Evidence]) -> None:
+    """Refuse results whose observed_data groups differ (those without one are not checked)."""
+    recorded = {n: e.data for n, e in evidences.items() if e.data is not None}
+    if len({fingerprint for fingerprint, _ in recorded.values()}) <= 1:
+        return
+    detail = "; ".join(f"{n!r}: {d} [data {f[:8]}]" for n, (f, d) in recorded.items())
+    if len({description for _, description in recorded.values()}) == 1:
+        detail = f"same names and shapes, different values: {detail}"
+    raise BDMCInputError(
+        f"The results refer to different observed data ({detail}). A Bayes factor compares "
+        "the evidences of the same data: run every model on the same observed data (with the "
+        f"same names for the observed variables). {_USE_INSTEAD}"
+    )
+
+
+def _check_summary(evidences: Mapping[str, _Evidence]) -> None:
     """Refuse summary-statistic numbers against evidences, or against unlike ones."""
     summary = [n for n, e in evidences.items() if e.summary is not None]
     if not summary:
@@ -112,47 +214,33 @@ def _check_comparable(evidences: Mapping[str, _Evidence]) -> None:
         )
 
 
-def _evidence(result) -> _Evidence:
-    if isinstance(result, xr.DataTree):
-        if "evidence" not in result.children:
-            raise ValueError("The result has no `evidence` group; pass pymc_bdmc results.")
-        ev = result["evidence"]
-    elif isinstance(result, xr.Dataset):
-        ev = result
-    else:
-        raise TypeError(f"Expected a pymc_bdmc result (xarray.DataTree), got {type(result)}.")
-    if isinstance(ev, xr.DataTree):
-        ev = ev.to_dataset()
-    kind = str(ev.attrs.get("estimate_kind", "unbiased"))
-    summary = None
-    if kind == "summary-statistic":
-        epsilon = tuple(np.ravel(ev["epsilon"].values).tolist()) if "epsilon" in ev else ()
-        summary = (str(ev.attrs.get("method")), str(ev.attrs.get("summary")), epsilon)
-    # Un-normalised results have no upper bound and a relative standard error of p̂ instead
-    # of a bootstrap one of log p̂ (the same to first order).
-    lower_se = _value(ev, "lower_se") if "lower_se" in ev else _value(ev, "relative_se")
-    return _Evidence(float(ev["lower"]), _value(ev, "upper"), lower_se,
-                     _value(ev, "upper_se"), kind, summary)
+def _read_all(results: Mapping[str, object]) -> dict[str, _Evidence]:
+    evidences = {name: _evidence(r, repr(name)) for name, r in results.items()}
+    _check_real_data(evidences)
+    _check_same_data(evidences)
+    _check_summary(evidences)
+    return evidences
 
 
 @dataclass(frozen=True)
 class BayesFactor:
-    """``log p(y | a) - log p(y | b)`` with an interval propagated from the bounds.
+    """``log p(y | a) - log p(y | b)`` with an interval propagated from each model's interval.
 
     Attributes
     ----------
     log_bf : float
-        Point value from each model's estimate (the midpoint of a sandwich, else the lower
-        bound).
+        From each model's point value (the midpoint of a sandwich, else the lower bound).
     interval : tuple of float
-        ``(lower_a - upper_b, upper_a - lower_b)``; a side is infinite where a bound is missing.
+        ``(low_a - high_b, high_a - low_b)`` from each model's interval ``[low, high]`` (see
+        :func:`bayes_factor`); never inverted, and infinite on a side where a model has no
+        upper end.
     strength : str
         Kass-Raftery strength of ``log_bf``.
     kinds : tuple of str
-        ``"sandwich"``, ``"lower bound"``, ``"biased estimate"`` (inexact simulation) or
-        ``"summary-statistic"`` (then ``log_bf`` is the ratio of the summary-statistic
-        numbers, and a Bayes factor only under the conditions of
-        :mod:`pymc_bdmc.unnormalized.summary`) for each model.
+        For each model: ``"sandwich"``, ``"lower bound"``,
+        ``"biased estimate"`` (inexact simulation) or ``"summary-statistic"`` (then ``log_bf``
+        is the ratio of the summary-statistic numbers, and a Bayes factor only under the
+        conditions of :mod:`pymc_bdmc.unnormalized.summary`).
     """
 
     log_bf: float
@@ -169,11 +257,25 @@ class BayesFactor:
 def bayes_factor(a, b) -> BayesFactor:
     """Log Bayes factor of model ``a`` against model ``b`` from two evidence results.
 
+    Each result gives an interval ``[low, high]`` for its ``log p(y)``; the Bayes factor's
+    interval is ``(low_a - high_b, high_a - low_b)``.
+
+    * A sandwich gives ``[lower, upper]``. Both ends are stochastic, and when both are
+      accurate their noise can cross them (``upper < lower``, a negative gap); neither can
+      then be trusted to lie on its side of ``log p(y)``, and the interval is
+      ``[upper, lower]``: it spans both estimates, as wide as their disagreement. An interval
+      is never inverted.
+    * A lower bound alone (``sample_ais``, ``calibrate``) gives ``[lower, inf)``; a biased or
+      summary-statistic estimate ``(-inf, inf)``.
+
     Parameters
     ----------
     a, b : xarray.DataTree
-        Results of :func:`~pymc_bdmc.sample_ais`, :func:`~pymc_bdmc.sample_bdmc` or
-        :func:`~pymc_bdmc.sample_unnormalized_evidence` on the *same* data.
+        Results of :func:`~pymc_bdmc.calibrate`, :func:`~pymc_bdmc.sample_ais`,
+        :func:`~pymc_bdmc.sample_smc_evidence` or
+        :func:`~pymc_bdmc.sample_unnormalized_evidence` on the *same* data. A result without
+        an ``observed_data`` group (built by hand) records no data: it is not checked, and the
+        caller vouches that it refers to the same data.
 
     Returns
     -------
@@ -182,12 +284,15 @@ def bayes_factor(a, b) -> BayesFactor:
     Raises
     ------
     BDMCInputError
-        If one result is a summary-statistic estimate (ABC, synthetic likelihood) and the
-        other an evidence, or both are summary-statistic estimates with a different method,
-        summary or ABC tolerance.
+        If a result comes from :func:`~pymc_bdmc.sample_bdmc` (data simulated from its own
+        model: it certifies an estimator, it is no evidence for the real data); if the two
+        results' ``observed_data`` differ; if one is a summary-statistic estimate (ABC,
+        synthetic likelihood) and the other an evidence, or both are summary-statistic
+        estimates with a different method, summary or ABC tolerance; or if a result lacks the
+        evidence fields :data:`EVIDENCE_FIELDS`.
     """
-    ea, eb = _evidence(a), _evidence(b)
-    _check_comparable({"the first argument": ea, "the second argument": eb})
+    ev = _read_all({"the first argument": a, "the second argument": b})
+    ea, eb = ev["the first argument"], ev["the second argument"]
     lo_a, hi_a = ea.interval
     lo_b, hi_b = eb.interval
     log_bf = ea.estimate - eb.estimate
@@ -201,46 +306,43 @@ def compare(results: Mapping[str, object]) -> pd.DataFrame:
     Parameters
     ----------
     results : mapping of str to xarray.DataTree
-        Evidence results on the same data, keyed by model name; or summary-statistic results
-        (ABC, synthetic likelihood) that share method, summary and tolerance, whose
-        ``log_evidence`` column is then the log summary-statistic number.
+        Evidence results on the same data, keyed by model name (see :func:`bayes_factor` for
+        what is accepted, refused, and how each result's interval is formed); or
+        summary-statistic results (ABC, synthetic likelihood) that share method, summary and
+        tolerance, whose ``log_evidence`` column is then the log summary-statistic number.
 
     Returns
     -------
     pandas.DataFrame
         Indexed by model, best first, with columns ``rank``, ``log_evidence`` (midpoint of a
-        sandwich, else the lower bound), ``lower``, ``upper``, ``se`` (bootstrap standard error
-        of the lower bound), ``kind``, ``log_bf`` (against the best model, <= 0),
-        ``log_bf_lower`` / ``log_bf_upper`` (interval from the bounds) and ``strength``
+        sandwich, else the lower bound), ``lower`` and ``upper`` (the model's interval, ``inf``
+        where unbounded), ``se`` (bootstrap standard error of the lower bound),
+        ``kind``, ``log_bf`` (against the best model, <= 0), ``log_bf_lower`` /
+        ``log_bf_upper`` (its interval, from the models' intervals), ``strength``
         (Kass-Raftery strength of the evidence *against* this model relative to the best).
 
     Raises
     ------
     BDMCInputError
-        If summary-statistic results are mixed with evidences, or differ among themselves in
-        method, summary or ABC tolerance.
+        As :func:`bayes_factor`, for any pair of the results.
     """
     if not results:
-        raise ValueError("`results` is empty.")
-    ev = {name: _evidence(r) for name, r in results.items()}
-    _check_comparable(ev)
+        raise BDMCInputError("`results` is empty: pass a mapping of model name to result.")
+    ev = _read_all(results)
     order = sorted(ev, key=lambda n: ev[n].estimate, reverse=True)
-    best = ev[order[0]]
+    intervals = np.array([ev[n].interval for n in order]).reshape(-1, 2)
+    estimates = np.array([ev[n].estimate for n in order])
+    best_lo, best_hi = intervals[0]
     rows = []
     for rank, name in enumerate(order):
-        e = ev[name]
-        lo, hi = e.interval
-        log_bf = e.estimate - best.estimate
+        lo, hi = intervals[rank]
+        log_bf = estimates[rank] - estimates[0]
         rows.append({
-            "rank": rank,
-            "log_evidence": e.estimate,
-            "lower": e.lower,
-            "upper": e.upper,
-            "se": e.lower_se,
-            "kind": e.kind,
-            "log_bf": log_bf,
-            "log_bf_lower": lo - best.interval[1],
-            "log_bf_upper": hi - best.lower,
+            "rank": rank, "log_evidence": estimates[rank], "lower": lo, "upper": hi,
+            "se": ev[name].lower_se, "kind": ev[name].kind, "log_bf": log_bf,
+            # the best model against itself is 0 exactly, not the width of its interval
+            "log_bf_lower": 0.0 if rank == 0 else lo - best_hi,
+            "log_bf_upper": 0.0 if rank == 0 else hi - best_lo,
             "strength": "" if rank == 0 else evidence_strength(log_bf),
         })
     return pd.DataFrame(rows, index=pd.Index(order, name="model"))

@@ -64,6 +64,21 @@ def test_compare_ranks_by_evidence(ais_pair):
     assert set(table["kind"]) == {"lower bound"}
 
 
+def test_bdmc_results_are_refused():
+    # The new user's report: bayes_factor of two sample_bdmc results printed a decisive log BF
+    # with an inverted interval. Each result refers to data simulated from its own model.
+    models, _ = _regression_pair()
+    bdmc = {}
+    for name, m in models.items():
+        with m:
+            bdmc[name] = pmb.sample_bdmc(n_steps=20, chains=8, random_seed=1, progressbar=False)
+    assert bdmc["tight"]["evidence"].attrs["algorithm"] == "bdmc"
+    with pytest.raises(pmb.BDMCInputError, match="sample_bdmc results certify an estimator"):
+        pmb.bayes_factor(bdmc["vague"], bdmc["tight"])
+    with pytest.raises(pmb.BDMCInputError, match=r"pmb\.calibrate"):
+        pmb.compare(bdmc)
+
+
 def _evidence_tree(lower, upper, se=0.1):
     ds = xr.Dataset({"lower": lower, "upper": upper, "lower_se": se, "upper_se": se})
     return xr.DataTree.from_dict({"evidence": ds})

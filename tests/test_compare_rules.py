@@ -1,0 +1,101 @@
+"""The rules of pmb.compare / pmb.bayes_factor on hand-built results: exact identities.
+
+Which results compare (the same observed data, never BDMC runs on their own simulated data),
+the one evidence layout they are read in, and intervals that are never inverted.
+"""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import pymc_bdmc as pmb
+
+Y = np.array([0.5, -1.0, 2.0])
+
+
+def _tree(lower, upper=np.nan, se=0.1, data=Y, attrs=None, **groups):
+    ev = xr.Dataset({"lower": lower, "upper": upper, "gap": upper - lower, "lower_se": se,
+                     "upper_se": se}, attrs=attrs or {})
+    tree = {"evidence": ev, **groups}
+    if data is not None and "observed_data" not in tree:
+        tree["observed_data"] = xr.Dataset({"y": ("y_dim_0", np.asarray(data))})
+    return xr.DataTree.from_dict(tree)
+
+
+# -- which results compare -------------------------------------------------------------------
+
+def test_results_on_different_observed_data_are_refused():
+    a, b = _tree(-10.0), _tree(-12.0, data=Y + np.array([0, 0, 1e-9]))
+    with pytest.raises(pmb.BDMCInputError, match="same names and shapes, different values"):
+        pmb.bayes_factor(a, b)
+    with pytest.raises(pmb.BDMCInputError, match=r"'b': y \(4,\).*pmb\.calibrate"):
+        pmb.compare({"a": a, "b": _tree(-12.0, data=np.append(Y, 1.0))})
+    with pytest.raises(pmb.BDMCInputError, match="different observed data"):  # another name
+        pmb.compare({"a": a, "b": _tree(-12.0, observed_data=xr.Dataset({"z": ("i", Y)}),
+                                        data=None)})
+    # The same values as integers or floats, under other dims, are the same data.
+    ints = np.array([1, 0, 3])
+    same = _tree(-12.0, data=ints.astype(float), observed_data=xr.Dataset({"y": ("obs", ints)}))
+    assert pmb.bayes_factor(_tree(-10.0, data=ints), same).log_bf == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("marker", ["algorithm", "generating_values"])
+def test_results_on_simulated_data_are_refused(marker):
+    # The user's report: two sample_bdmc results gave "log BF = -40.434, decisive". Each refers
+    # to data simulated from its own model; even one result against itself is refused.
+    if marker == "algorithm":
+        bdmc = _tree(-10.0, -9.99, attrs={"algorithm": "bdmc"})
+    else:
+        bdmc = _tree(-10.0, -9.99, generating_values=xr.Dataset({"mu": 0.3}))
+    with pytest.raises(pmb.BDMCInputError, match=r"sample_bdmc results certify an estimator.*"
+                                                 r"pmb\.calibrate.*pmb\.sample_ais"):
+        pmb.bayes_factor(bdmc, bdmc)
+    with pytest.raises(pmb.BDMCInputError, match=r"\['b'\]"):
+        pmb.compare({"a": _tree(-11.0), "b": bdmc})
+
+
+def test_results_without_observed_data_are_taken_on_trust():
+    # A hand-built tree records no data: it is compared unchecked with any other result.
+    bf = pmb.bayes_factor(_tree(-10.0, data=None), _tree(-12.0))
+    assert bf.log_bf == 2.0
+    assert pmb.bayes_factor(_tree(-10.0, data=None), _tree(-12.0, data=Y + 1)).log_bf == 2.0
+
+
+def test_one_layout_and_no_fallbacks():
+    # compare reads lower/upper/lower_se/upper_se from every result; an evidence group in
+    # another layout (the old un-normalised one: relative_se, no upper) is refused, not guessed.
+    old = xr.DataTree.from_dict({"evidence": xr.Dataset({"lower": -3.0, "relative_se": 0.1})})
+    with pytest.raises(pmb.BDMCInputError, match=r"lacks \['upper', 'lower_se', 'upper_se'\]"):
+        pmb.compare({"old": old, "new": _tree(-4.0)})
+    with pytest.raises(pmb.BDMCInputError, match="no `evidence` group"):
+        pmb.bayes_factor(xr.DataTree(), _tree(-4.0))
+
+
+# -- intervals ----------------------------------------------------------------------------------
+
+def test_crossed_bounds_give_an_interval_spanning_both():
+    # upper < lower by noise (a negative gap): the interval is [upper, lower], never inverted.
+    crossed, other = _tree(-40.434, -40.435), _tree(-10.0, -9.0)
+    bf = pmb.bayes_factor(crossed, other)
+    assert bf.log_bf == pytest.approx(-40.4345 - (-9.5))
+    assert bf.interval == pytest.approx((-40.435 - (-9.0), -40.434 - (-10.0)))
+    assert bf.interval[0] <= bf.log_bf <= bf.interval[1]
+    assert pmb.bayes_factor(crossed, crossed).interval == pytest.approx((-0.001, 0.001))
+    table = pmb.compare({"crossed": crossed, "other": other})
+    assert table.loc["crossed", ["lower", "upper"]].tolist() == [-40.435, -40.434]
+
+
+def test_intervals_are_never_inverted_and_contain_the_point_value():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        lower = rng.normal(-20, 5, size=4)
+        upper = lower + rng.normal(0, 0.5, size=4)  # about half of them crossed
+        upper[rng.random(4) < 0.3] = np.nan  # lower bounds alone
+        results = {f"m{i}": _tree(lo, hi) for i, (lo, hi) in enumerate(zip(lower, upper))}
+        table = pmb.compare(results)
+        assert (table["lower"] <= table["log_evidence"]).all()
+        assert (table["log_evidence"] <= table["upper"]).all()
+        assert (table["log_bf_lower"] <= table["log_bf"]).all()
+        assert (table["log_bf"] <= table["log_bf_upper"]).all()
+        bf = pmb.bayes_factor(results["m0"], results["m1"])
+        assert bf.interval[0] <= bf.log_bf <= bf.interval[1]
