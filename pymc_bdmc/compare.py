@@ -7,6 +7,9 @@ only. Each result becomes an *interval* for ``log p(y)`` and a point value insid
 pretends a lower bound is an estimate with symmetric error:
 
 * a **sandwich** (lower and upper bound) gives ``[lower, upper]``, never inverted;
+* a **certified lower bound** (a :func:`~pymc_bdmc.calibrate` result whose certificate holds)
+  gives ``[lower, lower + allowance]`` from what the calibration measured on simulated data
+  (:class:`Certificate`);
 * a **lower bound** alone gives ``[lower, inf)``;
 * a **biased estimate** (inexact simulation) and a **summary-statistic** number (ABC,
   synthetic likelihood: about ``S(y)``, not ``p(y)``) give ``(-inf, inf)``.
@@ -30,10 +33,14 @@ import xarray as xr
 
 from pymc_bdmc.errors import BDMCInputError
 
-__all__ = ["EVIDENCE_FIELDS", "BayesFactor", "bayes_factor", "compare", "evidence_strength"]
+__all__ = ["CERTIFICATE_SE_FACTOR", "EVIDENCE_FIELDS", "BayesFactor", "Certificate",
+           "bayes_factor", "compare", "evidence_strength"]
 
 #: The ``evidence`` variables every result has and :func:`compare` reads.
 EVIDENCE_FIELDS = ("lower", "upper", "lower_se", "upper_se")
+
+#: Standard errors of the certified gap added to it in a certificate's allowance.
+CERTIFICATE_SE_FACTOR = 2.0
 
 #: Kass & Raftery (1995) scale on log10 Bayes factors, as tabulated in the BDMC paper (§6.3).
 _KASS_RAFTERY = (
@@ -76,6 +83,66 @@ def evidence_strength(log_bf: float) -> str:
 
 
 @dataclass(frozen=True)
+class Certificate:
+    """What :func:`~pymc_bdmc.calibrate` measured about its estimator on simulated data.
+
+    The BDMC gap ``upper - lower`` on data simulated from the model bounds, in expectation,
+    how far the lower bound falls short of ``log p(y*)`` there. The certificate *holds* when
+    the calibration certified its run (``|gap|`` and its standard error within
+    ``tolerance``) and did not flag the real data as harder than the simulated ones. Then the
+    real-data lower bound, made with the certified plan, is given the upper side
+    ``lower + allowance``, with ``allowance = |gap| + CERTIFICATE_SE_FACTOR * gap_se``: the
+    measured shortfall, made non-negative, plus two of its standard errors. That side is
+    *evidence about the estimator on data like the simulated ones*, not a bound on ``log p(y)``
+    for the real data: it transfers only as far as the real data resemble draws from the model.
+
+    Attributes
+    ----------
+    certified : bool
+        The calibration's ``certified``.
+    gap : float
+        ``certified_gap``: the BDMC gap of the last attempt, in nats (may be slightly negative).
+    gap_se : float
+        The last attempt's standard error of the gap.
+    tolerance : float
+        The tolerance the calibration was asked to meet.
+    n_steps : int
+        ``certified_n_steps``: the annealing length of the last attempt.
+    real_data_harder : bool
+        The calibration's transfer check: the real data's forward log weights spread much more
+        than the simulated data's, so the certificate may not transfer.
+    """
+
+    certified: bool
+    gap: float
+    gap_se: float
+    tolerance: float
+    n_steps: int
+    real_data_harder: bool = False
+
+    @property
+    def allowance(self) -> float:
+        """``|gap| + CERTIFICATE_SE_FACTOR * gap_se`` nats above the lower bound."""
+        return abs(self.gap) + CERTIFICATE_SE_FACTOR * self.gap_se
+
+    @property
+    def holds(self) -> bool:
+        """Certified, not flagged by the transfer check, and with a finite allowance."""
+        return self.certified and not self.real_data_harder and bool(np.isfinite(self.allowance))
+
+    def __str__(self) -> str:
+        measured = (f"gap {self.gap:.3f} nats (standard error {self.gap_se:.3f}) at "
+                    f"{self.n_steps} steps on simulated data, tolerance {self.tolerance:g}")
+        if self.holds:
+            return (f"certified: {measured}; upper side = lower + {self.allowance:.3f} "
+                    "(about the estimator on data like these, not a bound on them)")
+        if self.certified:
+            return (f"certified ({measured}), but the real data look harder than the simulated "
+                    "ones (real_data_harder): lower bound only")
+        return f"not certified: {measured}; lower bound only"
+
+
+@dataclass(frozen=True)
 class _Evidence:
     lower: float
     upper: float
@@ -84,6 +151,7 @@ class _Evidence:
     estimate_kind: str = "unbiased"
     # (method, summary, epsilon) of a summary-statistic result, None for an evidence
     summary: tuple | None = None
+    certificate: Certificate | None = None
     # (fingerprint, description) of the observed data; None when the result records none
     data: tuple[str, str] | None = None
     simulated: bool = False
@@ -96,6 +164,8 @@ class _Evidence:
             return "biased estimate"
         if not np.isnan(self.upper):
             return "sandwich"
+        if self.certificate is not None and self.certificate.holds:
+            return "certified lower bound"
         return "lower bound"
 
     @property
@@ -110,6 +180,8 @@ class _Evidence:
             return -np.inf, np.inf  # no bound is claimed on either side
         if kind == "sandwich":  # crossed bounds (a negative gap) span both estimates
             return min(self.lower, self.upper), max(self.lower, self.upper)
+        if kind == "certified lower bound":
+            return self.lower, self.lower + self.certificate.allowance
         return self.lower, np.inf
 
 
@@ -128,6 +200,23 @@ def _data_fingerprint(observed: xr.Dataset) -> tuple[str, str]:
         digest.update(np.ascontiguousarray(values).tobytes())
         described.append(f"{name} {values.shape}")
     return digest.hexdigest(), ", ".join(described) or "no variables"
+
+
+def _certificate(tree: xr.DataTree) -> Certificate | None:
+    """Read the ``calibration`` group of a :func:`~pymc_bdmc.calibrate` result, if any."""
+    if "calibration" not in tree.children:
+        return None
+    cal = tree["calibration"]
+    missing = [k for k in ("certified", "certified_gap", "tolerance", "certified_n_steps")
+               if k not in cal.attrs]
+    if missing or "gap_se" not in cal.data_vars:
+        raise BDMCInputError(f"The result's calibration group lacks {missing or ['gap_se']}; "
+                             "pass the result of pmb.calibrate unchanged.")
+    attrs = cal.attrs
+    return Certificate(bool(attrs["certified"]), float(attrs["certified_gap"]),
+                       float(np.ravel(cal["gap_se"].values)[-1]), float(attrs["tolerance"]),
+                       int(attrs["certified_n_steps"]),
+                       bool(attrs.get("real_data_harder", False)))
 
 
 def _evidence(result, label: str) -> _Evidence:
@@ -155,6 +244,7 @@ def _evidence(result, label: str) -> _Evidence:
     has = tree.children if tree is not None else {}
     return _Evidence(
         *(float(ev[name]) for name in EVIDENCE_FIELDS), kind, summary,
+        certificate=None if tree is None else _certificate(tree),
         data=(_data_fingerprint(tree["observed_data"].to_dataset())
               if "observed_data" in has else None),
         simulated=ev.attrs.get("algorithm") == "bdmc" or "generating_values" in has,
@@ -237,21 +327,29 @@ class BayesFactor:
     strength : str
         Kass-Raftery strength of ``log_bf``.
     kinds : tuple of str
-        For each model: ``"sandwich"``, ``"lower bound"``,
+        For each model: ``"sandwich"``, ``"certified lower bound"``, ``"lower bound"``,
         ``"biased estimate"`` (inexact simulation) or ``"summary-statistic"`` (then ``log_bf``
         is the ratio of the summary-statistic numbers, and a Bayes factor only under the
         conditions of :mod:`pymc_bdmc.unnormalized.summary`).
+    certificates : tuple
+        For each model, the :class:`Certificate` of a :func:`~pymc_bdmc.calibrate` result
+        (whether it holds or not), else None.
     """
 
     log_bf: float
     interval: tuple[float, float]
     strength: str
     kinds: tuple[str, str]
+    certificates: tuple[Certificate | None, Certificate | None] = (None, None)
 
     def __str__(self) -> str:
         lo, hi = self.interval
-        return (f"log BF = {self.log_bf:.3f}  (interval [{lo:.3f}, {hi:.3f}]), "
-                f"{self.strength}; from a {self.kinds[0]} and a {self.kinds[1]}")
+        lines = [f"log BF = {self.log_bf:.3f}  (interval [{lo:.3f}, {hi:.3f}]), "
+                 f"{self.strength}; from a {self.kinds[0]} and a {self.kinds[1]}"]
+        for which, cert in zip(("first", "second"), self.certificates, strict=True):
+            if cert is not None:
+                lines.append(f"  {which} model: {cert}")
+        return "\n".join(lines)
 
 
 def bayes_factor(a, b) -> BayesFactor:
@@ -265,8 +363,13 @@ def bayes_factor(a, b) -> BayesFactor:
       then be trusted to lie on its side of ``log p(y)``, and the interval is
       ``[upper, lower]``: it spans both estimates, as wide as their disagreement. An interval
       is never inverted.
-    * A lower bound alone (``sample_ais``, ``calibrate``) gives ``[lower, inf)``; a biased or
-      summary-statistic estimate ``(-inf, inf)``.
+    * A :func:`~pymc_bdmc.calibrate` result whose certificate holds gives
+      ``[lower, lower + |certified_gap| + 2 gap_se]`` (:class:`Certificate`). The upper side
+      is what the calibration measured about the estimator on data simulated from the model,
+      carried over to the real data: evidence about the estimator, not a bound on these data.
+    * A lower bound alone (``sample_ais``; a calibration that did not certify, or whose real
+      data looked harder) gives ``[lower, inf)``; a biased or summary-statistic estimate
+      ``(-inf, inf)``.
 
     Parameters
     ----------
@@ -297,7 +400,7 @@ def bayes_factor(a, b) -> BayesFactor:
     lo_b, hi_b = eb.interval
     log_bf = ea.estimate - eb.estimate
     return BayesFactor(log_bf, (lo_a - hi_b, hi_a - lo_b), evidence_strength(log_bf),
-                       (ea.kind, eb.kind))
+                       (ea.kind, eb.kind), (ea.certificate, eb.certificate))
 
 
 def compare(results: Mapping[str, object]) -> pd.DataFrame:
@@ -316,7 +419,8 @@ def compare(results: Mapping[str, object]) -> pd.DataFrame:
     pandas.DataFrame
         Indexed by model, best first, with columns ``rank``, ``log_evidence`` (midpoint of a
         sandwich, else the lower bound), ``lower`` and ``upper`` (the model's interval, ``inf``
-        where unbounded), ``se`` (bootstrap standard error of the lower bound),
+        where unbounded; for a certified lower bound ``upper`` is ``lower`` plus the
+        certificate's allowance), ``se`` (bootstrap standard error of the lower bound),
         ``kind``, ``log_bf`` (against the best model, <= 0), ``log_bf_lower`` /
         ``log_bf_upper`` (its interval, from the models' intervals), ``strength``
         (Kass-Raftery strength of the evidence *against* this model relative to the best).

@@ -79,6 +79,30 @@ def test_bdmc_results_are_refused():
         pmb.compare(bdmc)
 
 
+def test_calibrated_bayes_factor_carries_the_certificate():
+    # Before, a Bayes factor of two calibrate results had the interval [-inf, inf]; now each
+    # certified lower bound gets the upper side its calibration measured on simulated data.
+    models, truths = _regression_pair()
+    results = {}
+    for name, m in models.items():
+        with m:
+            results[name] = pmb.calibrate(tolerance=0.2, n_steps=(50, 200), chains=32,
+                                          random_seed=5, progressbar=False)
+    bf = pmb.bayes_factor(results["tight"], results["vague"])
+    assert bf.kinds == ("certified lower bound", "certified lower bound")
+    lo, hi = bf.interval
+    assert np.isfinite(lo) and np.isfinite(hi) and lo < bf.log_bf < hi
+    assert lo < truths["tight"] - truths["vague"] < hi
+    for name, cert in zip(("tight", "vague"), bf.certificates, strict=True):
+        cal = results[name]["calibration"]
+        assert cert.holds and cert.gap == cal.attrs["certified_gap"]
+        assert cert.gap_se == float(cal["gap_se"][-1])
+    assert "certified: gap" in str(bf)
+    table = pmb.compare(results)
+    assert (table["kind"] == "certified lower bound").all()
+    assert np.isfinite(table["upper"]).all()
+
+
 def _evidence_tree(lower, upper, se=0.1):
     ds = xr.Dataset({"lower": lower, "upper": upper, "lower_se": se, "upper_se": se})
     return xr.DataTree.from_dict({"evidence": ds})

@@ -1,7 +1,8 @@
 """The rules of pmb.compare / pmb.bayes_factor on hand-built results: exact identities.
 
 Which results compare (the same observed data, never BDMC runs on their own simulated data),
-the one evidence layout they are read in, and intervals that are never inverted.
+the one evidence layout they are read in, intervals that are never inverted, and the
+certificate a calibrate result carries.
 """
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import xarray as xr
 
 import pymc_bdmc as pmb
+from pymc_bdmc.compare import CERTIFICATE_SE_FACTOR
 
 Y = np.array([0.5, -1.0, 2.0])
 
@@ -20,6 +22,15 @@ def _tree(lower, upper=np.nan, se=0.1, data=Y, attrs=None, **groups):
     if data is not None and "observed_data" not in tree:
         tree["observed_data"] = xr.Dataset({"y": ("y_dim_0", np.asarray(data))})
     return xr.DataTree.from_dict(tree)
+
+
+def _calibrated(lower, gap=0.03, gap_se=0.02, certified=1, harder=0, tolerance=0.2):
+    calibration = xr.Dataset(
+        {"n_steps": ("attempt", [100, 400]), "gap": ("attempt", [0.9, gap]),
+         "gap_se": ("attempt", [0.5, gap_se])},
+        attrs={"tolerance": tolerance, "certified": certified, "certified_n_steps": 400,
+               "certified_gap": gap, "real_data_harder": harder})
+    return _tree(lower, calibration=calibration)
 
 
 # -- which results compare -------------------------------------------------------------------
@@ -99,3 +110,33 @@ def test_intervals_are_never_inverted_and_contain_the_point_value():
         assert (table["log_bf"] <= table["log_bf_upper"]).all()
         bf = pmb.bayes_factor(results["m0"], results["m1"])
         assert bf.interval[0] <= bf.log_bf <= bf.interval[1]
+
+
+# -- certificates -------------------------------------------------------------------------------
+
+def test_certified_calibrate_results_carry_their_certificate():
+    a, b = _calibrated(-10.0, gap=0.03, gap_se=0.02), _calibrated(-13.0, gap=-0.05, gap_se=0.01)
+    allow_a, allow_b = 0.03 + CERTIFICATE_SE_FACTOR * 0.02, 0.05 + CERTIFICATE_SE_FACTOR * 0.01
+    bf = pmb.bayes_factor(a, b)
+    assert bf.log_bf == 3.0
+    assert bf.interval == pytest.approx((3.0 - allow_b, 3.0 + allow_a))
+    assert bf.kinds == ("certified lower bound", "certified lower bound")
+    assert [c.gap for c in bf.certificates] == [0.03, -0.05]
+    text = str(bf)
+    assert "interval [2.930, 3.070]" in text and "from a certified lower bound" in text
+    assert "upper side = lower + 0.070" in text and "not a bound on them" in text
+    table = pmb.compare({"b": b, "a": a})
+    assert table.loc["a", "upper"] == pytest.approx(-10.0 + allow_a)
+    assert table.loc["b", "kind"] == "certified lower bound"
+    assert table.loc["b", "log_bf_upper"] == pytest.approx(-13.0 + allow_b - (-10.0))
+
+
+@pytest.mark.parametrize("certified, harder, note", [(0, 0, "not certified"),
+                                                     (1, 1, "real data look harder")])
+def test_calibrations_that_do_not_hold_stay_one_sided(certified, harder, note):
+    a = _calibrated(-10.0, certified=certified, harder=harder)
+    bf = pmb.bayes_factor(a, _calibrated(-13.0))
+    assert bf.kinds == ("lower bound", "certified lower bound")
+    assert bf.interval[1] == np.inf and np.isfinite(bf.interval[0])
+    assert note in str(bf)
+    assert pmb.compare({"a": a})["upper"].iloc[0] == np.inf
