@@ -1,4 +1,4 @@
-"""Bayesian model comparison from evidence results: Bayes factors and ranking tables.
+"""Bayesian model comparison from evidence results: Bayes factors, ranking tables, probabilities.
 
 Every pymc_bdmc result has an ``evidence`` group with the same core fields (``lower``,
 ``upper``, ``gap``, ``lower_se``, ``upper_se``; NaN where a method has no such number), and an
@@ -30,11 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy.special import expit, logsumexp
 
 from pymc_bdmc.errors import BDMCInputError
 
 __all__ = ["CERTIFICATE_SE_FACTOR", "EVIDENCE_FIELDS", "BayesFactor", "Certificate",
-           "bayes_factor", "compare", "evidence_strength"]
+           "bayes_factor", "compare", "evidence_strength", "model_probabilities"]
 
 #: The ``evidence`` variables every result has and :func:`compare` reads.
 EVIDENCE_FIELDS = ("lower", "upper", "lower_se", "upper_se")
@@ -403,7 +404,73 @@ def bayes_factor(a, b) -> BayesFactor:
                        (ea.kind, eb.kind), (ea.certificate, eb.certificate))
 
 
-def compare(results: Mapping[str, object]) -> pd.DataFrame:
+def _share(log_mass: float, log_rest: float) -> float:
+    """``exp(log_mass) / (exp(log_mass) + exp(log_rest))``, infinite arguments included."""
+    if log_mass == -np.inf:
+        return 0.0
+    if log_rest == -np.inf:
+        return 1.0
+    return float(expit(log_mass - log_rest))
+
+
+def model_probabilities(log_evidence, lower, upper,
+                        log_prior=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Posterior model probabilities, and their range over evidences within the intervals.
+
+    ``p_i = π_i exp(e_i) / Σ_j π_j exp(e_j)`` grows with ``e_i`` and falls with every other
+    ``e_j``. So its smallest value over evidences in the intervals puts model ``i`` at its
+    lower end and the others at their upper ends, and its largest the reverse.
+
+    Parameters
+    ----------
+    log_evidence : array_like
+        Each model's point value of ``log p(y)``.
+    lower, upper : array_like
+        Each model's interval (``-inf`` / ``inf`` where unbounded).
+    log_prior : array_like, optional
+        Log prior model probabilities (normalised); uniform when omitted.
+
+    Returns
+    -------
+    probability, probability_lower, probability_upper : ndarray
+        Point values (from ``log_evidence``) and the bounds.
+    """
+    estimate, lower, upper = (np.asarray(v, dtype=float) for v in (log_evidence, lower, upper))
+    n = len(estimate)
+    log_prior = (np.full(n, -np.log(n)) if log_prior is None
+                 else np.asarray(log_prior, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_post = log_prior + estimate
+        point = np.exp(log_post - logsumexp(log_post))
+        low, high = np.ones(n), np.ones(n)
+        for i in range(1 if n == 1 else 0, n):  # one model: probability 1 exactly
+            others = np.arange(n) != i
+            low[i] = _share(log_prior[i] + lower[i], logsumexp((log_prior + upper)[others]))
+            high[i] = _share(log_prior[i] + upper[i], logsumexp((log_prior + lower)[others]))
+    return point, low, high
+
+
+def _log_prior(prior: Mapping[str, float] | None, names: list[str]) -> np.ndarray:
+    if prior is None:
+        return np.full(len(names), -np.log(len(names)))
+    if not isinstance(prior, Mapping):
+        raise BDMCInputError(f"`prior` must be a mapping of model name to prior weight, got "
+                             f"{type(prior).__name__}.")
+    missing = [n for n in names if n not in prior]
+    unknown = [k for k in prior if k not in names]
+    if missing or unknown:
+        raise BDMCInputError(f"`prior` must give a weight to each model and no other: missing "
+                             f"{missing}, unknown {unknown} (models: {names}).")
+    weights = np.array([float(prior[n]) for n in names])
+    if not np.all(np.isfinite(weights) & (weights > 0)):
+        raise BDMCInputError(f"`prior` weights must be positive and finite, got "
+                             f"{dict(zip(names, weights.tolist(), strict=True))}; leave a "
+                             "model out of `results` rather than giving it weight 0.")
+    return np.log(weights) - np.log(weights.sum())
+
+
+def compare(results: Mapping[str, object], *,
+            prior: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Rank models by log evidence, like ``az.compare`` ranks them by ELPD.
 
     Parameters
@@ -413,6 +480,8 @@ def compare(results: Mapping[str, object]) -> pd.DataFrame:
         what is accepted, refused, and how each result's interval is formed); or
         summary-statistic results (ABC, synthetic likelihood) that share method, summary and
         tolerance, whose ``log_evidence`` column is then the log summary-statistic number.
+    prior : mapping of str to float, optional
+        Prior weight of each model (normalised here, each positive); uniform when omitted.
 
     Returns
     -------
@@ -423,12 +492,16 @@ def compare(results: Mapping[str, object]) -> pd.DataFrame:
         certificate's allowance), ``se`` (bootstrap standard error of the lower bound),
         ``kind``, ``log_bf`` (against the best model, <= 0), ``log_bf_lower`` /
         ``log_bf_upper`` (its interval, from the models' intervals), ``strength``
-        (Kass-Raftery strength of the evidence *against* this model relative to the best).
+        (Kass-Raftery strength of the evidence *against* this model relative to the best),
+        and ``probability``, ``probability_lower``, ``probability_upper``: the posterior model
+        probability from the point values, and its range over evidences within the intervals
+        (:func:`model_probabilities`).
 
     Raises
     ------
     BDMCInputError
-        As :func:`bayes_factor`, for any pair of the results.
+        As :func:`bayes_factor`, for any pair of the results; or for a ``prior`` that does not
+        give each model a positive weight.
     """
     if not results:
         raise BDMCInputError("`results` is empty: pass a mapping of model name to result.")
@@ -436,6 +509,8 @@ def compare(results: Mapping[str, object]) -> pd.DataFrame:
     order = sorted(ev, key=lambda n: ev[n].estimate, reverse=True)
     intervals = np.array([ev[n].interval for n in order]).reshape(-1, 2)
     estimates = np.array([ev[n].estimate for n in order])
+    probability = model_probabilities(estimates, intervals[:, 0], intervals[:, 1],
+                                      _log_prior(prior, order))
     best_lo, best_hi = intervals[0]
     rows = []
     for rank, name in enumerate(order):
@@ -448,5 +523,7 @@ def compare(results: Mapping[str, object]) -> pd.DataFrame:
             "log_bf_lower": 0.0 if rank == 0 else lo - best_hi,
             "log_bf_upper": 0.0 if rank == 0 else hi - best_lo,
             "strength": "" if rank == 0 else evidence_strength(log_bf),
+            "probability": probability[0][rank], "probability_lower": probability[1][rank],
+            "probability_upper": probability[2][rank],
         })
     return pd.DataFrame(rows, index=pd.Index(order, name="model"))

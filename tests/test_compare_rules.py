@@ -1,16 +1,17 @@
 """The rules of pmb.compare / pmb.bayes_factor on hand-built results: exact identities.
 
 Which results compare (the same observed data, never BDMC runs on their own simulated data),
-the one evidence layout they are read in, intervals that are never inverted, and the
-certificate a calibrate result carries.
+the one evidence layout they are read in, intervals that are never inverted, the certificate a
+calibrate result carries, and posterior model probabilities with their bounds.
 """
 
 import numpy as np
 import pytest
 import xarray as xr
+from scipy.special import softmax
 
 import pymc_bdmc as pmb
-from pymc_bdmc.compare import CERTIFICATE_SE_FACTOR
+from pymc_bdmc.compare import CERTIFICATE_SE_FACTOR, model_probabilities
 
 Y = np.array([0.5, -1.0, 2.0])
 
@@ -140,3 +141,43 @@ def test_calibrations_that_do_not_hold_stay_one_sided(certified, harder, note):
     assert bf.interval[1] == np.inf and np.isfinite(bf.interval[0])
     assert note in str(bf)
     assert pmb.compare({"a": a})["upper"].iloc[0] == np.inf
+
+
+# -- posterior model probabilities --------------------------------------------------------------
+
+def test_model_probabilities_from_the_evidences():
+    results = {"a": _tree(-10.0, -9.8), "b": _tree(-11.0, -10.9), "c": _tree(-14.0)}
+    table = pmb.compare(results)
+    points = np.array([-9.9, -10.95, -14.0])
+    np.testing.assert_allclose(table["probability"], softmax(points), rtol=1e-12)
+    # Bounds: model i at its lower end against the others at their upper ends, and reverse.
+    lo_a = np.exp(-10.0) / (np.exp(-10.0) + np.exp(-10.9) + np.inf)  # c is unbounded above
+    assert table.loc["a", "probability_lower"] == lo_a == 0.0
+    hi_a = np.exp(-9.8) / (np.exp(-9.8) + np.exp(-11.0) + np.exp(-14.0))
+    assert table.loc["a", "probability_upper"] == pytest.approx(hi_a, rel=1e-12)
+    assert table.loc["c", "probability_upper"] == 1.0
+    assert (table["probability_lower"] <= table["probability"]).all()
+    assert (table["probability"] <= table["probability_upper"]).all()
+    # A prior multiplies the posterior odds by the prior odds.
+    prior = pmb.compare(results, prior={"a": 1.0, "b": 3.0, "c": 1.0})
+    odds = prior.loc["b", "probability"] / prior.loc["a", "probability"]
+    assert odds == pytest.approx(3.0 * np.exp(-10.95 + 9.9), rel=1e-12)
+
+
+def test_model_probabilities_of_one_model_and_of_sandwiches():
+    np.testing.assert_array_equal(model_probabilities([-3.0], [-3.1], [-2.9]), [[1.0]] * 3)
+    p, lo, hi = model_probabilities([0.0, 0.0], [-1.0, -1.0], [1.0, 1.0])
+    np.testing.assert_allclose(p, [0.5, 0.5])
+    np.testing.assert_allclose(lo, [1 / (1 + np.e**2)] * 2)
+    np.testing.assert_allclose(hi, [1 / (1 + np.e**-2)] * 2)
+
+
+@pytest.mark.parametrize("prior, match", [
+    ({"a": 1.0}, r"missing \['b'\]"),
+    ({"a": 1.0, "b": 1.0, "z": 1.0}, r"unknown \['z'\]"),
+    ({"a": 1.0, "b": 0.0}, "positive"),
+    ([0.5, 0.5], "mapping"),
+])
+def test_bad_priors_are_refused(prior, match):
+    with pytest.raises(pmb.BDMCInputError, match=match):
+        pmb.compare({"a": _tree(-1.0), "b": _tree(-2.0)}, prior=prior)
