@@ -8,47 +8,28 @@ calibrate result carries, and posterior model probabilities with their bounds.
 import numpy as np
 import pytest
 import xarray as xr
+from evidence_trees import DATA, calibrated_tree, evidence_tree
 from scipy.special import softmax
 
 import pymc_bdmc as pmb
 from pymc_bdmc.compare import CERTIFICATE_SE_FACTOR, model_probabilities
 
-Y = np.array([0.5, -1.0, 2.0])
-
-
-def _tree(lower, upper=np.nan, se=0.1, data=Y, attrs=None, **groups):
-    ev = xr.Dataset({"lower": lower, "upper": upper, "gap": upper - lower, "lower_se": se,
-                     "upper_se": se}, attrs=attrs or {})
-    tree = {"evidence": ev, **groups}
-    if data is not None and "observed_data" not in tree:
-        tree["observed_data"] = xr.Dataset({"y": ("y_dim_0", np.asarray(data))})
-    return xr.DataTree.from_dict(tree)
-
-
-def _calibrated(lower, gap=0.03, gap_se=0.02, certified=1, harder=0, tolerance=0.2):
-    calibration = xr.Dataset(
-        {"n_steps": ("attempt", [100, 400]), "gap": ("attempt", [0.9, gap]),
-         "gap_se": ("attempt", [0.5, gap_se])},
-        attrs={"tolerance": tolerance, "certified": certified, "certified_n_steps": 400,
-               "certified_gap": gap, "real_data_harder": harder})
-    return _tree(lower, calibration=calibration)
-
-
 # -- which results compare -------------------------------------------------------------------
 
 def test_results_on_different_observed_data_are_refused():
-    a, b = _tree(-10.0), _tree(-12.0, data=Y + np.array([0, 0, 1e-9]))
+    a, b = evidence_tree(-10.0), evidence_tree(-12.0, data=DATA + np.array([0, 0, 1e-9]))
     with pytest.raises(pmb.BDMCInputError, match="same names and shapes, different values"):
         pmb.bayes_factor(a, b)
     with pytest.raises(pmb.BDMCInputError, match=r"'b': y \(4,\).*pmb\.calibrate"):
-        pmb.compare({"a": a, "b": _tree(-12.0, data=np.append(Y, 1.0))})
+        pmb.compare({"a": a, "b": evidence_tree(-12.0, data=np.append(DATA, 1.0))})
     with pytest.raises(pmb.BDMCInputError, match="different observed data"):  # another name
-        pmb.compare({"a": a, "b": _tree(-12.0, observed_data=xr.Dataset({"z": ("i", Y)}),
+        pmb.compare({"a": a, "b": evidence_tree(-12.0, observed_data=xr.Dataset({"z": ("i", DATA)}),
                                         data=None)})
     # The same values as integers or floats, under other dims, are the same data.
     ints = np.array([1, 0, 3])
-    same = _tree(-12.0, data=ints.astype(float), observed_data=xr.Dataset({"y": ("obs", ints)}))
-    assert pmb.bayes_factor(_tree(-10.0, data=ints), same).log_bf == pytest.approx(2.0)
+    same = evidence_tree(-12.0, data=ints.astype(float),
+                         observed_data=xr.Dataset({"y": ("obs", ints)}))
+    assert pmb.bayes_factor(evidence_tree(-10.0, data=ints), same).log_bf == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize("marker", ["algorithm", "generating_values"])
@@ -56,21 +37,22 @@ def test_results_on_simulated_data_are_refused(marker):
     # The user's report: two sample_bdmc results gave "log BF = -40.434, decisive". Each refers
     # to data simulated from its own model; even one result against itself is refused.
     if marker == "algorithm":
-        bdmc = _tree(-10.0, -9.99, attrs={"algorithm": "bdmc"})
+        bdmc = evidence_tree(-10.0, -9.99, attrs={"algorithm": "bdmc"})
     else:
-        bdmc = _tree(-10.0, -9.99, generating_values=xr.Dataset({"mu": 0.3}))
+        bdmc = evidence_tree(-10.0, -9.99, generating_values=xr.Dataset({"mu": 0.3}))
     with pytest.raises(pmb.BDMCInputError, match=r"sample_bdmc results certify an estimator.*"
                                                  r"pmb\.calibrate.*pmb\.sample_ais"):
         pmb.bayes_factor(bdmc, bdmc)
     with pytest.raises(pmb.BDMCInputError, match=r"\['b'\]"):
-        pmb.compare({"a": _tree(-11.0), "b": bdmc})
+        pmb.compare({"a": evidence_tree(-11.0), "b": bdmc})
 
 
 def test_results_without_observed_data_are_taken_on_trust():
     # A hand-built tree records no data: it is compared unchecked with any other result.
-    bf = pmb.bayes_factor(_tree(-10.0, data=None), _tree(-12.0))
+    bf = pmb.bayes_factor(evidence_tree(-10.0, data=None), evidence_tree(-12.0))
     assert bf.log_bf == 2.0
-    assert pmb.bayes_factor(_tree(-10.0, data=None), _tree(-12.0, data=Y + 1)).log_bf == 2.0
+    other = evidence_tree(-12.0, data=DATA + 1)
+    assert pmb.bayes_factor(evidence_tree(-10.0, data=None), other).log_bf == 2.0
 
 
 def test_one_layout_and_no_fallbacks():
@@ -78,16 +60,16 @@ def test_one_layout_and_no_fallbacks():
     # another layout (the old un-normalised one: relative_se, no upper) is refused, not guessed.
     old = xr.DataTree.from_dict({"evidence": xr.Dataset({"lower": -3.0, "relative_se": 0.1})})
     with pytest.raises(pmb.BDMCInputError, match=r"lacks \['upper', 'lower_se', 'upper_se'\]"):
-        pmb.compare({"old": old, "new": _tree(-4.0)})
+        pmb.compare({"old": old, "new": evidence_tree(-4.0)})
     with pytest.raises(pmb.BDMCInputError, match="no `evidence` group"):
-        pmb.bayes_factor(xr.DataTree(), _tree(-4.0))
+        pmb.bayes_factor(xr.DataTree(), evidence_tree(-4.0))
 
 
 # -- intervals ----------------------------------------------------------------------------------
 
 def test_crossed_bounds_give_an_interval_spanning_both():
     # upper < lower by noise (a negative gap): the interval is [upper, lower], never inverted.
-    crossed, other = _tree(-40.434, -40.435), _tree(-10.0, -9.0)
+    crossed, other = evidence_tree(-40.434, -40.435), evidence_tree(-10.0, -9.0)
     bf = pmb.bayes_factor(crossed, other)
     assert bf.log_bf == pytest.approx(-40.4345 - (-9.5))
     assert bf.interval == pytest.approx((-40.435 - (-9.0), -40.434 - (-10.0)))
@@ -103,7 +85,7 @@ def test_intervals_are_never_inverted_and_contain_the_point_value():
         lower = rng.normal(-20, 5, size=4)
         upper = lower + rng.normal(0, 0.5, size=4)  # about half of them crossed
         upper[rng.random(4) < 0.3] = np.nan  # lower bounds alone
-        results = {f"m{i}": _tree(lo, hi) for i, (lo, hi) in enumerate(zip(lower, upper))}
+        results = {f"m{i}": evidence_tree(lo, hi) for i, (lo, hi) in enumerate(zip(lower, upper))}
         table = pmb.compare(results)
         assert (table["lower"] <= table["log_evidence"]).all()
         assert (table["log_evidence"] <= table["upper"]).all()
@@ -116,7 +98,8 @@ def test_intervals_are_never_inverted_and_contain_the_point_value():
 # -- certificates -------------------------------------------------------------------------------
 
 def test_certified_calibrate_results_carry_their_certificate():
-    a, b = _calibrated(-10.0, gap=0.03, gap_se=0.02), _calibrated(-13.0, gap=-0.05, gap_se=0.01)
+    a = calibrated_tree(-10.0, gap=0.03, gap_se=0.02)
+    b = calibrated_tree(-13.0, gap=-0.05, gap_se=0.01)
     allow_a, allow_b = 0.03 + CERTIFICATE_SE_FACTOR * 0.02, 0.05 + CERTIFICATE_SE_FACTOR * 0.01
     bf = pmb.bayes_factor(a, b)
     assert bf.log_bf == 3.0
@@ -135,8 +118,8 @@ def test_certified_calibrate_results_carry_their_certificate():
 @pytest.mark.parametrize("certified, harder, note", [(0, 0, "not certified"),
                                                      (1, 1, "real data look harder")])
 def test_calibrations_that_do_not_hold_stay_one_sided(certified, harder, note):
-    a = _calibrated(-10.0, certified=certified, harder=harder)
-    bf = pmb.bayes_factor(a, _calibrated(-13.0))
+    a = calibrated_tree(-10.0, certified=certified, harder=harder)
+    bf = pmb.bayes_factor(a, calibrated_tree(-13.0))
     assert bf.kinds == ("lower bound", "certified lower bound")
     assert bf.interval[1] == np.inf and np.isfinite(bf.interval[0])
     assert note in str(bf)
@@ -146,7 +129,8 @@ def test_calibrations_that_do_not_hold_stay_one_sided(certified, harder, note):
 # -- posterior model probabilities --------------------------------------------------------------
 
 def test_model_probabilities_from_the_evidences():
-    results = {"a": _tree(-10.0, -9.8), "b": _tree(-11.0, -10.9), "c": _tree(-14.0)}
+    results = {"a": evidence_tree(-10.0, -9.8), "b": evidence_tree(-11.0, -10.9),
+               "c": evidence_tree(-14.0)}
     table = pmb.compare(results)
     points = np.array([-9.9, -10.95, -14.0])
     np.testing.assert_allclose(table["probability"], softmax(points), rtol=1e-12)
@@ -180,4 +164,4 @@ def test_model_probabilities_of_one_model_and_of_sandwiches():
 ])
 def test_bad_priors_are_refused(prior, match):
     with pytest.raises(pmb.BDMCInputError, match=match):
-        pmb.compare({"a": _tree(-1.0), "b": _tree(-2.0)}, prior=prior)
+        pmb.compare({"a": evidence_tree(-1.0), "b": evidence_tree(-2.0)}, prior=prior)
