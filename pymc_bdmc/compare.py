@@ -15,7 +15,8 @@ pretends a lower bound is an estimate with symmetric error:
   synthetic likelihood: about ``S(y)``, not ``p(y)``) give ``(-inf, inf)``.
 
 Only evidences of the *same* data compare: results on different observed data, and results of
-:func:`~pymc_bdmc.sample_bdmc` (each on data simulated from its own model), are refused.
+:func:`~pymc_bdmc.sample_bdmc` (each on data simulated from its own model), are refused; a
+result without ``observed_data`` (built by hand) is not checked, and the caller vouches for it.
 Summary-statistic results are never mixed with evidences, and are compared with each other
 only when they share the method, the summary and ABC's tolerance: only then is their ratio a
 Bayes factor (:mod:`pymc_bdmc.unnormalized.summary`).
