@@ -5,6 +5,7 @@ from the model, reverse AIS from the generating parameters gives a stochastic up
 (bidirectional Monte Carlo, Grosse, Ghahramani & Adams 2015).
 """
 
+import importlib
 import logging
 
 from pymc_bdmc import schedules, testbed, testing, unnormalized, verification
@@ -39,6 +40,7 @@ __all__ = [
     "compare",
     "compare_estimators",
     "log_mean_exp",
+    "plots",
     "sample_ais",
     "sample_bdmc",
     "sample_heldout_likelihood",
@@ -51,6 +53,21 @@ __all__ = [
     "unnormalized_likelihoods",
     "verification",
 ]
+
+#: Submodules imported on first access: ``pymc_bdmc.plots`` needs matplotlib, which is optional.
+_LAZY_SUBMODULES = ("plots",)
+
+
+def __getattr__(name: str):
+    """Import a lazy submodule (``pmb.plots``) on first access."""
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"pymc_bdmc.{name}")
+    raise AttributeError(f"module 'pymc_bdmc' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_SUBMODULES})
+
 
 _log = logging.getLogger("pymc_bdmc")
 if not logging.root.handlers:  # like PyMC: show INFO messages unless the user configured logging

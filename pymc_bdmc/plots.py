@@ -1,7 +1,9 @@
 """Plots of evidence results (matplotlib; install with ``pip install pymc-bdmc[plot]``).
 
 Every function takes an optional ``ax`` (or ``axes``) and returns what it drew on, in the manner
-of ArviZ's matplotlib backend.
+of ArviZ's matplotlib backend; :func:`plot_compare` draws through ``arviz_plots``' matplotlib
+backend, with ArviZ's colours and layout. Nothing here imports matplotlib until a function is
+called, so ``pmb.plots`` can be reached without it.
 """
 
 from __future__ import annotations
@@ -130,11 +132,48 @@ def plot_bounds(results: Mapping[int, object] | Sequence, truth: float | None = 
     return ax
 
 
-def plot_compare(table: pd.DataFrame, ax=None):
-    """Forest plot of log evidence per model from :func:`pymc_bdmc.compare`.
+#: How :func:`plot_compare` draws each kind of result: (line style, marked ends, legend label).
+_COMPARE_STYLES = {
+    "sandwich": ("-", [0, 1], "sandwich: lower and upper bound"),
+    "certified lower bound": ("--", [0], "certified lower bound: + gap measured on simulated data"),
+    "lower bound": (":", [1], "lower bound only"),
+}
+_COMPARE_COLUMNS = ("log_evidence", "lower", "upper", "kind")
 
-    A sandwich is drawn as an interval between its bounds; a lower bound alone as an arrow
-    pointing up the scale (it says nothing about how much higher the evidence may be).
+
+def _compare_row(p_be, ax, row, y: float, right: float):
+    """Draw one model's interval and point; return the artist that stands for it in a legend."""
+    style = _COMPARE_STYLES.get(row["kind"])
+    handle = None
+    if style is not None:
+        linestyle, ends, label = style
+        upper = right if row["kind"] == "lower bound" else row["upper"]
+        marker = ">" if row["kind"] == "lower bound" else "|"
+        handle = p_be.line([row["lower"], upper], [y, y], ax, color="B1", width=2,
+                           linestyle=linestyle, marker=marker, markevery=ends, markersize=9,
+                           label=label)
+    point = p_be.scatter([row["log_evidence"]], [y], ax, color="B1", marker="o", size=30,
+                         facecolor="B1" if style else "none", zorder=3,
+                         label="_nolegend_" if style else "estimate without bounds")
+    return row["kind"], handle if handle is not None else point
+
+
+def plot_compare(table: pd.DataFrame, ax=None):
+    """Each model's log evidence with its interval, from :func:`pymc_bdmc.compare`.
+
+    Drawn in the manner of ArviZ's ``plot_compare`` (with ``arviz_plots``' matplotlib backend
+    and its colours): one row per model, best on top at ``y = len(table) - 1`` and the others
+    below it at integer positions; a dashed vertical line at the best model's estimate. A point
+    marks each model's ``log_evidence``; the line through it is the model's interval, its
+    style saying what the interval is:
+
+    * solid, marked at both ends: a sandwich between a lower and an upper bound;
+    * dashed, marked at the lower end: a certified lower bound, extended by what its
+      calibration measured on simulated data (about the estimator, not a bound);
+    * dotted, running off to the right with an arrow: a lower bound alone, which says nothing
+      about how much higher the evidence may be;
+    * a hollow point and no line: an estimate without bounds (biased, or a summary-statistic
+      number).
 
     Parameters
     ----------
@@ -146,18 +185,39 @@ def plot_compare(table: pd.DataFrame, ax=None):
     Returns
     -------
     matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        If ``table`` lacks the columns of :func:`pymc_bdmc.compare` (e.g. an ``az.compare``
+        table).
     """
     plt = _plt()
+    from arviz_plots.backend import matplotlib as p_be  # after _plt(): it needs matplotlib
+
+    missing = [c for c in _COMPARE_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(f"plot_compare draws the table of pmb.compare; this one lacks columns "
+                         f"{missing}.")
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 0.6 * len(table) + 1.2), layout="constrained")
+        _, ax = plt.subplots(figsize=(7, 0.6 * len(table) + 2.0), layout="constrained")
+    values = table[["lower", "upper", "log_evidence"]].to_numpy(dtype=float)
+    finite = values[np.isfinite(values)]
+    span = float(np.ptp(finite)) if finite.size else 0.0
+    right = (float(finite.max()) if finite.size else 0.0) + 0.25 * (span or 1.0)
     y = np.arange(len(table))[::-1]
-    for yi, (name, row) in zip(y, table.iterrows(), strict=True):
-        if row["kind"] == "sandwich":
-            ax.plot([row["lower"], row["upper"]], [yi, yi], color="C0", lw=3)
-            ax.plot(row["log_evidence"], yi, "o", color="C0")
-        else:
-            ax.errorbar(row["lower"], yi, xerr=[[0], [0]], fmt=">", color="C1")
-            ax.plot(row["lower"], yi, ">", color="C1", ms=9)
-    ax.set_yticks(y, table.index)
-    ax.set(xlabel="log evidence", title="model comparison (> : lower bound only)")
+    handles = {}
+    for yi, (_, row) in zip(y, table.iterrows(), strict=True):
+        kind, handle = _compare_row(p_be, ax, row, yi, right)
+        if kind in handles:
+            handle.set_label("_nolegend_")  # one legend entry per kind
+        handles.setdefault(kind, handle)
+    p_be.vline(float(table["log_evidence"].iloc[0]), ax, color="B2", linestyle="--", width=1)
+    p_be.yticks(y, [str(name) for name in table.index], ax)
+    p_be.title("Model comparison\nhigher is better", ax)
+    summary = (table["kind"] == "summary-statistic").all()
+    p_be.xlabel("log summary-statistic evidence" if summary else "log evidence (nats)", ax)
+    ax.set_ylim(-0.6, len(table) - 0.4)
+    ax.legend(handles=list(handles.values()), loc="upper left", bbox_to_anchor=(0, -0.2),
+              fontsize="small", frameon=False)
     return ax

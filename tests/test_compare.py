@@ -64,6 +64,45 @@ def test_compare_ranks_by_evidence(ais_pair):
     assert set(table["kind"]) == {"lower bound"}
 
 
+def test_bdmc_results_are_refused():
+    # The new user's report: bayes_factor of two sample_bdmc results printed a decisive log BF
+    # with an inverted interval. Each result refers to data simulated from its own model.
+    models, _ = _regression_pair()
+    bdmc = {}
+    for name, m in models.items():
+        with m:
+            bdmc[name] = pmb.sample_bdmc(n_steps=20, chains=8, random_seed=1, progressbar=False)
+    assert bdmc["tight"]["evidence"].attrs["algorithm"] == "bdmc"
+    with pytest.raises(pmb.BDMCInputError, match="sample_bdmc results certify an estimator"):
+        pmb.bayes_factor(bdmc["vague"], bdmc["tight"])
+    with pytest.raises(pmb.BDMCInputError, match=r"pmb\.calibrate"):
+        pmb.compare(bdmc)
+
+
+def test_calibrated_bayes_factor_carries_the_certificate():
+    # Before, a Bayes factor of two calibrate results had the interval [-inf, inf]; now each
+    # certified lower bound gets the upper side its calibration measured on simulated data.
+    models, truths = _regression_pair()
+    results = {}
+    for name, m in models.items():
+        with m:
+            results[name] = pmb.calibrate(tolerance=0.2, n_steps=(50, 200), chains=32,
+                                          random_seed=5, progressbar=False)
+    bf = pmb.bayes_factor(results["tight"], results["vague"])
+    assert bf.kinds == ("certified lower bound", "certified lower bound")
+    lo, hi = bf.interval
+    assert np.isfinite(lo) and np.isfinite(hi) and lo < bf.log_bf < hi
+    assert lo < truths["tight"] - truths["vague"] < hi
+    for name, cert in zip(("tight", "vague"), bf.certificates, strict=True):
+        cal = results[name]["calibration"]
+        assert cert.holds and cert.gap == cal.attrs["certified_gap"]
+        assert cert.gap_se == float(cal["gap_se"][-1])
+    assert "certified: gap" in str(bf)
+    table = pmb.compare(results)
+    assert (table["kind"] == "certified lower bound").all()
+    assert np.isfinite(table["upper"]).all()
+
+
 def _evidence_tree(lower, upper, se=0.1):
     ds = xr.Dataset({"lower": lower, "upper": upper, "lower_se": se, "upper_se": se})
     return xr.DataTree.from_dict({"evidence": ds})

@@ -87,6 +87,32 @@ def test_groups_and_attributes(results, field):
     assert np.isfinite(float(aux["log_z_hat_lower"])) and np.isfinite(float(aux["log_z_hat_upper"]))
 
 
+#: The evidence fields every pymc_bdmc result has (NaN where a method has no such number).
+CORE_FIELDS = ("lower", "upper", "gap", "gap_se", "lower_se", "upper_se")
+
+
+@pytest.mark.parametrize("method", ["auto", "rwsmc", "abc"])
+def test_evidence_has_the_layout_of_every_result(results, field, method):
+    # One layout (issue 38): pmb.compare reads the same fields from every result, and the
+    # observed_data group says which data the evidence refers to.
+    if method == "abc":
+        tree = pmb.sample_unnormalized_evidence("abc", model=_model(field), draws=40,
+                                                pilot_draws=20, pilot_tune=30, n_sim=5,
+                                                epsilon=2.0, random_seed=0, progressbar=False)
+    else:
+        tree = results[method]
+    ev = tree["evidence"]
+    assert list(ev.data_vars)[:len(CORE_FIELDS)] == list(CORE_FIELDS)
+    assert all(np.isnan(float(ev[name])) for name in ("upper", "gap", "gap_se", "upper_se"))
+    if method == "rwsmc":  # one run gives no standard error
+        assert np.isnan(float(ev["lower_se"]))
+    else:
+        assert 0 < float(ev["lower_se"]) == float(ev["relative_se"])
+    observed = tree["observed_data"]
+    assert list(observed.data_vars) == ["y"]
+    np.testing.assert_array_equal(observed["y"].values, field)
+
+
 def test_rwsmc_result(results):
     # Random-weight SMC needs no pilot and no Z(θ̂): certified_lower is its own estimate.
     tree = results["rwsmc"]

@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pymc as pm
 import xarray as xr
+from pymc.backends.arviz import coords_and_dims_for_inferencedata
 from pymc.progress_bar import create_simple_progress
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs
@@ -27,6 +28,7 @@ from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.pipeline.progress import phase, progress_enabled
 from pymc_bdmc.pipeline.seeding import streams
 from pymc_bdmc.resampling import systematic_resample
+from pymc_bdmc.results.datatree import named_dataset
 from pymc_bdmc.unnormalized.distributions import unnormalized_simulator
 from pymc_bdmc.unnormalized.ergm import ERGMSimulator, ergm_statistics
 from pymc_bdmc.unnormalized.exchange import exchange_sampler
@@ -186,14 +188,39 @@ def pilot_drift_check(sim, data: np.ndarray, eta_hat: np.ndarray) -> dict:
     return {"eta_pseudo_likelihood": ("natural", eta_pl), "pilot_drift": int(drifted)}
 
 
-def _pilot_tree(model, compiled, chain, evidence: xr.Dataset,
+def _evidence_dataset(variables: dict, lower_se: float, attrs: dict) -> xr.Dataset:
+    """Build the ``evidence`` group: the layout of every pymc_bdmc result, then extras.
+
+    ``lower`` is ``log p̂``; ``lower_se`` its standard error (to first order the relative
+    standard error of ``p̂``). Nothing here bounds ``log p(y)`` from above, so ``upper``,
+    ``gap`` and their standard errors are NaN, as in a forward-only AIS result.
+    """
+    nan = float("nan")
+    core = {"lower": variables.pop("lower"), "upper": nan, "gap": nan, "gap_se": nan,
+            "lower_se": float(lower_se), "upper_se": nan}
+    return xr.Dataset(core | variables, attrs=attrs)
+
+
+def _observed_dataset(model, name) -> xr.Dataset:
+    """Build the ``observed_data`` group: the data the evidence refers to, in model dims."""
+    coords, dims = coords_and_dims_for_inferencedata(model)
+    return named_dataset({name: _observed(model, name)}, dims, coords)
+
+
+def _tree(model, name, posterior: xr.Dataset, evidence: xr.Dataset,
+          auxiliary: xr.Dataset) -> xr.DataTree:
+    return xr.DataTree.from_dict({"posterior": posterior,
+                                  "observed_data": _observed_dataset(model, name),
+                                  "evidence": evidence, "auxiliary": auxiliary})
+
+
+def _pilot_tree(model, name, compiled, chain, evidence: xr.Dataset,
                 auxiliary: xr.Dataset) -> xr.DataTree:
-    """The result of an estimator piloted by the exchange algorithm (its draws: posterior)."""
+    """Assemble the result of an estimator piloted by the exchange algorithm."""
     posterior = _posterior(model, compiled, chain.theta,
                            {"sampler": "exchange algorithm (pilot)",
                             "acceptance_rate": float(chain.acceptance_rate)})
-    return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
-                                  "auxiliary": auxiliary})
+    return _tree(model, name, posterior, evidence, auxiliary)
 
 
 def _posterior(model, compiled, theta, attrs) -> xr.Dataset:
@@ -340,10 +367,14 @@ def sample_unnormalized_evidence(
     -------
     xarray.DataTree
         ``posterior`` (chain=1, draw): the pilot's draws of the free variables and
-        Deterministics, constrained. ``evidence``: ``lower`` (``log p̂(y)``), ``certified_lower``
+        Deterministics, constrained. ``observed_data``: the observed variable's data, which
+        the evidence refers to. ``evidence``, in the layout of every result (``lower``,
+        ``upper``, ``gap``, ``gap_se``, ``lower_se``, ``upper_se``): ``lower`` (``log p̂(y)``)
+        and ``lower_se`` (equal to ``relative_se``, its first-order standard error); ``upper``,
+        ``gap`` and their standard errors are NaN (no upper bound). Then ``certified_lower``
         (the same importance weights with the upper bound on ``log Z(θ̂)`` in place of its
-        exact value; NaN with ``bound_chains=0``), ``relative_se``, ``ess`` and ``log_weight``
-        (dim ``importance_draw``); attrs ``estimate_kind`` (``"unbiased"`` with exact
+        exact value; NaN with ``bound_chains=0``), ``relative_se`` (of ``p̂(y)``), ``ess`` and
+        ``log_weight`` (dim ``importance_draw``); attrs ``estimate_kind`` (``"unbiased"`` with exact
         simulation, ``"biased"`` with ``exact=False``), ``method``, ``exact``,
         ``log_z_source``. ``auxiliary``: ``theta_hat`` (unconstrained, dim ``parameter``),
         ``eta_hat`` (dim ``natural``), ``log_z_hat`` (exact, NaN if unavailable) and
@@ -351,17 +382,19 @@ def sample_unnormalized_evidence(
         draws, auxiliary chains, bridges and sweeps; attr ``exact``.
 
         With ``method="rwsmc"``: ``posterior`` holds the final particles resampled to equal
-        weights (systematic); ``evidence`` has ``lower``, ``certified_lower`` (the same),
-        ``relative_se`` (NaN: one run gives no standard error), ``ess`` (of the final weights),
+        weights (systematic); ``evidence`` has the same core fields, ``lower_se`` NaN (one run
+        gives no standard error), and ``certified_lower`` (equal to ``lower``),
+        ``relative_se`` (NaN), ``ess`` (of the final weights),
         ``log_weight`` (dim ``particle``) and ``log_increment`` (dim ``row``: the log mean
         incremental weight of each row, summing to ``lower``); ``auxiliary`` has the numbers of
         particles, rows, auxiliary draws, exchange moves and resampling events and the moves'
         ``acceptance_rate``.
 
-        With ``method="abc"`` or ``"sl"``: ``posterior`` as for SAVIS (the pilot); ``evidence``
-        has ``lower`` (``log p̂_ε(S(y))`` or the log synthetic evidence: not ``log p(y)``),
-        ``relative_se``, ``ess``, ``log_weight`` (dim ``importance_draw``) and for ABC
-        ``epsilon`` (dim ``statistic``) and ``acceptance_rate``; attrs ``estimate_kind`` =
+        With ``method="abc"`` or ``"sl"``: ``posterior`` and ``observed_data`` as for SAVIS;
+        ``evidence`` has the same core fields, ``lower`` being ``log p̂_ε(S(y))`` or the log
+        synthetic evidence (not ``log p(y)``), then ``relative_se``, ``ess``, ``log_weight``
+        (dim ``importance_draw``) and for ABC ``epsilon`` (dim ``statistic``) and
+        ``acceptance_rate``; attrs ``estimate_kind`` =
         ``"summary-statistic"``, ``method``, ``summary`` (the summary's name), ``exact``.
         ``auxiliary``: ``theta_hat``, ``eta_hat``, ``pilot_acceptance_rate`` and the numbers
         of draws and simulations.
@@ -504,20 +537,21 @@ def _importance(model, name, sim, method, opts, random_seed, compile_kwargs,
                            sweeps=opts["sweeps"], rng=rng, on_step=advance)
     # log p̂ = log Â - log_z_ref, with Â unbiased for p(y) Z(θ̂): swap in the upper bound.
     certified = np.nan if bounds is None else result.log_evidence + log_z_ref - bounds.upper
-    return _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
-                     bounds, dict(method=method, draws=opts["draws"],
+    return _datatree(model, name, compiled, chain, result, certified, theta_hat, eta_hat,
+                     log_z_hat, bounds, dict(method=method, draws=opts["draws"],
                                   bound_chains=opts["bound_chains"],
                                   bound_bridges=opts["bound_bridges"], exact=bool(sim.exact),
                                   drift=drift))
 
 
-def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
+def _datatree(model, name, compiled, chain, result, certified, theta_hat, eta_hat, log_z_hat,
               bounds, info) -> xr.DataTree:
     exact = info["exact"] and chain.exact and result.exact
-    evidence = xr.Dataset(
+    evidence = _evidence_dataset(
         {"lower": result.log_evidence, "certified_lower": float(certified),
          "relative_se": result.relative_se, "ess": result.ess,
          "log_weight": ("importance_draw", result.log_weights)},
+        result.relative_se,
         attrs={"estimate_kind": "unbiased" if exact else "biased", "method": info["method"],
                "exact": int(exact),
                "log_z_source": "exact" if log_z_hat is not None else "upper_bound"},
@@ -536,7 +570,7 @@ def _datatree(model, compiled, chain, result, certified, theta_hat, eta_hat, log
          **info["drift"]},
         attrs={"exact": int(exact)},
     )
-    return _pilot_tree(model, compiled, chain, evidence, auxiliary)
+    return _pilot_tree(model, name, compiled, chain, evidence, auxiliary)
 
 
 def _rwsmc(model, name, sim, method, opts, random_seed, compile_kwargs,
@@ -557,11 +591,12 @@ def _rwsmc(model, name, sim, method, opts, random_seed, compile_kwargs,
     weights = np.exp(result.log_weights - logsumexp(result.log_weights))
     resampled = result.theta[systematic_resample(rng, weights, draws)]
     exact = bool(result.exact)
-    evidence = xr.Dataset(
+    evidence = _evidence_dataset(
         {"lower": result.log_evidence, "certified_lower": result.log_evidence,
          "relative_se": float("nan"), "ess": float(1.0 / np.sum(weights**2)),
          "log_weight": ("particle", result.log_weights),
          "log_increment": ("row", result.log_increments)},
+        float("nan"),
         attrs={"estimate_kind": "unbiased" if exact else "biased", "method": "rwsmc",
                "exact": int(exact), "log_z_source": "none"},
     )
@@ -573,8 +608,7 @@ def _rwsmc(model, name, sim, method, opts, random_seed, compile_kwargs,
     )
     posterior = _posterior(model, compiled, resampled,
                            {"sampler": "random-weight SMC (final particles, resampled)"})
-    return xr.DataTree.from_dict({"posterior": posterior, "evidence": evidence,
-                                  "auxiliary": auxiliary})
+    return _tree(model, name, posterior, evidence, auxiliary)
 
 
 def _summary_evidence(model, name, sim, method, opts, random_seed, compile_kwargs,
@@ -618,9 +652,9 @@ def _summary_evidence(model, name, sim, method, opts, random_seed, compile_kwarg
     if method == "abc":
         variables |= {"epsilon": ("statistic", result.epsilon),
                       "acceptance_rate": result.acceptance_rate}
-    evidence = xr.Dataset(variables, attrs={"estimate_kind": "summary-statistic",
-                                            "method": method, "summary": summary_name,
-                                            "exact": int(exact)})
+    evidence = _evidence_dataset(variables, result.relative_se,
+                                 attrs={"estimate_kind": "summary-statistic", "method": method,
+                                        "summary": summary_name, "exact": int(exact)})
     auxiliary = xr.Dataset(
         {"theta_hat": ("parameter", theta_hat),
          "eta_hat": ("natural", compiled.natural(theta_hat)),
@@ -629,4 +663,4 @@ def _summary_evidence(model, name, sim, method, opts, random_seed, compile_kwarg
          "n_sim": result.n_sim, "n_simulations": opts["draws"] * result.n_sim, **drift},
         attrs={"exact": int(exact)},
     )
-    return _pilot_tree(model, compiled, chain, evidence, auxiliary)
+    return _pilot_tree(model, name, compiled, chain, evidence, auxiliary)

@@ -1,0 +1,81 @@
+"""``pmb.plots``: a lazy attribute (matplotlib stays optional), and plot_compare's encoding."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from evidence_trees import calibrated_tree, evidence_tree
+
+import pymc_bdmc as pmb
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_plots_is_a_lazy_attribute():
+    # `import pymc_bdmc` must not import matplotlib (an optional dependency), and pmb.plots
+    # must still work as the docs write it. A fresh interpreter, so nothing is imported yet.
+    code = (
+        "import sys, pymc_bdmc as pmb\n"
+        "assert 'matplotlib' not in sys.modules, 'import pymc_bdmc imported matplotlib'\n"
+        "assert 'pymc_bdmc.plots' not in sys.modules, 'plots imported eagerly'\n"
+        "assert 'plots' in dir(pmb) and 'plots' in pmb.__all__\n"
+        "import pymc_bdmc.plots\n"
+        "assert pmb.plots is sys.modules['pymc_bdmc.plots']\n"
+        "assert callable(pmb.plots.plot_compare)\n"
+        "try:\n"
+        "    pmb.no_such_name\n"
+        "except AttributeError as err:\n"
+        "    assert 'no_such_name' in str(err)\n"
+        "else:\n"
+        "    raise AssertionError('unknown attribute did not raise')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.fixture
+def plt():
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+def test_plot_compare_shows_each_kind_of_interval(plt):
+    results = {"sandwich": evidence_tree(-10.0, -9.7),
+               "certified": calibrated_tree(-10.4, gap=0.05), "lower only": evidence_tree(-12.0),
+               "biased": evidence_tree(-13.0, attrs={"estimate_kind": "biased"})}
+    table = pmb.compare(results)
+    ax = pmb.plots.plot_compare(table)
+    # Rows best first, from the top; ticks named after the models.
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(table.index)
+    assert list(ax.get_yticks()) == [3, 2, 1, 0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    sandwich = lines["sandwich: lower and upper bound"]
+    np.testing.assert_array_equal(sandwich.get_xdata(), [-10.0, -9.7])
+    assert sandwich.get_linestyle() == "-" and sandwich.get_ydata()[0] == 3
+    certified = lines["certified lower bound: + gap measured on simulated data"]
+    np.testing.assert_allclose(certified.get_xdata(), table.loc["certified", ["lower", "upper"]])
+    assert certified.get_linestyle() == "--"
+    lower = lines["lower bound only"]
+    assert lower.get_xdata()[0] == -12.0 and lower.get_xdata()[1] > -9.7  # runs off rightwards
+    assert lower.get_marker() == ">" and lower.get_linestyle() == ":"
+    # The best model's estimate as a reference line; one legend entry per kind.
+    assert any(np.allclose(line.get_xdata(), -9.85) for line in ax.get_lines()
+               if line.get_label().startswith("_"))
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["sandwich: lower and upper bound",
+                      "certified lower bound: + gap measured on simulated data",
+                      "lower bound only", "estimate without bounds"]
+
+
+def test_plot_compare_refuses_another_table(plt):
+    table = pmb.compare({"a": evidence_tree(-1.0)}).rename(columns={"lower": "elpd"})
+    with pytest.raises(ValueError, match=r"lacks columns \['lower'\]"):
+        pmb.plots.plot_compare(table)
