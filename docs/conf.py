@@ -35,17 +35,22 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
-    "myst_parser",
+    "myst_nb",  # markdown pages (MyST) and the stored notebooks, with their outputs
 ]
 
-source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "examples/*.py"]
 templates_path: list[str] = []
 
 # Markdown pages: GitHub-style heading anchors, so "[text](guide.md#section)" links resolve.
 myst_heading_anchors = 3
 myst_enable_extensions = ["dollarmath"]
+
+# Notebooks: ``docs/examples`` links to ``examples/``, whose notebooks are stored executed
+# (``docs/build_notebooks.py``; ``tests/test_notebooks.py`` keeps them in step with their
+# scripts). The site renders the stored outputs and never runs them.
+nb_execution_mode = "off"
 
 # autodoc / autosummary: no stub files are generated (the directive below writes the entries).
 autosummary_generate = False

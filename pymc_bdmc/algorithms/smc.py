@@ -9,76 +9,33 @@ weight ``log f_t(x) - log f_{t-1}(x)``:
 * tempering, ``f_t = p(x) p(y | x)^beta_t``: the increment is
   ``(beta_t - beta_{t-1}) log p(y | x)``;
 * data-point tempering (§3.4.1; Chopin 2002), ``f_t = p(x) prod_{i in S_t} p(y_i | x)`` with
-  ``S_0`` empty, ``S_{t-1}`` a subset of ``S_t`` and ``S_T`` all observations: the increment is
-  the log-likelihood of the observations entering at stage ``t``.
+  ``S_0`` empty and ``S_T`` all observations: the increment is the log-likelihood of the
+  observations entering at stage ``t``.
 
 Particles come in ``chains`` independent populations of ``particles`` each, stored as the rows of
 one ``(chains * particles, n_dim)`` array so that every model evaluation is one batched call.
 Each population yields its own unbiased estimate; averaging them (on the natural scale) gives the
 reported bound, and their spread a standard error.
 
-Forward SMC (Algorithm 2)
--------------------------
-Start from exact prior draws with normalized weights ``W_k = 1 / K``. For ``t = 1..T``::
+Forward SMC (Algorithm 2) reweights by the increments, adds ``log sum_k W_k g_k`` (the weighted
+mean of the increments, correct whether or not the previous stage resampled) to ``log Z^``,
+resamples systematically when the ESS falls below ``threshold * K``, and moves the particles, so
+that ``E[Z^] = p(y)``. Reverse SMC, the sequential harmonic mean estimator (Algorithm 3), runs
+the same algorithm on the reversed sequence from particles at an exact posterior sample ``x*``,
+with increments ``f_{t-1} / f_t`` and resampling in proportion to ``1 / w``, so that
+``E[V^] = 1 / p(y)`` and ``-log V^`` is a stochastic upper bound. Why both identities hold, and
+why all particles may start at the same ``x*``: docs/explanation/validity.md, "SMC and the
+sequential harmonic mean estimator".
 
-    g_k      = f_t(x_k) / f_{t-1}(x_k)
-    log Z^  += log sum_k W_k g_k             (the weighted mean: correct whether or not the
-    W_k     <- W_k g_k / sum_j W_j g_j        previous stage resampled)
-    if ESS(W) < threshold * K: resample systematically in proportion to W; W_k <- 1 / K
-    if t < T: x_k <- T_t(x_k)
+A particle whose state or densities stop being finite gets weight zero at that stage, and is
+counted; the next resampling removes it. That replaces the potential ``g_t`` by
+``g_t * 1{x finite}``, so ``E[Z^] <= p(y)`` and ``E[V^] <= 1 / p(y)``: both bounds stay valid,
+only looser (as for AIS).
 
-Then ``E[Z^] = p(y)``. Why: write ``gamma_t = Z^_t * sum_k W_k delta_{x_k}`` for the unnormalized
-particle measure after stage ``t``. Given everything up to stage ``t - 1``, reweighting multiplies
-``Z^`` by ``sum W g`` and the normalized weights by ``g / sum W g``; resampling keeps each
-particle's expected number of copies equal to ``K W_k`` (systematic resampling does); the move
-replaces ``phi(x)`` by ``(T_t phi)(x)`` in expectation. Hence
-``E[gamma_t(phi) | past] = gamma_{t-1}(g_t * T_t phi)``, whichever branch the (past-measurable)
-resampling test takes, and by iteration ``E[gamma_T(1) | x^(0)] = (1/K) sum_k h(x_k^(0))`` where
-``h(x)`` is the expected weight of a single annealing chain started at ``x`` (the AIS weight of
-:mod:`pymc_bdmc.algorithms.ais`). Averaging over exact prior draws gives ``E[Z^] = p(y)``.
-
-Reverse SMC: the sequential harmonic mean estimator (Algorithm 3)
--------------------------------------------------------------------
-The same algorithm run on the reversed sequence ``f_T, f_{T-1}, ..., f_0``: start every particle
-at an exact posterior sample ``x*`` (the parameters that generated simulated data), then for
-``t = T..1``::
-
-    v_k      = f_{t-1}(x_k) / f_t(x_k)       (= 1 / likelihood increment: Algorithm 3's 1 / w)
-    log V^  += log sum_k W_k v_k
-    W_k     <- W_k v_k / sum_j W_j v_j
-    if ESS(W) < threshold * K: resample in proportion to W, i.e. to 1 / w; W_k <- 1 / K
-    if t > 1: x_k <- T_{t-1}(x_k)
-
-and ``upper = -log V^``. Why ``E[V^] = 1 / p(y)``: this is forward SMC for the sequence from
-``f_T / p(y)`` (normalized: the posterior) to ``f_0`` (normalizing constant 1), so by the argument
-above ``E[V^ | x^(T)] = (1/K) sum_k h_rev(x_k^(T))`` with ``h_rev(x)`` the expected weight of one
-reverse annealing chain started at ``x``. That argument conditions on the starting particles and
-needs no independence between them, so all ``K`` particles may start at the same ``x*``, or at
-``x*`` moved by kernels that leave the posterior invariant. Each then has the posterior as its
-marginal distribution, so ``E[V^] = E_posterior[h_rev(x)] = Z_0 / Z_T = 1 / p(y)``: the reverse AIS
-identity (paper §4.2.1), which only needs each ``T_{t-1}`` to leave ``f_{t-1}`` invariant. By
-Jensen's inequality ``E[-log V^] >= log p(y)``, and by Markov's inequality
-``P(-log V^ < log p(y) - b) < exp(-b)``: a stochastic upper bound. Resampling in proportion to
-``w`` instead of ``1 / w``, or dropping an incremental weight, breaks the identity (the tests
-check that both are caught).
-
-Numerical failures
-------------------
-A particle whose state or densities stop being finite (NaN, an infinite log prior or
-log-likelihood, or a NaN or ``+inf`` incremental weight) gets weight zero at that stage, and is
-counted; the next resampling removes it. This is SMC with the potential ``g_t`` replaced by
-``g_t * 1{x finite}``, a function of the current state only, so the argument above gives
-``E[Z^] <= p(y)`` forward and ``E[V^] <= 1 / p(y)`` in reverse: both bounds stay valid, only
-looser (as for AIS, :mod:`pymc_bdmc.algorithms.ais`).
-
-Schedules
----------
-The path is frozen before either run: the reverse run must not depend on ``x*`` beyond its start
-(a path chosen from the data ``y*`` alone is fine, being independent of ``x*`` given ``y*``), and
-it visits exactly the forward path backwards. The driver uses the pilot's thermodynamic-length
-schedule (:mod:`pymc_bdmc.kernels.tuning`), which adapts to the model on separate particles. A
-next-temperature search on the measured particles' own ESS would make ``E[Z^] = p(y)`` hold only
-as the number of particles grows, and with it the stochastic lower bound.
+The path is frozen before either run, from the pilot's thermodynamic-length schedule
+(:mod:`pymc_bdmc.kernels.tuning`): the reverse run must not depend on ``x*`` beyond its start,
+and a next-temperature search on the measured particles' own ESS would make ``E[Z^] = p(y)`` hold
+only as the number of particles grows.
 """
 
 from __future__ import annotations

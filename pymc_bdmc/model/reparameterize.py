@@ -1,62 +1,42 @@
 """The other parameterisation of a model's Gaussian hierarchies: the evidence does not change.
 
 Whether a hierarchy is easier centred (``theta ~ Normal(mu, tau)``) or non-centred (``theta =
-mu + tau * z``, ``z ~ Normal(0, 1)``) depends on how strongly the data pin ``theta``. A
-horseshoe written the way PyMC's docs recommend, ``beta = z * tau * lam``, is a hard target
-once the data pin each ``beta_j``: the posterior of ``(z_j, log lam_j)`` lies near the curve
-``z_j lam_j tau = beta_j``, a curved ridge per coefficient that HMC with a fixed metric does
-not follow (reverse chains stay near ``theta*``; gaps of 100-1000 nats, docs/performance.md),
-while centred it is Gaussian in the pinned ``beta``, with scale moves
-(:mod:`pymc_bdmc.model.location_scale`). Where the data are weak the non-centred form is the
-easier one, and neither is right for every data set: so ``sample_bdmc``'s search runs the model
-as written, tries :func:`other_form` where an attempt does not certify, and goes on in the
-form whose gap per step is smaller (:mod:`pymc_bdmc.pipeline.auto_steps` says when).
+mu + tau * z``, ``z ~ Normal(0, 1)``) depends on how strongly the data pin ``theta``. Where they
+pin it, the non-centred posterior is a curved ridge that HMC with a fixed metric does not follow
+(a horseshoe written ``beta = z * tau * lam``, as PyMC's docs write it), while the centred one is
+Gaussian in the pinned variable, with scale moves (:mod:`pymc_bdmc.model.location_scale`); where
+the data are weak, the non-centred form is the easier one. Neither is right for every data set,
+so ``sample_bdmc``'s search runs the model as written, tries :func:`other_form` where an attempt
+does not certify, and goes on in the form whose gap per step is smaller
+(:mod:`pymc_bdmc.pipeline.auto_steps` says when).
 
 ``p(y)`` is the same under any bijective change of the latent variables, so either form serves.
 :func:`other_form` swaps every qualifying free variable, in a copy of the model's graph:
 
 * **non-centred to centred**: a free ``z ~ Normal(0, 1)`` whose only use is an elementwise
-  affine chain ``x = a + b z`` (``+``, ``-``, ``*``, ``/``, unary minus, each keeping ``z``'s
-  shape), ``a`` and ``b`` free of ``z`` and ``b`` depending on a free variable, becomes a free
-  ``f"{z}_centred" ~ Normal(a, |b|)`` standing for ``x``, and ``z = (x - a) / b`` a
-  Deterministic under its own name;
-* **centred to non-centred**: a free ``x ~ Normal(a, b)`` without a transform whose scale
-  ``b`` depends on a free variable becomes a Deterministic ``x = a + b z`` of a free
+  affine chain ``x = a + b z`` (each step keeping ``z``'s shape), ``a`` and ``b`` free of ``z``
+  and ``b`` depending on a free variable, becomes a free ``f"{z}_centred" ~ Normal(a, |b|)``
+  standing for ``x``, and ``z = (x - a) / b`` a Deterministic under its own name;
+* **centred to non-centred**: a free ``x ~ Normal(a, b)`` without a transform whose scale ``b``
+  depends on a free variable becomes a Deterministic ``x = a + b z`` of a free
   ``z = f"{x}_noncentred" ~ Normal(0, 1)``;
-* **a Gaussian random walk, non-centred**: a free ``pm.GaussianRandomWalk`` with a ``Normal``
-  initial distribution whose innovation scale ``s`` depends on a free variable becomes the
-  cumulative sum of its standardised first value and increments, ``x_0 = m_0 + s_0 z_0``,
-  ``x_t = x_{t-1} + m + s z_t``, of a free ``z = f"{x}_noncentred" ~ Normal(0, 1)`` of the
-  walk's shape. Where the data inform each ``x_t`` weakly (a stochastic-volatility model's
-  returns) the innovations are the easier coordinates; where they pin the walk, the walk
-  itself, with scale moves;
-* **a multivariate Gaussian random walk, non-centred**: a free ``pm.MvGaussianRandomWalk`` of
-  shape ``(time, k)`` whose innovation covariance depends on a free variable (an
-  ``LKJCholeskyCov``) becomes ``x_0 = m_0 + L_0 z_0``, ``x_t = x_{t-1} + m + L z_t`` of a
-  free ``z`` of the walk's shape, ``L_0`` and ``L`` the Cholesky factors of the initial and
-  innovation covariances. On a 2-D walk of 40 steps (``benchmarks/geometry.py --blocks``)
-  as written the gap was 2.2 nats at 1000 steps and 2.6 at 2000 on seed 1; in this form, -0.05
-  at 1000;
-* **an autoregression, non-centred**: a free ``pm.AR`` of order ``p`` with a ``Normal``
-  initial distribution whose coefficients or innovation scale depend on a free variable
-  becomes ``x_t = c + rho_1 x_{t-1} + ... + rho_p x_{t-p} + s z_t`` of its standardised
-  innovations, the first ``p`` values ``m_0 + s_0 z_t``. As written, a prior that allows
-  explosive coefficients puts the latent series many orders of magnitude apart across prior
-  draws, each pinning its coefficients to within ``s / |x|``: HMC cannot move them (an AR(2)
-  with ``Normal(0, 0.5)`` coefficients did not certify at 64000 steps), while in the
-  innovations the coefficients move freely. The recursion is evaluated by doubling
-  (``log2(time)`` batched products with powers of the companion matrix), not by a scan.
+* **random walks, non-centred**: a free ``pm.GaussianRandomWalk`` (``pm.MvGaussianRandomWalk``)
+  with a ``Normal`` (``MvNormal``) start whose innovation scale (covariance) depends on a free
+  variable becomes the cumulative sum of its standardised (whitened) first value and increments,
+  ``x_t = x_{t-1} + m + s z_t`` (``+ L z_t``), of a free ``z = f"{x}_noncentred"``;
+* **autoregressions, non-centred**: a free ``pm.AR`` of order ``p`` with a ``Normal`` start whose
+  coefficients or innovation scale depend on a free variable becomes
+  ``x_t = c + rho_1 x_{t-1} + ... + rho_p x_{t-p} + s z_t`` of its standardised innovations. A
+  prior that allows explosive coefficients puts the series as written many orders of magnitude
+  apart, each pinning its coefficients; in the innovations they move freely. The recursion is
+  evaluated by doubling (``log2(time)`` batched products with powers of the companion matrix).
 
-Given the other variables each map is affine with Jacobian ``|b|`` per element (a walk's is
-triangular, with the scales on its diagonal; a multivariate walk's block triangular, with
-``|L_0|`` and ``|L|`` on its diagonal), so the joint densities agree (``p'(x, ...) =
-p(z, ...) / |b|``), and so do the evidence and the prior predictive distribution of the data.
-The posterior carries the user's variables under their own names (as Deterministics) beside
-the new ones.
-
-The user's model is not touched. Shared data (``pm.Data``, symbolic dimension lengths) of the
-new model are the user's own, so ``pm.set_data`` on the user's model reaches the compiled
-densities of the other form.
+Given the other variables each map is affine (a walk's triangular), so the joint densities
+differ by its log-Jacobian and the evidence and the prior predictive distribution of the data
+agree. The posterior carries the user's variables under their own names (as Deterministics)
+beside the new ones. The user's model is not touched; shared data (``pm.Data``, symbolic
+dimension lengths) of the new model are the user's own, so ``pm.set_data`` on the user's model
+reaches the compiled densities of the other form.
 """
 
 from __future__ import annotations

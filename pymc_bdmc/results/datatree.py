@@ -1,10 +1,10 @@
-"""Assemble AIS/BDMC runs into an ``xarray.DataTree`` the way PyMC and ArviZ expect.
+"""Assemble AIS/BDMC and SMC runs into an ``xarray.DataTree`` the way PyMC and ArviZ expect.
 
-Groups
-------
+Groups of an AIS/BDMC result:
+
 ``posterior`` (chain=1, draw=chains)
     Final forward states resampled in proportion to their weights (systematic resampling), so
-    ``az.summary`` can use them without weights. Constrained variables and Deterministics, with
+    ``az.summary`` can use them without weights; constrained variables and Deterministics, with
     the model's coords and dims.
 ``sample_stats`` (chain, draw)
     ``log_weight`` of the forward chain each draw came from, ``source_chain``, ``lp`` (joint log
@@ -14,33 +14,24 @@ Groups
 ``generating_values`` (BDMC only)
     The exact joint draw ``theta*`` that generated ``y*``.
 ``evidence``
-    Scalars ``lower``, ``upper`` (NaN without a reverse run), ``gap``, their standard errors,
-    mean-log-weight bounds, Markov high-probability bounds, weight ESS, ``posterior_kl_bound``
-    (a stochastic upper bound on the KL divergence of an unweighted forward final state from the
-    posterior, paper §4.5), and the run totals
-    ``n_divergent_forward/reverse`` (divergent HMC trajectories) and ``n_failed_forward/reverse``
-    (chains whose state or density became non-finite; they carry zero weight); per chain, over
-    dim ``ais_chain``: ``log_weight_forward/reverse`` and ``failed_step_forward/reverse`` (the
-    annealing step where the chain failed, -1 if it never did).
+    The bounds ``lower`` and ``upper`` (NaN without a reverse run), ``gap``, their standard
+    errors, looser and high-probability bounds, weight ESS, ``posterior_kl_bound`` (paper §4.5),
+    divergence and failure totals, and per chain (dim ``ais_chain``) the log weights and the
+    step where a chain failed.
 ``annealing`` (dim ``step``)
-    ``beta``, ``step_size``, ``acceptance_rate_forward/reverse``,
-    ``mean_log_weight_forward/reverse``, ``n_divergent_forward/reverse``,
-    ``n_failed_forward/reverse`` and the diagonal ``inverse_mass`` (dims ``step, parameter``).
+    The frozen plan and how it ran: ``beta``, ``step_size``, the diagonal ``inverse_mass``,
+    acceptance rates, mean log weights, divergences and failures per direction.
 
-SMC results (:func:`build_smc_datatree`) have the same ``posterior`` (final particles resampled
-by weight; ``sample_stats.source_particle`` instead of ``source_chain``), ``observed_data``,
-``generating_values`` and ``evidence`` groups, the per-chain log weights being each independent
-population's log estimate (dim ``smc_chain``) and ``posterior_kl_bound`` NaN (it holds for single
-annealing chains, not for resampled particles). Instead of ``annealing`` they have
+SMC results (:func:`build_smc_datatree`) have the same ``posterior`` (with
+``sample_stats.source_particle``), ``observed_data``, ``generating_values`` and ``evidence``
+groups, the per-chain log weights being each independent population's log estimate (dim
+``smc_chain``) and ``posterior_kl_bound`` NaN (it holds for single annealing chains, not for
+resampled particles). Instead of ``annealing`` they have ``smc`` (dim ``stage``): the path
+(``beta``, or ``n_observations`` and ``kernel_beta`` for data-point tempering), the kernels'
+settings, and per direction the evidence increments, ESS, resampling events, acceptance,
+divergences and failures.
 
-``smc`` (dim ``stage``, the index ``t`` of the target ``f_t`` just reached)
-    ``beta`` (tempering) or ``n_observations`` and ``kernel_beta`` (data-point tempering: the
-    number of observations in ``f_t``, and where its kernel was tuned), ``step_size``,
-    ``inverse_mass`` (``stage, parameter``), and for each direction ``log_evidence_increment``,
-    ``ess`` (fraction of particles, before resampling) and ``resampled`` (``stage, smc_chain``),
-    ``acceptance_rate``, ``n_divergent`` and ``n_failed`` (particles given zero weight for a
-    non-finite state or density; ``stage``). The ``evidence`` group has the totals
-    ``n_divergent_*`` and ``n_failed_*`` but no per-chain ``failed_step_*``.
+Every variable is listed, with its meaning, in docs/explanation/results.md.
 """
 
 from __future__ import annotations

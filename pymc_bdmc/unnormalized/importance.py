@@ -5,55 +5,34 @@ likelihoods", Stat. Comput. 27:403-422, §2.1 (arXiv 1504.00298). The model is a
 family ``f(y | θ) = γ(y | η) / Z(η)`` with ``γ(y | η) = exp(η · s(y))``, ``η = η(θ)`` and
 ``Z(η)`` intractable; the evidence is ``p(y) = ∫ p(θ) γ(y | η(θ)) / Z(η(θ)) dθ``.
 
-**Importance sampling with a random weight.** With ``θ_n ~ q`` (n = 1..N) and, for each
-``θ_n``, non-negative estimates ``R̂_n`` with ``E[R̂_n | θ_n] = 1 / Z(η_n)``,
+**Importance sampling with a random weight** (:func:`importance_evidence`). With ``θ_n ~ q`` and
+non-negative estimates ``R̂_n`` with ``E[R̂_n | θ_n] = 1 / Z(η_n)``,
 
     ŵ_n = p(θ_n) γ(y | η_n) R̂_n / q(θ_n),        p̂(y) = (1/N) Σ_n ŵ_n,
 
-is unbiased: ``E[p̂(y)] = p(y)`` (an exact-approximate importance sampler, §2.1). Hence
-``log p̂(y)`` is a stochastic lower bound (Jensen; ``P(log p̂ > log p + b) < e^{-b}`` by
-Markov's inequality). :func:`importance_evidence` does this combination.
+is unbiased for ``p(y)``, so ``log p̂(y)`` is a stochastic lower bound.
 
-**1/Z by annealing in y-space** (:func:`log_inverse_normaliser`). Fix a reference ``η_ref``
-whose ``Z(η_ref)`` is known, the bridges ``η_k = (1 - β_k) η + β_k η_ref`` for
-``0 = β_0 < β_1 < ... < β_{K+1} = 1`` (``γ_k = γ(· | η_k)``: the geometric path between the
-two un-normalised densities, which stays in the family), an exact draw ``u_0 ~ f(· | η)`` and
-``u_k`` from ``u_{k-1}`` by an MCMC kernel leaving ``f(· | η_k)`` invariant. Then
-
-    W = Π_{k=0}^{K} γ_{k+1}(u_k) / γ_k(u_k) = exp(Σ_{k=0}^{K} (η_{k+1} - η_k) · s(u_k))
-
-is an annealed importance weight (Neal 2001) with ``E[W] = Z(η_ref) / Z(η)``, so
-``R̂ = W / Z(η_ref)``, averaged over ``M`` independent chains, is unbiased for ``1/Z(η)``.
-This holds for any number of MCMC sweeps; only the first draw must be exact.
-
-* ``K = 0`` is **SAVIS** (single auxiliary variable IS, eq. (10)): ``R̂ = q_u(u_0) /
-  γ(u_0 | η)`` with ``q_u = f(· | η_ref)``, i.e. ``exp((η_ref - η) · s(u_0) - log Z(η_ref))``.
-  The paper takes ``η_ref = η(θ̂)`` at a pilot estimate ``θ̂`` (Møller et al. 2006).
-* ``K > 0`` is **MAVIS** (multiple auxiliary variables, after Murray, Ghahramani & MacKay
-  2006), whose variance falls as ``K`` grows (§2.1, eq. (11)).
+**1/Z by annealing in y-space** (:func:`log_inverse_normaliser`). From an exact draw
+``u_0 ~ f(· | η)``, MCMC moves along the bridges ``η_k = (1 - β_k) η + β_k η_ref`` to a
+reference with known ``Z(η_ref)`` give the annealed importance weight
+``W = exp(Σ_k (η_{k+1} - η_k) · s(u_k))`` with ``E[W] = Z(η_ref) / Z(η)`` (Neal 2001), for any
+number of sweeps; only the first draw must be exact. No bridges is **SAVIS** (eq. (10), with
+``η_ref = η(θ̂)`` at a pilot estimate, Møller et al. 2006); bridges are **MAVIS** (after Murray,
+Ghahramani & MacKay 2006), whose variance falls as their number grows.
 
 **Where Z(η_ref) comes from.** With the exact ``Z(η(θ̂))`` (transfer matrix, closed form) the
-estimate is unbiased. If instead ``exp(-log_z_ref)`` is an *independent unbiased estimate of*
-``1/Z(η_ref)`` (for example one :func:`log_inverse_normaliser` run from ``η(θ̂)`` to a
-reference whose normaliser is known exactly, such as ``η = 0`` for an Ising field, where
-``Z = 2^{HW}``), ``p̂(y)`` is still unbiased: it is the product of two independent unbiased
-estimators. Plugging in a *biased* ``log Z(η_ref)`` (e.g. ``log`` of an unbiased ``Ẑ``, or a
-long-MCMC value) removes the guarantee; so does a simulator with ``exact=False``, which the
-result reports.
+estimate is unbiased, and so it is with ``exp(-log_z_ref)`` an independent unbiased estimate of
+``1/Z(η_ref)``: the product of two independent unbiased estimators. A *biased* ``log Z(η_ref)``,
+or a simulator with ``exact=False``, removes the guarantee; the result reports the latter.
 
-**Bidirectional bounds on log Z(η̂), and a lower bound on log p(y) without a plug-in**
-(:func:`normaliser_bounds`; issue 18, item 3). Let ``η_0`` have a known normaliser (the uniform
-field ``η = 0``). Annealing forward from exact draws at ``η_0`` to ``η̂`` gives weights with
-``E[W_fwd] = Z(η̂) / Z(η_0)``, so ``log mean(W_fwd) + log Z(η_0)`` is a stochastic *lower* bound
-on ``log Z(η̂)``; annealing in reverse from exact draws at ``η̂`` (Grosse, Ghahramani & Adams
-2015) gives ``E[W_rev] / Z(η_0) = 1 / Z(η̂)``, so ``U = -log mean(W_rev / Z(η_0))`` is a
-stochastic *upper* bound. Their gap measures how far both are from ``log Z(η̂)``. Because
-``exp(-U)`` is itself an unbiased estimate of ``1/Z(η̂)``, passing ``log_z_ref = U`` to
-:func:`savis` or :func:`mavis` (with the reverse chains independent of the rest) gives an
-estimate ``p̂(y) = Â · exp(-U)``, where ``Â`` is unbiased for ``p(y) Z(η̂)``, that is unbiased for
-``p(y)``: ``log p̂(y)`` is a stochastic lower bound on ``log p(y)``
-(``P(log p̂ > log p + b) < e^{-b}``) that rests on no plugged-in ``Z(η̂)``. Plugging in the
-lower bound instead would *not* be unbiased (``E[1/Ẑ] >= 1/Z``).
+**Bounds on log Z(η̂), and a lower bound on log p(y) without a plug-in**
+(:func:`normaliser_bounds`). Annealing forward from exact draws at ``η_0`` (known normaliser,
+e.g. the uniform field) to ``η̂`` gives a stochastic lower bound on ``log Z(η̂)``; annealing in
+reverse from exact draws at ``η̂`` gives ``U``, a stochastic upper bound whose ``exp(-U)`` is
+unbiased for ``1/Z(η̂)``. Passing ``log_z_ref = U`` to :func:`savis` or :func:`mavis` (reverse
+chains independent of the rest) therefore gives an estimate unbiased for ``p(y)`` that rests on
+no plugged-in ``Z(η̂)``. Plugging in the lower bound instead would not (``E[1/Ẑ] >= 1/Z``).
+The argument in full: docs/explanation/validity.md, "Un-normalised likelihoods".
 """
 
 # ruff: noqa: RUF001, RUF002, RUF003  (γ is the paper's un-normalised density)
