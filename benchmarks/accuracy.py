@@ -11,19 +11,19 @@ import argparse
 import numpy as np
 from _common import bdmc_errors, quiet, summarize
 
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 
 MODELS = {
-    "regression 20 coef, N=50, unit scales": lambda: testing.linear_regression(
+    "regression 20 coef, N=50, unit scales": lambda: known_evidence.linear_regression(
         50, 20, prior_sd=1.0, noise_sd=1.0, seed=1),
-    "regression 20 coef, N=100, sd 2 / 0.5": lambda: testing.linear_regression(
+    "regression 20 coef, N=100, sd 2 / 0.5": lambda: known_evidence.linear_regression(
         100, 20, prior_sd=2.0, noise_sd=0.5, seed=1),
-    "Normal-InvGamma 10 coef, N=60": lambda: testing.normal_inverse_gamma_regression(
+    "Normal-InvGamma 10 coef, N=60": lambda: known_evidence.normal_inverse_gamma_regression(
         60, 10, seed=2),
-    "Normal-InvGamma 3 coef, N=30": lambda: testing.normal_inverse_gamma_regression(
+    "Normal-InvGamma 3 coef, N=30": lambda: known_evidence.normal_inverse_gamma_regression(
         30, 3, seed=1),
-    "Beta-Binomial": lambda: testing.beta_binomial(seed=3),
-    "Gamma-Poisson": lambda: testing.gamma_poisson(seed=4),
+    "Beta-Binomial": lambda: known_evidence.beta_binomial(seed=3),
+    "Gamma-Poisson": lambda: known_evidence.gamma_poisson(seed=4),
 }
 
 

@@ -5,7 +5,7 @@ Run from the repository root::
     python3 benchmarks/fitted_base.py
 
 1. ``sample_bdmc()`` at the defaults on the 201-step random walk of ``benchmarks/geometry.py``
-   (``testing_quadrature.gaussian_random_walk(200, seed=1)``, ``random_seed=1``): the exact
+   (``known_evidence.gaussian_random_walk(200, seed=1)``, ``random_seed=1``): the exact
    ``log p(y*)``, the prior path's pilot estimate, each fitted Gaussian's pilot estimate in
    turn (from the ``pymc_bdmc`` logger's debug messages), the path that ran and the bounds.
 2. ``sample_ais()`` at the defaults on the 60-step walk's own data, seeds 1, 3 and 4, with the
@@ -20,7 +20,7 @@ import logging
 import re
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing_quadrature
+from pymc_bdmc import known_evidence
 
 
 class _FitLog(logging.Handler):
@@ -37,7 +37,7 @@ class _FitLog(logging.Handler):
 
 
 def fits_in_turn() -> None:
-    walk = testing_quadrature.gaussian_random_walk(200, seed=1)
+    walk = known_evidence.gaussian_random_walk(200, seed=1)
     logger = logging.getLogger("pymc_bdmc")
     handler, level = _FitLog(), logger.level
     logger.addHandler(handler)
@@ -59,7 +59,7 @@ def fits_in_turn() -> None:
 
 
 def margins() -> None:
-    walk = testing_quadrature.gaussian_random_walk(60)
+    walk = known_evidence.gaussian_random_walk(60)
     truth = walk.log_evidence()
     default = pmb.Tuning().base_log_z_gain
     logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)

@@ -26,17 +26,17 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing, testing_quadrature
+from pymc_bdmc import known_evidence
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.model.cache import clear_cache
 from pymc_bdmc.model.density import ModelDensity
 
 MODELS = {
-    "Normal-InvGamma, 3 coefficients": lambda: testing.normal_inverse_gamma_regression(30, 3,
+    "Normal-InvGamma, 3 coefficients": lambda: known_evidence.normal_inverse_gamma_regression(30, 3,
                                                                                        seed=1),
-    "random walk, T=60": lambda: testing_quadrature.gaussian_random_walk(60),
-    "latent GP, 30 points": lambda: testing_quadrature.latent_gp(30),
+    "random walk, T=60": lambda: known_evidence.gaussian_random_walk(60),
+    "latent GP, 30 points": lambda: known_evidence.latent_gp(30),
 }
 REPEATS = 50
 

@@ -13,7 +13,7 @@ Run from the repository root::
     python3 benchmarks/geometry.py --examples --no-suite --no-paper  # switchpoint, horseshoe, ...
     python3 benchmarks/geometry.py --gallery --no-suite --no-paper   # IRT, mixtures, AR, ...
 
-Models people write (``pymc_bdmc.testing_quadrature``: random walks, eight schools centered and
+Models people write (``pymc_bdmc.known_evidence``: random walks, eight schools centered and
 non-centered, a centered random-intercepts regression, a latent GP), each with exact evidence by
 quadrature over its one or two scale parameters, and the BDMC paper's low-rank and clustering
 models (no exact value: the BDMC gap is the certificate). ``--non-gaussian`` adds models with

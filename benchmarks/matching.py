@@ -24,7 +24,7 @@ from geometry import SUITE  # noqa: E402
 
 import pymc_bdmc as pmb  # noqa: E402
 from pymc_bdmc import testing_quadrature as tq  # noqa: E402
-from pymc_bdmc.testing import AnalyticModel  # noqa: E402
+from pymc_bdmc.known_evidence import AnalyticModel  # noqa: E402
 
 
 def atypical_walk(sigma: float, n_obs: int = 60, seed: int = 0) -> AnalyticModel:

@@ -7,7 +7,7 @@ Run from the repository root::
 The stiffness of a metric ``L L^T`` is the largest eigenvalue of the second moment of the
 whitened scores ``L^T grad log p`` (``pymc_bdmc.kernels.mass.stiffness``); it bounds the stable
 leapfrog step, and it is 1 for a Gaussian target in its own covariance metric. Here it is
-measured on 2000 *exact* posterior draws of ``testing_quadrature.gaussian_random_walk(T)``:
+measured on 2000 *exact* posterior draws of ``known_evidence.gaussian_random_walk(T)``:
 ``log sigma`` from its marginal posterior on a grid, then the walk given ``sigma`` from its
 Gaussian conditional. Metrics compared, each fitted to a pilot-sized subset of the draws
 (64 and 256 particles, equal weights, as the pilot would hold at ``beta = 1``):

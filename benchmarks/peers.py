@@ -9,16 +9,16 @@ Run from the repository root::
 
 Three suites, every run timed with its compilation (both tools) and, for pymc_bdmc, its pilot:
 
-* ``closed-form``: models with exact ``log p(y)`` (:mod:`pymc_bdmc.testing`). Both tools run at
-  increasing budgets over ``--seeds`` seeds; printed: RMSE against the truth and seconds per run,
+* ``closed-form``: models with exact ``log p(y)`` (:mod:`pymc_bdmc.known_evidence`). Both tools
+  run at increasing budgets over ``--seeds`` seeds; printed: RMSE against the truth and seconds per run,
   the cheapest budget reaching ``--target`` nats, and the ratio of the two tools' times there.
 * ``paper``: the low-rank, clustering and binary-attributes models of Grosse et al. (2015).
   ``pmb.sample_bdmc`` simulates ``(theta*, y*)`` and sandwiches ``log p(y*)``; ``pm.sample_smc``
   runs on the same ``y*``. Printed: bounds, gap (the accuracy certificate), the SMC chains'
   estimates and spread, times and their ratio.
 * ``--model FILE.py:FUNCTION``: as ``paper`` for the models ``FUNCTION()`` returns: a
-  ``pm.Model``, a :class:`pymc_bdmc.testing.AnalyticModel` (the truth is then printed too), or a
-  dict of them by name.
+  ``pm.Model``, a :class:`pymc_bdmc.known_evidence.AnalyticModel` (the truth is then printed
+  too), or a dict of them by name.
 
 For every pymc_bdmc run the overhead ratio is printed: sampling seconds (all processes) divided
 by (batched model calls x seconds of one batched call on the same number of chains, timed alone).
@@ -38,17 +38,17 @@ import pymc as pm
 from _common import run_pymc_smc, smc_log_ml
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 from pymc_bdmc.model.cache import clear_cache, compiled_model
 from pymc_bdmc.testbed import binary_attributes, clustering, low_rank
 from pymc_bdmc.testbed.models import with_observed
 
 CLOSED_FORM = {
-    "regression, 5 coefficients, N=50": lambda: testing.linear_regression(50, 5, seed=1),
+    "regression, 5 coefficients, N=50": lambda: known_evidence.linear_regression(50, 5, seed=1),
     "Normal-InvGamma, 3 coefficients, N=30":
-        lambda: testing.normal_inverse_gamma_regression(30, 3, seed=1),
-    "Gamma-Poisson": lambda: testing.gamma_poisson(seed=4),
-    "regression, 20 coefficients, N=500": lambda: testing.linear_regression(500, 20, seed=2),
+        lambda: known_evidence.normal_inverse_gamma_regression(30, 3, seed=1),
+    "Gamma-Poisson": lambda: known_evidence.gamma_poisson(seed=4),
+    "regression, 20 coefficients, N=500": lambda: known_evidence.linear_regression(500, 20, seed=2),
 }
 AIS_STEPS = (100, 200, 400, 800, 1600, 3200)
 SMC_DRAWS = (250, 500, 1000, 2000, 4000)
@@ -137,7 +137,7 @@ def warm_up_both_tools() -> None:
     Numba's caches, imports) that later runs of *either* tool do not; without this the tool that
     happens to run first is charged for it.
     """
-    analytic = testing.linear_regression(20, 2, seed=0)
+    analytic = known_evidence.linear_regression(20, 2, seed=0)
     run_ais(analytic, 10, 0, 16)
     run_pymc_smc(analytic, 100, 0)
 
@@ -184,7 +184,7 @@ def simulated_data_suite(title: str, factories: dict, args) -> None:
           "on the same data", flush=True)
     for name, factory in _selected(factories, args).items():
         built = factory()
-        analytic = built if isinstance(built, testing.AnalyticModel) else None
+        analytic = built if isinstance(built, known_evidence.AnalyticModel) else None
         model = built.model if analytic is not None else built
         n_free = sum(int(np.prod(v.shape.eval())) for v in model.free_RVs)
         print(f"\n## {name}: {n_free} parameters", flush=True)

@@ -7,9 +7,9 @@ Run from the repository root::
     python3 benchmarks/profile_walk.py --call sample_bdmc --length 500
     python3 benchmarks/profile_walk.py --model gp --length 80 --steps 100   # 80 x 80 Cholesky
 
-The model is ``testing_quadrature.gaussian_random_walk(T)`` (``T + 1`` coordinates, exact
+The model is ``known_evidence.gaussian_random_walk(T)`` (``T + 1`` coordinates, exact
 evidence by quadrature over the innovation scale), or with ``--model gp``
-``testing_quadrature.latent_gp(T)`` (``T`` inputs, ``T + 2`` coordinates). The call runs with
+``known_evidence.latent_gp(T)`` (``T`` inputs, ``T + 2`` coordinates). The call runs with
 ``cores=1`` so that the profile sees every model evaluation, and prints the error against the
 exact evidence, the process's peak resident memory (``ru_maxrss``, KiB on Linux), the pilot's
 log lines, the functions with the most time of their own and the package's functions by
@@ -27,7 +27,7 @@ import time
 import warnings
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing_quadrature
+from pymc_bdmc import known_evidence
 
 
 def main() -> None:
@@ -45,8 +45,8 @@ def main() -> None:
     for name in ("pymc", "pytensor", "matplotlib", "numba"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
-    build = {"walk": testing_quadrature.gaussian_random_walk,
-             "gp": testing_quadrature.latent_gp}[args.model]
+    build = {"walk": known_evidence.gaussian_random_walk,
+             "gp": known_evidence.latent_gp}[args.model]
     case = build(args.length)
     profile = cProfile.Profile()
     start = time.perf_counter()

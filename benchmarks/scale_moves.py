@@ -18,7 +18,7 @@ them from the pilot, the equilibration and the plan alike):
    reparameterize=False)``, an ``MvNormal`` whose covariance holds the amplitude and the
    lengthscale), seeds 0 and 1: ``sample_bdmc(n_steps=1000)`` and ``sample_ais()`` against the
    exact evidence (the same as the non-centred model's).
-3. The Normal-InvGamma regression of ``pymc_bdmc.testing`` (one scale group, no funnel in its
+3. The Normal-InvGamma regression of ``pymc_bdmc.known_evidence`` (one scale group, no funnel in its
    posterior): ``sample_ais(n_steps=100)`` on 30 seeds, median seconds per call (after a
    warm-up call) and RMSE against the exact evidence.
 4. Children other than Normal ones (no exact evidence; the BDMC gap is the certificate):
@@ -44,7 +44,7 @@ from _common import quiet
 
 import pymc_bdmc as pmb
 import pymc_bdmc.methods.vectorized as vectorized
-from pymc_bdmc import testing, testing_quadrature
+from pymc_bdmc import known_evidence
 
 WITH_MOVES = vectorized.scale_moves_for
 
@@ -73,8 +73,8 @@ def posterior_sd_log_sigma(y: np.ndarray, n: int, prior_sd: float = 0.5,
 
 def funnel_necks() -> None:
     print("1. theta* in the funnel's neck (random_seed=4, n_steps=1000)")
-    for n, build in ((60, lambda: testing_quadrature.gaussian_random_walk(60)),
-                     (200, lambda: testing_quadrature.gaussian_random_walk(200, seed=1))):
+    for n, build in ((60, lambda: known_evidence.gaussian_random_walk(60)),
+                     (200, lambda: known_evidence.gaussian_random_walk(200, seed=1))):
         walk = build()
         for on in (True, False):
             set_moves(on)
@@ -101,7 +101,7 @@ def funnel_necks() -> None:
 
 def centred_gp() -> None:
     print("2. centred latent GP, 30 points (n_steps=1000 for BDMC, defaults for AIS)")
-    analytic = testing_quadrature.latent_gp(30, centered=True)
+    analytic = known_evidence.latent_gp(30, centered=True)
     truth = analytic.log_evidence()
     for on in (True, False):
         set_moves(on)
@@ -121,7 +121,7 @@ def centred_gp() -> None:
 
 def no_funnel_cost(n_seeds: int = 30) -> None:
     print(f"3. Normal-InvGamma regression, sample_ais(n_steps=100), {n_seeds} seeds")
-    analytic = testing.normal_inverse_gamma_regression()
+    analytic = known_evidence.normal_inverse_gamma_regression()
     truth = analytic.log_evidence()
     with analytic.model:
         pmb.sample_ais(n_steps=100, random_seed=0, progressbar=False)  # compile, warm up
@@ -146,8 +146,8 @@ def _robust_schools():
         mu = pm.Normal("mu", 0.0, 5.0)
         tau = pm.HalfCauchy("tau", 5.0)
         theta = pm.StudentT("theta", nu=4.0, mu=mu, sigma=tau, shape=8)
-        pm.Normal("y", theta, testing_quadrature.EIGHT_SCHOOLS_SIGMA,
-                  observed=testing_quadrature.EIGHT_SCHOOLS_Y)
+        pm.Normal("y", theta, known_evidence.EIGHT_SCHOOLS_SIGMA,
+                  observed=known_evidence.EIGHT_SCHOOLS_Y)
     return model
 
 

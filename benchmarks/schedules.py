@@ -10,7 +10,7 @@ import argparse
 
 from _common import bdmc_errors, quiet, summarize
 
-from pymc_bdmc import schedules, testing
+from pymc_bdmc import known_evidence, schedules
 
 
 def main():
@@ -19,7 +19,7 @@ def main():
     parser.add_argument("--n-steps", type=int, default=1000)
     args = parser.parse_args()
     quiet()
-    model = testing.linear_regression(n_obs=100, n_coef=20, seed=1)
+    model = known_evidence.linear_regression(n_obs=100, n_coef=20, seed=1)
     n = args.n_steps
     for label, schedule in [
         ("adaptive (default)", "adaptive"),

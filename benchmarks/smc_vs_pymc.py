@@ -2,7 +2,7 @@
 
     python3 benchmarks/smc_vs_pymc.py [--seeds 3] [--particles 128 256] [--draws 500 1000 2000]
 
-Model: ``testing.linear_regression(n_obs=200, n_coef=50)`` on its own data (exact ``log p(y)``
+Model: ``known_evidence.linear_regression(n_obs=200, n_coef=50)`` on its own data (exact ``log p(y)``
 from the Gaussian marginal). For every seed both tools run one after the other, at each budget
 (pymc_bdmc: ``particles`` per population, 4 populations, defaults otherwise; PyMC: ``draws``
 particles, one chain, IMH kernel, one core), so their wall times are measured under the same
@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from _common import quiet, run_pymc_smc  # noqa: E402
 
 import pymc_bdmc as pmb  # noqa: E402
-from pymc_bdmc import testing  # noqa: E402
+from pymc_bdmc import known_evidence  # noqa: E402
 
 
 def run_ours(am, particles, seed):
@@ -59,7 +59,7 @@ def main():
     quiet()
     logging.getLogger("pymc").setLevel(logging.ERROR)
 
-    am = testing.linear_regression(n_obs=200, n_coef=50)
+    am = known_evidence.linear_regression(n_obs=200, n_coef=50)
     truth = am.log_evidence()
     print(f"linear_regression(n_obs=200, n_coef=50): 50 parameters, exact log p(y) = "
           f"{truth:.3f}; BLAS threads = {os.environ['OPENBLAS_NUM_THREADS']}", flush=True)

@@ -13,13 +13,13 @@ import argparse
 import pymc as pm
 from _common import bdmc_errors, quiet, summarize
 
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 
 
 def cases():
-    regression = testing.normal_inverse_gamma_regression(n_obs=15, n_coef=2, seed=4)
-    mixture = testing.categorical_mixture(n_obs=6, n_components=3, seed=1)
-    binary = testing.binary_attribute(n_obs=8, seed=1)
+    regression = known_evidence.normal_inverse_gamma_regression(n_obs=15, n_coef=2, seed=4)
+    mixture = known_evidence.categorical_mixture(n_obs=6, n_components=3, seed=1)
+    binary = known_evidence.binary_attribute(n_obs=8, seed=1)
     m, b = mixture.model, binary.model
     with regression.model:
         yield "NIG regression: vectorized HMC", regression, None

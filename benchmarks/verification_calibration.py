@@ -30,7 +30,7 @@ from test_verification import (  # noqa: E402
     hmc,
 )
 
-from pymc_bdmc import testing  # noqa: E402
+from pymc_bdmc import known_evidence  # noqa: E402
 from pymc_bdmc.kernels.hmc import HMCParams  # noqa: E402
 from pymc_bdmc.verification import Verifier  # noqa: E402
 
@@ -43,7 +43,7 @@ def rate(rejections):
 
 
 def rows(tests):
-    nig = testing.normal_inverse_gamma_regression(n_obs=5, n_coef=2, seed=1)
+    nig = known_evidence.normal_inverse_gamma_regression(n_obs=5, n_coef=2, seed=1)
     verifier = Verifier(nig.model)
     plan = verifier.hmc_plan(n_steps=20, random_seed=1)
     T = plan.n_steps
@@ -69,7 +69,7 @@ def rows(tests):
             yield "invariance (beta 0.3)", label, lambda s, k=kernel: verifier.invariance(
                 k, t=t, beta=beta, exact_sampler=exact, random_seed=20_000 + s)
     if "reversibility" in tests:
-        am = testing.linear_regression(n_obs=1, n_coef=2, prior_sd=1.0, noise_sd=0.3, seed=9)
+        am = known_evidence.linear_regression(n_obs=1, n_coef=2, prior_sd=1.0, noise_sd=0.3, seed=9)
         v2 = Verifier(am.model)
         x = am.constants["x"]
         precision = np.eye(2) + x.T @ x / 0.3**2

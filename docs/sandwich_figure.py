@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # draw with this checkout, whichever copy is installed
 
 import pymc_bdmc as pmb  # noqa: E402
-from pymc_bdmc import plots, testing  # noqa: E402
+from pymc_bdmc import known_evidence, plots  # noqa: E402
 
 N_STEPS = (10, 30, 100, 300, 1000, 3000)
 TARGET = ROOT / "docs" / "images" / "sandwich.png"
@@ -35,7 +35,7 @@ logger = logging.getLogger("sandwich_figure")
 def main() -> None:
     """Run BDMC at each length and draw both bounds against the exact value."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    example = testing.normal_inverse_gamma_regression(n_obs=60, n_coef=10, seed=0)
+    example = known_evidence.normal_inverse_gamma_regression(n_obs=60, n_coef=10, seed=0)
     results = {}
     for n in N_STEPS:
         with example.model:

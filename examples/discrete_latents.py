@@ -20,11 +20,11 @@ import numpy as np
 import pymc as pm
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 
 logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)
 
-problem = testing.categorical_mixture(n_obs=10, n_components=2, prior_sd=3.0, noise_sd=1.0,
+problem = known_evidence.categorical_mixture(n_obs=10, n_components=2, prior_sd=3.0, noise_sd=1.0,
                                       seed=5)
 y = problem.data["y"]
 exact = problem.log_evidence({"y": y})

@@ -19,7 +19,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_bdmc as pmb
-from pymc_bdmc.testing_quadrature import gaussian_random_walk
+from pymc_bdmc.known_evidence import gaussian_random_walk
 
 logging.getLogger("pymc_bdmc").setLevel(logging.WARNING)
 

@@ -8,22 +8,22 @@ from the model, reverse AIS from the generating parameters gives a stochastic up
 import importlib
 import logging
 
-from pymc_bdmc import schedules, testbed, testing, unnormalized, verification
+from pymc_bdmc import known_evidence, schedules, testbed, unnormalized, verification
 from pymc_bdmc.compare import bayes_factor, compare
 from pymc_bdmc.config import Tuning
+from pymc_bdmc.errors import BDMCInputError
+from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
 from pymc_bdmc.evidence import (
     calibrate,
     sample_ais,
     sample_bdmc,
     sample_heldout_likelihood,
     sample_smc_evidence,
+    sample_unnormalized_evidence,
 )
-from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.estimators import EvidenceBounds, log_mean_exp
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.testbed.runner import compare_estimators
 from pymc_bdmc.unnormalized import ERGM, ExponentialFamily, Ising, unnormalized_likelihoods
-from pymc_bdmc.unnormalized.sampling import sample_unnormalized_evidence
 from pymc_bdmc.version import __version__
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "calibrate",
     "compare",
     "compare_estimators",
+    "known_evidence",
     "log_mean_exp",
     "plots",
     "sample_ais",
@@ -48,18 +49,19 @@ __all__ = [
     "sample_unnormalized_evidence",
     "schedules",
     "testbed",
-    "testing",
     "unnormalized",
     "unnormalized_likelihoods",
     "verification",
 ]
 
-#: Submodules imported on first access: ``pymc_bdmc.plots`` needs matplotlib, which is optional.
-_LAZY_SUBMODULES = ("plots",)
+#: Submodules imported on first access: ``pymc_bdmc.plots`` needs matplotlib, which is optional;
+#: ``testing`` and ``testing_quadrature`` are deprecated names of ``known_evidence``'s modules
+#: (importing them warns).
+_LAZY_SUBMODULES = ("plots", "testing", "testing_quadrature")
 
 
 def __getattr__(name: str):
-    """Import a lazy submodule (``pmb.plots``) on first access."""
+    """Import a lazy submodule (``pmb.plots``, or a deprecated name) on first access."""
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"pymc_bdmc.{name}")
     raise AttributeError(f"module 'pymc_bdmc' has no attribute {name!r}")

@@ -10,7 +10,7 @@ import argparse
 import logging
 import time
 
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 from pymc_bdmc.evidence.annealing import sample_bdmc
 
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     log = logging.getLogger("pymc_bdmc.demo")  # the package logger prints INFO by default
 
-    example = testing.normal_inverse_gamma_regression(n_obs=60, n_coef=10, seed=0)
+    example = known_evidence.normal_inverse_gamma_regression(n_obs=60, n_coef=10, seed=0)
     start = time.perf_counter()
     with example.model:
         result = sample_bdmc(n_steps=args.n_steps, chains=args.chains, random_seed=args.seed)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.kernels.tuning import tune_plan
 from pymc_bdmc.model.density import ModelDensity
@@ -19,7 +19,7 @@ LOG_Z_TOL = 0.3
 
 @pytest.fixture(scope="module")
 def small_regression():
-    am = testing.linear_regression(n_obs=8, n_coef=2, prior_sd=1.0, noise_sd=1.0, seed=3)
+    am = known_evidence.linear_regression(n_obs=8, n_coef=2, prior_sd=1.0, noise_sd=1.0, seed=3)
     density = ModelDensity(am.model)
     return am, density, ModelSimulator(am.model, density.layout)
 
@@ -77,10 +77,10 @@ def test_mean_weights_of_a_wrong_direction_would_be_caught(small_regression):
 @pytest.mark.parametrize(
     "factory",
     [
-        lambda: testing.linear_regression(n_obs=30, n_coef=4, seed=2),
-        lambda: testing.normal_inverse_gamma_regression(n_obs=25, n_coef=3, seed=4),
-        lambda: testing.beta_binomial(seed=5),
-        lambda: testing.gamma_poisson(seed=6),
+        lambda: known_evidence.linear_regression(n_obs=30, n_coef=4, seed=2),
+        lambda: known_evidence.normal_inverse_gamma_regression(n_obs=25, n_coef=3, seed=4),
+        lambda: known_evidence.beta_binomial(seed=5),
+        lambda: known_evidence.gamma_poisson(seed=6),
     ],
     ids=["linear-regression", "normal-inverse-gamma", "beta-binomial", "gamma-poisson"],
 )

@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 import pymc_bdmc as pmb
-from pymc_bdmc import BDMCInputError, testing
+from pymc_bdmc import BDMCInputError, known_evidence
 from pymc_bdmc.config import DEFAULT_TUNING
 from pymc_bdmc.methods import step_methods as step_method_module
 from pymc_bdmc.methods import vectorized as vectorized_module
@@ -430,7 +430,7 @@ def _search_settings(kernels, monkeypatch):
 
 @pytest.mark.parametrize("kernels", ["built-in", "step methods"])
 def test_default_sample_bdmc_certifies_an_easy_model_at_the_first_length(kernels, monkeypatch):
-    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    am = known_evidence.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
         result = pmb.sample_bdmc(random_seed=3, progressbar=False,
                                  **_search_settings(kernels, monkeypatch))
@@ -447,7 +447,7 @@ def test_default_sample_bdmc_certifies_an_easy_model_at_the_first_length(kernels
 @pytest.mark.parametrize("kernels", ["built-in", "step methods"])
 def test_a_spent_budget_still_runs_a_shortened_first_attempt_that_brackets_the_truth(
         kernels, monkeypatch):
-    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    am = known_evidence.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:  # compilation alone spends a 1 ms budget
         result = pmb.sample_bdmc(max_time=1e-3, random_seed=3, progressbar=False,
                                  **_search_settings(kernels, monkeypatch))
@@ -500,7 +500,7 @@ def test_the_search_pilots_once_and_refreezes_the_plan_for_longer_attempts(monke
         calls = _count_calls(monkeypatch, step_method_module, "run_step_pilot")
         settings = dict(chains=4)
     settings["tuning"] = pmb.Tuning(first_n_steps=20, max_n_steps=80)
-    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    am = known_evidence.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
         if kernels == "step methods":
             settings["step"] = pm.Metropolis()
@@ -525,7 +525,7 @@ def test_a_noisy_gap_is_measured_again_with_more_chains_on_the_same_pilot(kernel
               else _count_calls(monkeypatch, step_method_module, "run_step_pilot"))
     verdicts = iter([False, True])  # the first attempt's gap is taken as too noisy
     monkeypatch.setattr(auto_steps, "certifies", lambda *args: next(verdicts))
-    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    am = known_evidence.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
         settings = {**_search_settings(kernels, monkeypatch), "chains": 8,
                     "tuning": pmb.Tuning(first_n_steps=200)}
@@ -559,7 +559,7 @@ def test_a_gap_far_beyond_the_target_pilots_afresh_with_four_times_the_particles
     # A target of 1e-6 nats puts any gap far beyond it; the second attempt is taken as certified.
     verdicts = iter([False, True])
     monkeypatch.setattr(auto_steps, "certifies", lambda *args: next(verdicts))
-    am = testing.linear_regression(n_obs=20, n_coef=2, seed=5)
+    am = known_evidence.linear_regression(n_obs=20, n_coef=2, seed=5)
     with am.model:
         settings = {**_search_settings(kernels, monkeypatch), "chains": 8,
                     "tuning": pmb.Tuning(first_n_steps=200)}

@@ -8,15 +8,15 @@ import pytest
 from scipy import stats
 
 import pymc_bdmc as pmb
-from pymc_bdmc import BDMCInputError, testing
+from pymc_bdmc import BDMCInputError, known_evidence
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
+from pymc_bdmc.config import DEFAULT_TUNING
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.mass import shrunk_correlation
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.tuning import tune_plan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
-from pymc_bdmc.config import DEFAULT_TUNING
 
 BASE_LOG_Z_TOLERANCE = DEFAULT_TUNING.base_log_z_tolerance
 BASE_PATH_GAIN = DEFAULT_TUNING.base_path_gain
@@ -83,7 +83,7 @@ def test_fit_recovers_a_gaussian_population_and_is_the_shrunk_estimate_in_low_ra
 
 @pytest.fixture(scope="module")
 def small_regression():
-    am = testing.linear_regression(n_obs=8, n_coef=2, prior_sd=1.0, noise_sd=1.0, seed=3)
+    am = known_evidence.linear_regression(n_obs=8, n_coef=2, prior_sd=1.0, noise_sd=1.0, seed=3)
     density = ModelDensity(am.model)
     return am, density, ModelSimulator(am.model, density.layout)
 
@@ -173,7 +173,7 @@ def test_an_unnormalised_base_would_be_caught(small_regression):
 def test_the_pilot_chooses_the_fitted_base_where_it_is_shorter_and_the_plan_round_trips():
     # A 20-coefficient regression: the prior path is long (a narrow posterior), the fitted
     # Gaussian is nearly the posterior itself.
-    am = testing.linear_regression(n_obs=50, n_coef=20, seed=1)
+    am = known_evidence.linear_regression(n_obs=50, n_coef=20, seed=1)
     with am.model:
         bd = pmb.sample_bdmc(n_steps=200, chains=16, random_seed=2, progressbar=False,
                              fused_kernel=True)
@@ -213,7 +213,7 @@ def test_the_pilot_chooses_the_fitted_base_where_it_is_shorter_and_the_plan_roun
 
 
 def test_calibrate_refits_the_base_on_the_real_data():
-    am = testing.linear_regression(n_obs=50, n_coef=20, seed=1)
+    am = known_evidence.linear_regression(n_obs=50, n_coef=20, seed=1)
     with am.model:
         real = pmb.calibrate(tolerance=0.5, n_steps=(200,), chains=16, random_seed=5,
                              progressbar=False)
@@ -222,7 +222,7 @@ def test_calibrate_refits_the_base_on_the_real_data():
 
 
 def test_an_unknown_base_is_refused_before_sampling():
-    am = testing.linear_regression(n_obs=5, n_coef=1, seed=0)
+    am = known_evidence.linear_regression(n_obs=5, n_coef=1, seed=0)
     with am.model, pytest.raises(BDMCInputError, match="base"):
         pmb.sample_ais(base="gaussian", progressbar=False)
 

@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 
 # Markov slack for a rigorous sandwich check: P(lower > log Z + b) < e^-b, so with b = log(1000)
 # a correct implementation fails each side with probability < 0.1%; a sign or index error is off
@@ -19,7 +19,7 @@ GAP_TOL = 1.0
 
 @pytest.fixture(scope="module")
 def regression():
-    return testing.linear_regression(n_obs=40, n_coef=6, seed=3)
+    return known_evidence.linear_regression(n_obs=40, n_coef=6, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +31,9 @@ def regression_result(regression):
 @pytest.mark.parametrize(
     "factory",
     [
-        lambda: testing.normal_inverse_gamma_regression(n_obs=30, n_coef=4, seed=8),
-        lambda: testing.beta_binomial(seed=9),
-        lambda: testing.gamma_poisson(seed=10),
+        lambda: known_evidence.normal_inverse_gamma_regression(n_obs=30, n_coef=4, seed=8),
+        lambda: known_evidence.beta_binomial(seed=9),
+        lambda: known_evidence.gamma_poisson(seed=10),
     ],
     ids=["normal-inverse-gamma", "beta-binomial", "gamma-poisson"],
 )

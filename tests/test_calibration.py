@@ -9,7 +9,7 @@ import pymc_bdmc as pmb
 
 @pytest.fixture(scope="module")
 def regression():
-    return pmb.testing.linear_regression(n_obs=30, n_coef=4, seed=6)
+    return pmb.known_evidence.linear_regression(n_obs=30, n_coef=4, seed=6)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_uncertified_run_says_so(regression):
 
 
 def test_plan_must_match_the_model(regression):
-    other = pmb.testing.gamma_poisson(seed=0)
+    other = pmb.known_evidence.gamma_poisson(seed=0)
     with regression.model:
         bd = pmb.sample_bdmc(n_steps=10, chains=4, random_seed=0, progressbar=False)
     with pytest.raises(pmb.BDMCInputError, match="same model"):
@@ -111,7 +111,7 @@ def test_calibrate_at_the_defaults_runs_the_search_then_the_real_data_with_its_p
 def test_discrete_model_calibrates_with_step_methods():
     # No HMC plan to transfer: the real-data run re-tunes PyMC step methods at the certified
     # n_steps, and says so.
-    am = pmb.testing.binary_attribute(n_obs=5, seed=2)
+    am = pmb.known_evidence.binary_attribute(n_obs=5, seed=2)
     with am.model:
         r = pmb.calibrate(tolerance=5.0, n_steps=(20,), chains=8, random_seed=3,
                           progressbar=False)

@@ -130,7 +130,7 @@ def test_kass_raftery_scale(log10_bf, label):
 
 
 def test_kl_certificate_is_positive_and_shrinks_with_n_steps():
-    am = pmb.testing.linear_regression(n_obs=30, n_coef=4, seed=4)
+    am = pmb.known_evidence.linear_regression(n_obs=30, n_coef=4, seed=4)
     bounds = []
     for n_steps in (20, 400):
         values = []
@@ -153,7 +153,7 @@ def test_plots_render_to_png(tmp_path, ais_pair):
 
     from pymc_bdmc import plots
 
-    am = pmb.testing.gamma_poisson(seed=1)
+    am = pmb.known_evidence.gamma_poisson(seed=1)
     runs = {}
     for n_steps in (10, 100):
         with am.model:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pymc_bdmc as pmb
-from pymc_bdmc import BDMCInputError, testing, testing_quadrature
+from pymc_bdmc import BDMCInputError, known_evidence
 from pymc_bdmc.kernels import mass, pilot_metrics
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.mass import (
@@ -177,7 +177,7 @@ def test_random_walk_sandwich_with_curvature_metrics_contains_the_quadrature_tru
                                                                                  caplog):
     # Curvature metrics and bases (as above the default limit) on a 31-coordinate walk.
     tuning = pmb.Tuning(dense_max_dim=10)
-    am = testing_quadrature.gaussian_random_walk(30, seed=2)
+    am = known_evidence.gaussian_random_walk(30, seed=2)
     caplog.set_level(logging.INFO, logger="pymc_bdmc")
     with am.model:
         bdmc = pmb.sample_bdmc(n_steps=500, chains=32, random_seed=3, progressbar=False,
@@ -254,7 +254,7 @@ def test_a_full_rank_base_runs_principal_metrics_and_certifies(monkeypatch, capl
     # the curvature, as above DENSE_MAX_DIM) and its path's metrics are diagonal in the base's
     # principal coordinates (kernels/pilot_metrics.py): compiled and NumPy kernels give the
     # same bounds, the sandwich holds the exact evidence, and the plan round-trips.
-    am = testing.linear_regression(n_obs=50, n_coef=20, seed=1)
+    am = known_evidence.linear_regression(n_obs=50, n_coef=20, seed=1)
     caplog.set_level(logging.INFO, logger="pymc_bdmc")
     with am.model:
         runs = {fused: pmb.sample_bdmc(n_steps=200, chains=16, random_seed=2, progressbar=False,

@@ -6,7 +6,7 @@ import pytest
 from scipy import integrate, stats
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing, testing_quadrature
+from pymc_bdmc import known_evidence
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, hmc_step
 from pymc_bdmc.kernels.mass import dense_mass_factor, shrunk_correlation, stiffness
@@ -78,7 +78,7 @@ def _posterior_factor(am, verifier, beta=1.0):
 
 
 def test_dense_hmc_leaves_tempered_targets_invariant_and_is_reversible():
-    am = testing.linear_regression(n_obs=3, n_coef=3, prior_sd=1.0, noise_sd=0.2, seed=4)
+    am = known_evidence.linear_regression(n_obs=3, n_coef=3, prior_sd=1.0, noise_sd=0.2, seed=4)
     verifier = Verifier(am.model)
     for beta in (0.3, 1.0):
         factor, diag, draws = _posterior_factor(am, verifier, beta)
@@ -110,7 +110,7 @@ def _principal_kernel(base, params):
 
 
 def test_principal_metric_hmc_leaves_the_posterior_invariant_and_is_reversible():
-    am = testing.linear_regression(n_obs=3, n_coef=3, prior_sd=1.0, noise_sd=0.2, seed=4)
+    am = known_evidence.linear_regression(n_obs=3, n_coef=3, prior_sd=1.0, noise_sd=0.2, seed=4)
     verifier = Verifier(am.model)
     factor, diag, draws = _posterior_factor(am, verifier)
     # A base off the posterior (shifted, widened) and principal scales not all 1: the kernel's
@@ -134,7 +134,7 @@ def test_principal_metric_hmc_leaves_the_posterior_invariant_and_is_reversible()
 def test_dense_hmc_without_its_metropolis_step_is_caught():
     # The same trajectories, always accepted: the test machinery must see the dense kernel's
     # discretisation error once the Metropolis correction is gone.
-    am = testing.linear_regression(n_obs=3, n_coef=3, prior_sd=1.0, noise_sd=0.2, seed=4)
+    am = known_evidence.linear_regression(n_obs=3, n_coef=3, prior_sd=1.0, noise_sd=0.2, seed=4)
     verifier = Verifier(am.model)
     factor, diag, _ = _posterior_factor(am, verifier)
     params = HMCParams(1.2, diag, 3, 0.5, mass_factor=factor)
@@ -164,7 +164,7 @@ def test_dense_hmc_without_its_metropolis_step_is_caught():
 
 @pytest.fixture(scope="module")
 def random_walk():
-    return testing_quadrature.gaussian_random_walk(30, seed=2)
+    return known_evidence.gaussian_random_walk(30, seed=2)
 
 
 def test_the_pilot_freezes_dense_kernels_into_the_plan_and_the_result(random_walk):
@@ -202,8 +202,8 @@ def test_random_walk_sandwich_contains_the_quadrature_truth(random_walk):
 
 def test_quadrature_evidence_against_an_independent_computation():
     # Eight schools, integrating over tau directly on a fine grid (trapezoid in tau).
-    am = testing_quadrature.eight_schools()
-    y, sigma = am.data["y"], testing_quadrature.EIGHT_SCHOOLS_SIGMA
+    am = known_evidence.eight_schools()
+    y, sigma = am.data["y"], known_evidence.quadrature.EIGHT_SCHOOLS_SIGMA
     tau = np.concatenate([np.linspace(1e-6, 1, 2001), np.linspace(1, 2000, 400001)[1:]])
     log_lik = np.array([stats.multivariate_normal(np.zeros(8), 25 + np.diag(t**2 + sigma**2))
                         .logpdf(y) for t in tau[::50]])
@@ -212,7 +212,7 @@ def test_quadrature_evidence_against_an_independent_computation():
     brute = np.log(integrate.trapezoid(integrand, grid))
     assert am.log_evidence() == pytest.approx(brute, abs=2e-3)
     # The quadrature integrates a normalised density to 1.
-    assert testing_quadrature.log_integral(
+    assert known_evidence.log_integral(
         lambda u, v: stats.norm.logpdf(u, 1, 0.3) + stats.norm.logpdf(v, -2, 2), 2) == \
         pytest.approx(0.0, abs=1e-7)
 
@@ -295,7 +295,7 @@ def test_pilot_is_enlarged_only_for_a_dense_metric_on_more_coordinates_than_part
 
 
 def test_random_walk_pilot_grows_with_the_dimension_unless_pilot_chains_is_given():
-    am = testing_quadrature.gaussian_random_walk(89, seed=3)
+    am = known_evidence.gaussian_random_walk(89, seed=3)
     with am.model:
         # From the prior: the fitted base's path may not need a dense metric.
         auto = pmb.sample_ais(n_steps=20, chains=8, random_seed=1, progressbar=False,

@@ -8,7 +8,7 @@ import pymc as pm
 import pytest
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
@@ -153,7 +153,7 @@ def test_fused_transition_rejects_impossible_states_chain_by_chain(scale_model_d
 
 
 def test_fused_transition_on_a_regression(seed=5):
-    am = testing.normal_inverse_gamma_regression(30, 3, seed=1)
+    am = known_evidence.normal_inverse_gamma_regression(30, 3, seed=1)
     density = ModelDensity(am.model)
     x = 0.2 * np.random.default_rng(seed).normal(size=(32, density.n_dim))
     params = HMCParams(0.05, np.full(density.n_dim, 0.3), 5, jitter=0.2)
@@ -161,7 +161,7 @@ def test_fused_transition_on_a_regression(seed=5):
 
 
 def test_fused_kernel_on_the_fitted_path_gives_the_same_bounds():
-    am = testing.normal_inverse_gamma_regression(20, 2, seed=3)
+    am = known_evidence.normal_inverse_gamma_regression(20, 2, seed=3)
     with am.model:
         runs = {fused: pmb.sample_bdmc(n_steps=60, chains=16, random_seed=4, progressbar=False,
                                        fused_kernel=fused)
@@ -174,7 +174,7 @@ def test_fused_kernel_on_the_fitted_path_gives_the_same_bounds():
 
 
 def test_sampling_with_the_fused_kernel_gives_the_same_bounds():
-    am = testing.normal_inverse_gamma_regression(20, 2, seed=3)
+    am = known_evidence.normal_inverse_gamma_regression(20, 2, seed=3)
     with am.model:
         # The compiled kernel runs the prior's path (a fitted base's has none).
         runs = {fused: pmb.sample_bdmc(n_steps=60, chains=16, random_seed=4, progressbar=False,
@@ -288,7 +288,7 @@ def test_the_metrics_products_are_timed_on_the_plans_dense_steps_only(monkeypatc
 
 
 def test_fused_kernel_setting_is_checked_before_sampling():
-    am = testing.normal_inverse_gamma_regression(20, 2, seed=3)
+    am = known_evidence.normal_inverse_gamma_regression(20, 2, seed=3)
     with am.model, pytest.raises(BDMCInputError, match="fused_kernel"):
         pmb.sample_ais(n_steps=10, fused_kernel="yes")
     with am.model, pytest.raises(BDMCInputError, match="fused_kernel"):
@@ -299,7 +299,7 @@ def test_the_timing_knows_whether_its_timed_transition_was_dense(monkeypatch):
     from pymc_bdmc.kernels.plan import AnnealingPlan
     from pymc_bdmc.pipeline import execution
 
-    am = testing.normal_inverse_gamma_regression(20, 3, seed=1)
+    am = known_evidence.normal_inverse_gamma_regression(20, 3, seed=1)
     density = ModelDensity(am.model)
     d = density.n_dim
     x = np.random.default_rng(0).normal(size=(16, d))

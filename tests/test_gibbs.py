@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from scipy.special import log_softmax
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 from pymc_bdmc.kernels.gibbs import ChromaticGibbs, OwnedTerms, _draw_shift
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
@@ -118,7 +118,7 @@ def test_independent_coordinates_share_one_color():
 # -- exactness of the conditionals -------------------------------------------------------------
 @pytest.mark.parametrize("beta", [0.0, 0.37, 1.0])
 def test_conditionals_equal_brute_force(beta):
-    problem = testing.categorical_mixture(n_obs=5, n_components=3, seed=4)
+    problem = known_evidence.categorical_mixture(n_obs=5, n_components=3, seed=4)
     density, _, gibbs, points = _gibbs_for(problem.model)
     x = points[2:6]
     for color in gibbs.colors:
@@ -195,7 +195,7 @@ def _mixed_supports_model():
 
 @pytest.mark.parametrize("make", [
     _mixed_supports_model,
-    lambda: testing.categorical_mixture(n_obs=5, n_components=3, seed=4).model,
+    lambda: known_evidence.categorical_mixture(n_obs=5, n_components=3, seed=4).model,
     lambda: _attributes_model().model,
 ], ids=["mixed supports", "categorical mixture", "binary attributes"])
 def test_compiled_color_updates_make_the_numpy_sweeps_draws(make):
@@ -275,7 +275,7 @@ def test_binary_attributes_sandwich_encloses_enumerated_evidence():
     ("smc", dict(n_steps=30, particles=64, random_seed=3)),
 ])
 def test_categorical_mixture_sandwich_encloses_enumerated_evidence(method, settings):
-    problem = testing.categorical_mixture(n_obs=6, n_components=3, seed=1)
+    problem = known_evidence.categorical_mixture(n_obs=6, n_components=3, seed=1)
     with problem.model:
         result = pmb.sample_bdmc(method=method, progressbar=False, **settings)
     ev = result["evidence"]
@@ -318,7 +318,7 @@ def test_unbounded_discrete_variables_go_to_pymc_step_methods(caplog):
 
 
 def test_given_step_methods_are_used_for_finite_discrete_variables():
-    problem = testing.categorical_mixture(n_obs=4, n_components=2, seed=1)
+    problem = known_evidence.categorical_mixture(n_obs=4, n_components=2, seed=1)
     m = problem.model
     with m:
         result = pmb.sample_ais(n_steps=10, chains=2, random_seed=1, progressbar=False,

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 from pymc_bdmc.errors import SimulatedDataOverflow
 from pymc_bdmc.model.checks import BDMCInputError
 from pymc_bdmc.model.simulate import JointDraw
@@ -128,7 +128,7 @@ def test_summaries_are_mean_sd_and_roughness_along_the_last_axis():
 @pytest.mark.parametrize("bad", [1, -2, 2.5, "yes"])
 def test_bad_match_data_is_refused_before_sampling(bad):
     assert n_candidates(True) == 100 and n_candidates(False) == 0 and n_candidates(7) == 7
-    exact = testing.linear_regression(n_obs=10, n_coef=2)
+    exact = known_evidence.linear_regression(n_obs=10, n_coef=2)
     with exact.model, pytest.raises(BDMCInputError, match="match_data"):
         pmb.sample_bdmc(match_data=bad, progressbar=False)
 
@@ -136,7 +136,7 @@ def test_bad_match_data_is_refused_before_sampling(bad):
 def test_sample_bdmc_sandwiches_the_exact_evidence_of_the_matched_data():
     # Monte Carlo tolerance: 300 steps, 32 chains on a 2-coefficient regression; both bounds
     # were within 0.01 of the truth by hand on seeds 0-2.
-    exact = testing.linear_regression(n_obs=10, n_coef=2, seed=3)
+    exact = known_evidence.linear_regression(n_obs=10, n_coef=2, seed=3)
     with exact.model:
         result = pmb.sample_bdmc(n_steps=300, match_data=40, random_seed=2, progressbar=False)
     evidence = result["evidence"]
@@ -192,7 +192,7 @@ def test_an_explosive_simulated_series_is_replaced_by_default_and_kept_on_reques
 
 
 def test_the_default_leaves_a_typical_draw_and_its_results_as_they_were():
-    exact = testing.linear_regression(20, 2, seed=0)
+    exact = known_evidence.linear_regression(20, 2, seed=0)
     settings = dict(n_steps=50, chains=8, random_seed=4, progressbar=False)
     with exact.model:
         guarded = pmb.sample_bdmc(**settings)

@@ -2,7 +2,7 @@ import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 from pymc_bdmc.model.density import FlatLayout, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 
@@ -11,7 +11,7 @@ EXACT = 1e-9  # compiled densities vs PyMC's own: same graph, round-off only
 
 @pytest.fixture(scope="module")
 def nig():
-    return testing.normal_inverse_gamma_regression(n_obs=12, n_coef=3, seed=1)
+    return known_evidence.normal_inverse_gamma_regression(n_obs=12, n_coef=3, seed=1)
 
 
 @pytest.fixture(scope="module")

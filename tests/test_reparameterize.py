@@ -9,7 +9,7 @@ import pymc as pm
 import pytest
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing_quadrature
+from pymc_bdmc import known_evidence
 from pymc_bdmc.model.cache import clear_cache, compiled_model
 from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 
@@ -39,9 +39,9 @@ def test_normals_whose_scale_depends_on_a_free_variable_swap_and_no_others():
     assert other_form(_horseshoe()).swapped == {"z": "z_centred"}
     for centered, swapped in ((False, {"eta": "eta_centred"}),
                               (True, {"theta": "theta_noncentred"})):
-        assert other_form(testing_quadrature.eight_schools(centered=centered).model
+        assert other_form(known_evidence.eight_schools(centered=centered).model
                           ).swapped == swapped
-    assert other_form(testing_quadrature.local_scales_regression(centered=True).model
+    assert other_form(known_evidence.local_scales_regression(centered=True).model
                       ).swapped == {"beta": "beta_noncentred"}
     with pm.Model() as fixed:
         lam = pm.HalfNormal("lam", 1.0, shape=3)
@@ -110,7 +110,7 @@ def test_theta_star_keeps_its_point_of_the_joint_distribution_in_centred_coordin
 
 
 def test_the_non_centred_density_is_the_change_of_variables():
-    model = testing_quadrature.local_scales_regression(centered=True).model
+    model = known_evidence.local_scales_regression(centered=True).model
     new = other_form(model).model
     assert {v.name for v in new.free_RVs} == {"lam", "beta_noncentred"}
     user_logp, new_logp = model.compile_logp(), new.compile_logp()
@@ -271,10 +271,10 @@ def test_an_autoregression_with_known_parameters_or_another_init_stays_as_writte
 @pytest.mark.parametrize("build", [
     # Monte Carlo tolerance: 32 chains at 300 steps; both bounds were within 0.17 nats of the
     # truth by hand on seeds 0, 1, 2 and 12 (the largest, the upper bound on seed 12: -0.16).
-    lambda: testing_quadrature.gaussian_random_walk(30),
+    lambda: known_evidence.gaussian_random_walk(30),
     # The same for the AR(1): within 0.04 on seeds 0, 1, 3 and 12; on seed 2 the upper bound
     # was 0.56 above the truth.
-    lambda: testing_quadrature.autoregression(30),
+    lambda: known_evidence.autoregression(30),
 ], ids=["random walk", "autoregression"])
 def test_bounds_of_a_non_centred_series_sandwich_the_quadrature_evidence(build):
     exact = build()
@@ -292,7 +292,7 @@ def test_bounds_of_a_non_centred_series_sandwich_the_quadrature_evidence(build):
 def test_bounds_of_a_centred_local_scale_model_sandwich_the_quadrature_evidence(seed):
     # The centred form of a non-centred model has the non-centred model's exact evidence.
     # Monte Carlo tolerance: 32 chains at 200 steps measured within 0.04 nats on both seeds.
-    exact = testing_quadrature.local_scales_regression()
+    exact = known_evidence.local_scales_regression()
     with other_form(exact.model).model:
         result = pmb.sample_bdmc(n_steps=200, random_seed=seed, progressbar=False)
         ais = pmb.sample_ais(n_steps=200, random_seed=seed, progressbar=False)
@@ -313,7 +313,7 @@ def test_the_search_swaps_to_the_other_form_on_the_same_simulated_data(monkeypat
     # accepted: the wiring of sample_bdmc's search, end to end, with no dependence on timing.
     verdicts = iter([False, True])
     monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.certifies", lambda *a: next(verdicts))
-    model = testing_quadrature.local_scales_regression(centered=True).model
+    model = known_evidence.local_scales_regression(centered=True).model
     with model, caplog.at_level(logging.INFO, logger="pymc_bdmc"):
         result = pmb.sample_bdmc(max_time=None, target_gap=1e-9, random_seed=6,
                                  progressbar=False, tuning=pmb.Tuning(larger_pilot_gap=0.0))
@@ -335,7 +335,7 @@ def test_the_search_swaps_to_the_other_form_on_the_same_simulated_data(monkeypat
 
 
 def test_sample_ais_runs_the_other_form_when_asked_or_when_its_plan_was_frozen_there():
-    exact = testing_quadrature.local_scales_regression(centered=True)
+    exact = known_evidence.local_scales_regression(centered=True)
     with exact.model:
         other = pmb.sample_ais(n_steps=200, reparameterize=True, random_seed=7,
                                progressbar=False)
@@ -362,7 +362,7 @@ def test_sample_ais_runs_the_other_form_when_asked_or_when_its_plan_was_frozen_t
 
 
 def test_sample_bdmc_and_calibrate_run_the_form_the_user_chooses(monkeypatch):
-    exact = testing_quadrature.local_scales_regression(centered=True)
+    exact = known_evidence.local_scales_regression(centered=True)
     with exact.model:
         result = pmb.sample_bdmc(n_steps=200, reparameterize=True, random_seed=9,
                                  progressbar=False)

@@ -224,9 +224,9 @@ def test_theta_star_deep_in_a_funnel_neck_is_certified_by_the_scale_moves(caplog
     # funnel's neck. With HMC alone the reverse chains could not leave it (acceptance 0.00
     # against 0.94 forward near beta = 1; gap 6 nats at 300 steps, 5.5 at 24000). The scale
     # moves carry the walk with sigma out of the neck: measured gap 0.22 at 300 steps.
-    from pymc_bdmc import testing_quadrature
+    from pymc_bdmc import known_evidence
 
-    walk = testing_quadrature.gaussian_random_walk(60)
+    walk = known_evidence.gaussian_random_walk(60)
     with walk.model, caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
         result = pmb.sample_bdmc(n_steps=300, random_seed=4, progressbar=False)
     truth = walk.log_evidence({"y": result["observed_data"]["y"].values})

@@ -6,7 +6,7 @@ import pymc as pm
 import pytest
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing_quadrature
+from pymc_bdmc import known_evidence
 from pymc_bdmc.kernels.hmc import HMCInfo
 from pymc_bdmc.kernels.scale_moves import ScaleMoves
 from pymc_bdmc.model.density import ModelDensity
@@ -21,12 +21,12 @@ def _groups(model):
 
 
 def test_scale_groups_are_found_in_centred_hierarchies_and_walks_only():
-    walk = testing_quadrature.gaussian_random_walk(20).model
+    walk = known_evidence.gaussian_random_walk(20).model
     assert _groups(walk)[0] == {"sigma_log__": ("x",)}
-    assert _groups(testing_quadrature.eight_schools(centered=True).model)[0] == {
+    assert _groups(known_evidence.eight_schools(centered=True).model)[0] == {
         "tau_log__": ("theta",)}
     # Non-centred: the children are standard normals with fixed scales; nothing to move.
-    assert _groups(testing_quadrature.eight_schools(centered=False).model)[0] == {}
+    assert _groups(known_evidence.eight_schools(centered=False).model)[0] == {}
     with pm.Model() as nested:
         log_s = pm.Normal("log_s", 0.0, 1.0)
         tau = pm.HalfNormal("tau", 1.0)
@@ -87,8 +87,8 @@ def test_a_centred_latent_gp_moves_with_its_amplitude_and_lengthscale():
 
 
 @pytest.mark.parametrize("build", [
-    lambda: testing_quadrature.gaussian_random_walk(12).model,
-    lambda: testing_quadrature.random_intercepts(4, 3).model,
+    lambda: known_evidence.gaussian_random_walk(12).model,
+    lambda: known_evidence.random_intercepts(4, 3).model,
     _centred_gp,
     _robust_hierarchy,
 ])
@@ -147,12 +147,12 @@ def _moves_kernel(density, beta, scale_map=None):
 
 @pytest.fixture(scope="module")
 def schools():
-    model = testing_quadrature.eight_schools(centered=True).model
+    model = known_evidence.eight_schools(centered=True).model
     return model, Verifier(model)
 
 
 @pytest.mark.parametrize("build", [
-    lambda: testing_quadrature.eight_schools(centered=True).model,  # the prior funnel
+    lambda: known_evidence.eight_schools(centered=True).model,  # the prior funnel
     _centred_gp,
     _robust_hierarchy,
 ])
@@ -188,7 +188,7 @@ def test_scale_moves_keep_the_posterior_geweke(schools):
 def test_the_plan_records_the_scale_moves_and_a_reused_plan_makes_them():
     from pymc_bdmc.kernels.plan import AnnealingPlan
 
-    walk = testing_quadrature.gaussian_random_walk(20)
+    walk = known_evidence.gaussian_random_walk(20)
     with walk.model:
         first = pmb.sample_ais(n_steps=50, chains=8, random_seed=1, progressbar=False)
         plan = AnnealingPlan.from_result(first)
@@ -201,6 +201,6 @@ def test_the_plan_records_the_scale_moves_and_a_reused_plan_makes_them():
     # The same plan on the same seed gives the same chains.
     np.testing.assert_array_equal(again["evidence"]["log_weight_forward"].values,
                                   first["evidence"]["log_weight_forward"].values)
-    with testing_quadrature.eight_schools(centered=False).model:
+    with known_evidence.eight_schools(centered=False).model:
         plain = pmb.sample_ais(n_steps=20, chains=8, random_seed=1, progressbar=False)
     assert plain["annealing"].attrs["scale_moves"] == 0

@@ -9,14 +9,14 @@ import pytest
 from scipy import stats
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing
-from pymc_bdmc.pipeline import driver
+from pymc_bdmc import known_evidence
 from pymc_bdmc.algorithms.ais import ais_forward, ais_reverse
 from pymc_bdmc.algorithms.smc import DataPointPath, TemperingPath, smc_forward, smc_reverse
 from pymc_bdmc.kernels.tuning import tune_plan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.parallel import smc_groups
+from pymc_bdmc.pipeline import driver
 from pymc_bdmc.resampling import systematic_resample
 
 # Deterministic identities (same random stream, same arithmetic): round-off only.
@@ -36,7 +36,7 @@ DATA_TOL = 0.3
 @pytest.fixture(scope="module")
 def small():
     """A 2-coefficient regression on 8 observations: exact posterior, cheap density."""
-    am = testing.linear_regression(n_obs=8, n_coef=2, prior_sd=1.0, noise_sd=1.0, seed=3)
+    am = known_evidence.linear_regression(n_obs=8, n_coef=2, prior_sd=1.0, noise_sd=1.0, seed=3)
     density = ModelDensity(am.model)
     return am, density, ModelSimulator(am.model, density.layout)
 
@@ -147,7 +147,7 @@ def test_data_point_smc_and_shme_are_unbiased_in_z_space():
     # ``p(x | y_1)``: its 4th moment is finite only if the prior tails beat ``p(y_1 | x)^-3``.
     # A Gamma(40, 10) prior on a Poisson rate does (rate 10 > 3, shape 40 > 3 * max y).
     a, b = 40.0, 10.0
-    am = testing.gamma_poisson(n_obs=12, a=a, b=b, seed=1)
+    am = known_evidence.gamma_poisson(n_obs=12, a=a, b=b, seed=1)
     density = ModelDensity(am.model)
     simulator = ModelSimulator(am.model, density.layout)
     n = density.n_observations
@@ -229,7 +229,7 @@ def test_interrupted_reverse_smc_returns_the_lower_bound(monkeypatch):
 
     # The tempering path runs its populations through parallel.smc_groups.
     monkeypatch.setattr(smc_groups, "smc_reverse", interrupted)
-    am = testing.gamma_poisson(n_obs=10, seed=3)
+    am = known_evidence.gamma_poisson(n_obs=10, seed=3)
     with am.model:
         result = pmb.sample_bdmc(method="smc", n_steps=10, chains=2, particles=16,
                                  random_seed=4, progressbar=False)
@@ -271,7 +271,7 @@ def test_reverse_visits_the_forward_path_backwards(small, tempering_plan):
 
 
 def test_sample_bdmc_reverse_uses_exactly_the_forward_betas(monkeypatch):
-    am = testing.gamma_poisson(n_obs=10, seed=3)
+    am = known_evidence.gamma_poisson(n_obs=10, seed=3)
     seen = {}
 
     def spy(name, original):
@@ -334,12 +334,12 @@ def test_observation_parts_survive_resampling_and_acceptance(small):
 @pytest.mark.parametrize(
     ("factory", "path", "tol"),
     [
-        (lambda: testing.linear_regression(n_obs=30, n_coef=4, seed=2), "tempering",
+        (lambda: known_evidence.linear_regression(n_obs=30, n_coef=4, seed=2), "tempering",
          TEMPERING_TOL),
-        (lambda: testing.normal_inverse_gamma_regression(n_obs=25, n_coef=3, seed=4),
+        (lambda: known_evidence.normal_inverse_gamma_regression(n_obs=25, n_coef=3, seed=4),
          "tempering", TEMPERING_TOL),
-        (lambda: testing.beta_binomial(seed=5), "data", DATA_TOL),
-        (lambda: testing.gamma_poisson(seed=6), "data", DATA_TOL),
+        (lambda: known_evidence.beta_binomial(seed=5), "data", DATA_TOL),
+        (lambda: known_evidence.gamma_poisson(seed=6), "data", DATA_TOL),
     ],
     ids=["linear-regression-tempering", "normal-inverse-gamma-tempering",
          "beta-binomial-data", "gamma-poisson-data"],
@@ -361,7 +361,7 @@ def test_sample_smc_evidence_matches_closed_form(factory, path, tol):
 
 @pytest.mark.parametrize("path", ["tempering", "data"])
 def test_smc_sandwich_holds_on_simulated_data(path):
-    am = testing.gamma_poisson(n_obs=20, seed=10)
+    am = known_evidence.gamma_poisson(n_obs=20, seed=10)
     with am.model:
         result = pmb.sample_bdmc(method="smc", path=path, random_seed=7, progressbar=False)
     ev = result["evidence"]
@@ -380,7 +380,7 @@ def test_smc_sandwich_holds_on_simulated_data(path):
 
 
 def test_gap_shrinks_with_more_particles():
-    am = testing.linear_regression(n_obs=40, n_coef=6, seed=3)
+    am = known_evidence.linear_regression(n_obs=40, n_coef=6, seed=3)
     gaps = []
     for particles in (4, 64):
         with am.model:
@@ -397,7 +397,7 @@ def test_gap_shrinks_with_more_particles():
 
 @pytest.mark.slow
 def test_gap_shrinks_with_more_moves_and_closes_on_a_50_parameter_regression():
-    am = testing.linear_regression(n_obs=100, n_coef=50, seed=1)
+    am = known_evidence.linear_regression(n_obs=100, n_coef=50, seed=1)
     gaps = []
     for transitions in (1, 10):
         with am.model:
@@ -413,7 +413,7 @@ def test_gap_shrinks_with_more_moves_and_closes_on_a_50_parameter_regression():
 
 # -- reproducibility and input checks ------------------------------------------------------------
 def test_same_seed_gives_identical_results():
-    am = testing.beta_binomial(seed=2)
+    am = known_evidence.beta_binomial(seed=2)
     runs = []
     for _ in range(2):
         with am.model:
@@ -459,7 +459,7 @@ def test_bad_input_is_refused_before_sampling(monkeypatch, call, match):
 
 
 def test_data_point_tempering_refuses_potentials():
-    am = testing.gamma_poisson(n_obs=5, seed=1)
+    am = known_evidence.gamma_poisson(n_obs=5, seed=1)
     with am.model:
         pm.Potential("extra", -0.1 * am.model["rate"])
     with pytest.raises(pmb.BDMCInputError, match="Potential"):

@@ -13,9 +13,9 @@ import xarray as xr
 from pymc.step_methods import CompoundStep
 
 import pymc_bdmc as pmb
-from pymc_bdmc.model.cache import clear_cache
-from pymc_bdmc import testing
+from pymc_bdmc import known_evidence
 from pymc_bdmc.kernels.pymc_steps import StepSweep, _reversed, resolve_step_methods
+from pymc_bdmc.model.cache import clear_cache
 from pymc_bdmc.model.density import FlatLayout
 from pymc_bdmc.model.tempered import TemperedClone
 
@@ -40,7 +40,7 @@ def _check_sandwich(result, truth):
 @pytest.fixture(scope="module")
 def mixture():
     # 3 components, 6 points: 729 assignments are enumerated for the exact evidence.
-    return testing.categorical_mixture(n_obs=6, n_components=3, seed=1)
+    return known_evidence.categorical_mixture(n_obs=6, n_components=3, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_mixture_sandwich_metropolis_gibbs(mixture):
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["automatic", "step="])
 def test_binary_attribute_sandwich(explicit):
-    am = testing.binary_attribute(n_obs=8, seed=1)
+    am = known_evidence.binary_attribute(n_obs=8, seed=1)
     m = am.model
     with m:
         # A fixed site order is not reversible: the reverse run must visit the sites backwards.
@@ -106,7 +106,7 @@ def test_flat_layout_keeps_discrete_values_exact():
 # -- continuous model: every kernel agrees with the closed form --------------------------------
 @pytest.fixture(scope="module")
 def regression():
-    return testing.normal_inverse_gamma_regression(n_obs=15, n_coef=2, seed=4)
+    return known_evidence.normal_inverse_gamma_regression(n_obs=15, n_coef=2, seed=4)
 
 
 # Metropolis moves one coordinate at a time and mixes slower: it gets more temperatures.
@@ -417,8 +417,8 @@ def _exact_tempered_mixture_draws(rng, y, beta, n_components, prior_sd, n):
     assignments = np.array(list(np.ndindex(*([n_components] * len(y)))))
     alpha = np.ones(n_components)
     log_p = np.array([
-        testing._log_dirichlet_multinomial(np.bincount(z, minlength=n_components), alpha)
-        + sum(testing._log_normal_marginal(y[z == k], prior_sd, np.sqrt(noise_var))
+        known_evidence.closed_form._log_dirichlet_multinomial(np.bincount(z, minlength=n_components), alpha)
+        + sum(known_evidence.closed_form._log_normal_marginal(y[z == k], prior_sd, np.sqrt(noise_var))
               for k in range(n_components))
         for z in assignments])
     prob = np.exp(log_p - log_p.max())

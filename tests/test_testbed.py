@@ -15,16 +15,17 @@ from pymc_bdmc.testbed.models import _mixture_log_density, enumerate_clustering_
 @pytest.fixture(scope="module")
 def regression():
     # Gaussian posterior over 5 coefficients, 50 points; simulated (theta*, y*) known.
-    return tb.problem_from_analytic(pmb.testing.linear_regression(), seed=1, name="regression")
+    return tb.problem_from_analytic(pmb.known_evidence.linear_regression(), seed=1,
+                                    name="regression")
 
 
 @pytest.fixture(scope="module")
 def poisson():
-    return tb.problem_from_analytic(pmb.testing.gamma_poisson(), seed=2, name="poisson")
+    return tb.problem_from_analytic(pmb.known_evidence.gamma_poisson(), seed=2, name="poisson")
 
 
 def test_with_observed_swaps_data_and_leaves_model_alone():
-    analytic = pmb.testing.gamma_poisson()
+    analytic = pmb.known_evidence.gamma_poisson()
     new = np.arange(20)
     model = tb.with_observed(analytic.model, {"y": new})
     np.testing.assert_array_equal(model.rvs_to_values[model["y"]].data, new)
@@ -36,7 +37,7 @@ def test_with_observed_swaps_data_and_leaves_model_alone():
 
 def test_problem_from_analytic_truth_is_closed_form(regression):
     assert regression.log_evidence == pytest.approx(
-        pmb.testing.linear_regression().log_evidence(regression.observed))
+        pmb.known_evidence.linear_regression().log_evidence(regression.observed))
     assert set(regression.generating_point) == {"w"}
 
 
@@ -70,7 +71,7 @@ def test_harmonic_mean_overestimates(regression):
 
 def test_harmonic_mean_exact_needs_generating_point():
     with pytest.raises(ValueError, match="no generating parameters"):
-        est.harmonic_mean_exact(pmb.testing.gamma_poisson().model, 10, seed=0)
+        est.harmonic_mean_exact(pmb.known_evidence.gamma_poisson().model, 10, seed=0)
 
 
 def test_variational_bayes_elbo_is_below_and_close(regression):
@@ -106,7 +107,7 @@ def test_estimator_registry_is_consistent():
     assert {s.bias for s in est.ESTIMATORS.values()} <= {"lower", "upper", "neither"}
     for spec in est.ESTIMATORS.values():
         with pytest.raises(ValueError, match="positive"):
-            spec.fn(pmb.testing.gamma_poisson(), 0, seed=0)
+            spec.fn(pmb.known_evidence.gamma_poisson(), 0, seed=0)
 
 
 # -- benchmark models -------------------------------------------------------------------------

@@ -34,8 +34,8 @@ from pymc_bdmc.testbed.quadrature import (
 @pytest.fixture(scope="module")
 def regression2():
     # 2 coefficients, 20 points: Gaussian prior and likelihood, exact evidence.
-    return tb.problem_from_analytic(pmb.testing.linear_regression(n_obs=20, n_coef=2), seed=1,
-                                    name="regression2")
+    return tb.problem_from_analytic(pmb.known_evidence.linear_regression(n_obs=20, n_coef=2),
+                                    seed=1, name="regression2")
 
 
 @pytest.fixture(scope="module")
@@ -351,7 +351,7 @@ def test_bmc_on_conjugate_model(regression2):
 
 
 def test_bmc_non_gaussian_prior_reweights_or_refuses():
-    poisson = tb.problem_from_analytic(pmb.testing.gamma_poisson(), seed=2, name="poisson")
+    poisson = tb.problem_from_analytic(pmb.known_evidence.gamma_poisson(), seed=2, name="poisson")
     result = bayesian_monte_carlo(poisson, 60, seed=0)
     assert result.info["prior"] == "reweighted"
     assert result.log_evidence == pytest.approx(poisson.log_evidence, abs=0.1)

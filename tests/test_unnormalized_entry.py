@@ -15,7 +15,10 @@ from scipy import integrate, stats
 
 import pymc_bdmc as pmb
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.unnormalized import sampling as entry
+from pymc_bdmc.evidence import unnormalized as entry
+from pymc_bdmc.methods import unnormalized as estimators
+from pymc_bdmc.pipeline import driver
+from pymc_bdmc.unnormalized import pilot as unnormalized_pilot
 from pymc_bdmc.unnormalized.ising import (
     IsingSimulator,
     enumerated_log_partition,
@@ -161,9 +164,9 @@ def _no_sampling(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("sampled before refusing")
 
-    monkeypatch.setattr(entry, "exchange_sampler", fail)
-    monkeypatch.setattr(entry, "_Compiled", fail)
-    monkeypatch.setattr(entry, "random_weight_smc", fail)
+    monkeypatch.setattr(unnormalized_pilot, "exchange_sampler", fail)
+    monkeypatch.setattr(estimators, "CompiledPrior", fail)
+    monkeypatch.setattr(estimators, "random_weight_smc", fail)
 
 
 def test_model_without_unnormalised_likelihood_is_refused_before_sampling(monkeypatch):
@@ -293,7 +296,7 @@ def test_progress_rows_advance_to_their_totals(field, monkeypatch, method, rows)
         bars.append(_Recorder(enabled))
         return bars[-1]
 
-    monkeypatch.setattr(entry, "create_simple_progress", create)
+    monkeypatch.setattr(driver, "create_simple_progress", create)
     monkeypatch.delenv("CI", raising=False)
     kwargs = dict(model=_model(field), draws=40, pilot_draws=20, pilot_tune=30, n_aux=2,
                   bound_chains=4, bound_bridges=5, n_sim=5, random_seed=0)

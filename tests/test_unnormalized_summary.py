@@ -21,7 +21,8 @@ from scipy.special import logsumexp
 
 import pymc_bdmc as pmb
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.unnormalized import sampling as entry
+from pymc_bdmc.methods import unnormalized as estimators
+from pymc_bdmc.unnormalized import pilot as unnormalized_pilot
 from pymc_bdmc.unnormalized.ising import (
     IsingSimulator,
     enumerated_log_partition,
@@ -148,8 +149,8 @@ def _no_sampling(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("sampled before refusing")
 
-    monkeypatch.setattr(entry, "exchange_sampler", fail)
-    monkeypatch.setattr(entry, "_Compiled", fail)
+    monkeypatch.setattr(unnormalized_pilot, "exchange_sampler", fail)
+    monkeypatch.setattr(estimators, "CompiledPrior", fail)
 
 
 @pytest.mark.parametrize("kwargs, match", [

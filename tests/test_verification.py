@@ -12,7 +12,7 @@ import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_bdmc import testing, verification
+from pymc_bdmc import known_evidence, verification
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, hmc_step
 from pymc_bdmc.model.density import DensityParts
 from pymc_bdmc.verification import VerificationError, Verifier
@@ -102,7 +102,7 @@ def gaussian_gibbs(mean, precision, order):
 @pytest.fixture(scope="module")
 def nig():
     """Regression with unknown noise: a log transform, and noise that Geweke feedback amplifies."""
-    am = testing.normal_inverse_gamma_regression(n_obs=5, n_coef=2, seed=1)
+    am = known_evidence.normal_inverse_gamma_regression(n_obs=5, n_coef=2, seed=1)
     verifier = Verifier(am.model)
     plan = verifier.hmc_plan(n_steps=20, random_seed=1)
     return am, verifier, plan
@@ -115,7 +115,7 @@ def correlated():
     Returns the model, its verifier, an exact posterior sampler, and the posterior's mean and
     precision (for exact Gibbs updates).
     """
-    am = testing.linear_regression(n_obs=1, n_coef=2, prior_sd=1.0, noise_sd=0.3, seed=9)
+    am = known_evidence.linear_regression(n_obs=1, n_coef=2, prior_sd=1.0, noise_sd=0.3, seed=9)
     x = am.constants["x"]
     precision = np.eye(2) + x.T @ x / 0.3**2
     mean = np.linalg.solve(precision, x.T @ am.data["y"] / 0.3**2)
@@ -143,7 +143,7 @@ def test_compiled_densities_match_pymc_exactly(nig, name):
     if name == "normal-inverse-gamma":  # log transform, covariates
         result = nig[1].check_density(random_seed=0)
     else:  # logit transform, integer data
-        model = testing.beta_binomial(seed=2).model
+        model = known_evidence.beta_binomial(seed=2).model
         result = verification.check_density_consistency(model, random_seed=0)
     result.raise_if_failed()
     assert not result.skipped

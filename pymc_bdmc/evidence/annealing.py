@@ -474,8 +474,8 @@ sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(COMMON_DOC, {
 """: """    n_steps : int, "auto" or None, default "auto"
         Number of annealing steps (intermediate distributions), or SMC stages. ``"auto"``: for
         AIS, the shortest of 1000, 2000, 4000, ... steps whose gap certifies ``target_gap``,
-        within ``max_time`` (see there); 100 stages for SMC; or the length of a ``schedule`` array (which ``None``
-        also accepts).
+        within ``max_time`` (see there); 100 stages for SMC; or the length of a ``schedule``
+        array (which ``None`` also accepts).
 """,
     """    chains : int, default 32
         Independent annealing chains per direction, evaluated together in one batched call.

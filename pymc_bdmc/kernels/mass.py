@@ -24,8 +24,8 @@ is kept only where its largest whitened curvature is below the diagonal metric's
 (:func:`stiffness`): no extra model evaluations, the scores come with the population.
 Everything here runs in the pilot; the measured chains only ever see the frozen factors.
 
-Above :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates a population large enough for its own correlation costs
-more than the run (a 504-particle pilot took 63 of 104 s on 402-coordinate stochastic volatility).
+Above :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates a population large enough for its
+own correlation costs more than the run (a 504-particle pilot took 63 of 104 s on 402-coordinate stochastic volatility).
 There the correlation comes from the model's curvature instead (:func:`curvature_mass_factor`):
 the negative Hessian of the tempered log density, by forward differences of its gradient, at a
 few particles of the pilot's own population, averaged, made positive definite (the magnitudes of
@@ -46,8 +46,8 @@ from scipy.linalg import lapack
 
 from pymc_bdmc.config import DEFAULT_TUNING
 
-__all__ = ["CURVATURE_ANCHORS", "DENSE_CONDITION", "correlation_from_hessian", "curvature_correlation",
-           "curvature_hessians", "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
+__all__ = ["CURVATURE_ANCHORS", "DENSE_CONDITION", "correlation_from_hessian",
+           "curvature_correlation", "curvature_hessians", "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
            "factor_from_correlation",
            "low_rank_shrunk_correlation", "shrunk_correlation", "stiffness"]
 

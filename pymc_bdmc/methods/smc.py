@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import pymc as pm
 import xarray as xr
 

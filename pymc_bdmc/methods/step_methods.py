@@ -109,7 +109,8 @@ class StepMethodAIS:
     Parameters
     ----------
     specs : sequence of StepSpec
-        The step methods and their variables (:func:`~pymc_bdmc.kernels.pymc_steps.resolve_step_methods`).
+        The step methods and their variables
+        (:func:`~pymc_bdmc.kernels.pymc_steps.resolve_step_methods`).
     pilot_chains : int
         Pilot particles.
     """

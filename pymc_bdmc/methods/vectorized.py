@@ -140,7 +140,8 @@ class VectorizedAIS:
     def launch(self, job: Job, problem: Problem, tuned: Tuned, attempt: Attempt,
                s: Settings) -> Launch:
         """Exact starts per block of chains, fused kernels and workers from timing, the runs."""
-        density, truth, streams, parallel = problem.density, problem.truth, job.streams, job.parallel
+        density, truth, streams = problem.density, problem.truth, job.streams
+        parallel = job.parallel
         plan, pilot, gibbs = tuned.plan, tuned.pilot, tuned.gibbs
         # Every block of chains has its own streams, so results do not depend on how chains are
         # grouped into batches or split across processes (parallel/streams.py).

@@ -255,7 +255,7 @@ class LengthSearch:
             time.perf_counter() - self.started)
 
     def fit_first(self, planned: int, predicted: float, path_length: float | None = None) -> int:
-        """The length of an attempt on a fresh pilot, fitted to the budget (:func:`first_length`)."""
+        """Return the length of an attempt on a fresh pilot, fitted to the budget."""
         remaining = self.remaining()
         steps = first_length(planned, predicted, remaining, path_length, self.tuning)
         if steps < planned:
@@ -454,7 +454,7 @@ class LengthSearch:
             "BDMC did not certify the estimate: gap %.2f nats (standard error %.2f) at %d steps, "
             "target %.2f (both the gap and its standard error must be within it); stopped "
             "because %s. %s; if the gap hardly shrinks as n_steps doubles (here: %s), the "
-            "kernels cannot follow this posterior's geometry (docs/guide.md, §4 'Settings that "
+            "kernels cannot follow this posterior's geometry (docs/explanation/how-it-works.md, 'Settings that "
             "matter'), and a reparameterisation helps more than steps (non-centred for a "
             "funnel of Gaussian children; centred where the data pin products such as a "
             "horseshoe's z * tau * lam).",

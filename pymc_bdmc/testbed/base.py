@@ -19,12 +19,12 @@ import pymc as pm
 
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.tuning import PilotResult, tune_plan
+from pymc_bdmc.known_evidence import AnalyticModel
 from pymc_bdmc.model.checks import check_normalized
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
 from pymc_bdmc.testbed.problem import Problem
-from pymc_bdmc.testing import AnalyticModel
 
 __all__ = [
     "AIS_CHAINS",
@@ -98,7 +98,7 @@ class EstimatorSpec:
 
 
 def as_problem(obj) -> Problem:
-    """Wrap a ``pm.Model`` or :class:`~pymc_bdmc.testing.AnalyticModel` as a Problem.
+    """Wrap a ``pm.Model`` or :class:`~pymc_bdmc.known_evidence.AnalyticModel` as a Problem.
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 Every estimator is a function ``estimator(problem, budget, seed) -> EstimateResult``, where
 ``problem`` is a :class:`~pymc_bdmc.testbed.models.Problem` (or a bare ``pm.Model``, or a
-:class:`~pymc_bdmc.testing.AnalyticModel`), ``budget`` a positive integer setting the
+:class:`~pymc_bdmc.known_evidence.AnalyticModel`), ``budget`` a positive integer setting the
 estimator's main cost (its meaning is listed in :data:`ESTIMATORS`), and ``seed`` an integer.
 
 Each estimator states its *bias direction*, following Grosse, Ghahramani & Adams (2015, §3-5):

@@ -26,10 +26,10 @@ import pytensor.tensor as pt
 from pymc.model.fgraph import ModelObservedRV, fgraph_from_model, model_from_fgraph
 from scipy.special import logsumexp
 
+from pymc_bdmc.known_evidence import AnalyticModel
 from pymc_bdmc.model.simulate import ModelSimulator
 from pymc_bdmc.testbed.gibbs_models import CollapsedLinearGaussian, LowRankGibbs
 from pymc_bdmc.testbed.problem import Problem
-from pymc_bdmc.testing import AnalyticModel
 
 __all__ = [
     "Problem",
@@ -82,7 +82,7 @@ def problem_from_analytic(analytic: AnalyticModel, seed: int = 0,
 
     Parameters
     ----------
-    analytic : pymc_bdmc.testing.AnalyticModel
+    analytic : pymc_bdmc.known_evidence.AnalyticModel
     seed : int, default 0
     name : str, optional
 

@@ -22,10 +22,10 @@ un-normalised likelihoods", Stat. Comput. 27:403-422). This subpackage holds:
   fields, one row at a time).
 * :mod:`~pymc_bdmc.unnormalized.summary`: ABC and synthetic-likelihood importance sampling,
   which estimate summary-statistic numbers for Bayes factors, not evidences.
-* :mod:`~pymc_bdmc.unnormalized.sampling`: the entry point
-  :func:`~pymc_bdmc.sample_unnormalized_evidence` (exported at the top level), which checks a
-  PyMC model and runs the exchange pilot, SAVIS or MAVIS and the normaliser bounds on it, or
-  random-weight SMC (``method="rwsmc"``).
+* :mod:`~pymc_bdmc.unnormalized.pilot` and :mod:`~pymc_bdmc.unnormalized.results`: the
+  compiled prior, the exchange pilot and the results of the estimators that
+  :func:`~pymc_bdmc.sample_unnormalized_evidence` runs through the one driver
+  (:mod:`pymc_bdmc.methods.unnormalized`).
 """
 
 from pymc_bdmc.unnormalized.cftp import ising_cftp

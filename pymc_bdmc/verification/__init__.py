@@ -3,8 +3,8 @@
 Grosse, Ghahramani & Adams (2015, App. B) test an evidence estimator in layers: first the
 densities, exactly, against the joint distribution; then the Markov kernels, statistically, with
 Geweke's (2004) joint-distribution test; then the estimates, on models with a known answer
-(:mod:`pymc_bdmc.testing`). This module provides the first two layers for any PyMC model and any
-kernel, so users can check their own kernels before trusting bounds built on them.
+(:mod:`pymc_bdmc.known_evidence`). This module provides the first two layers for any PyMC model
+and any kernel, so users can check their own kernels before trusting bounds built on them.
 
 Checks
 ------
@@ -19,8 +19,8 @@ Checks
     joint distribution exist; intermediate temperatures are tested by :meth:`Verifier.invariance`.
 :meth:`Verifier.invariance`
     At any ``beta`` with exact draws of ``p(theta) p(y|theta)^beta / Z_beta`` (the prior;
-    conjugate models, :meth:`pymc_bdmc.testing.AnalyticModel.sample_tempered`), chains started
-    from exact draws end at draws compared with fresh exact ones.
+    conjugate models, :meth:`pymc_bdmc.known_evidence.AnalyticModel.sample_tempered`), chains
+    started from exact draws end at draws compared with fresh exact ones.
 :meth:`Verifier.reversibility`
     Detailed balance: from ``x ~ f_beta`` and ``x' ~ T(x, .)``, ``(x, x')`` is exchangeable.
 

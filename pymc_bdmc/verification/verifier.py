@@ -118,8 +118,8 @@ class Verifier:
         raise VerificationError(
             f"No exact sampler for beta = {beta}: pass `exact_sampler` (exact draws of "
             "p(x) p(y|x)^beta, e.g. AnalyticModel.sample_tempered for the models in "
-            "pymc_bdmc.testing). Only the prior (beta = 0) can be sampled for any model; use "
-            "the Geweke test at beta = 1."
+            "pymc_bdmc.known_evidence). Only the prior (beta = 0) can be sampled for any model; "
+            "use the Geweke test at beta = 1."
         )
 
     def _draw(self, sampler: ExactSampler, n: int, rng: np.random.Generator) -> np.ndarray:
