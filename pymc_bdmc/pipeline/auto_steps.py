@@ -454,8 +454,8 @@ class LengthSearch:
             "BDMC did not certify the estimate: gap %.2f nats (standard error %.2f) at %d steps, "
             "target %.2f (both the gap and its standard error must be within it); stopped "
             "because %s. %s; if the gap hardly shrinks as n_steps doubles (here: %s), the "
-            "kernels cannot follow this posterior's geometry (docs/explanation/how-it-works.md, 'Settings that "
-            "matter'), and a reparameterisation helps more than steps (non-centred for a "
+            "kernels cannot follow this posterior's geometry (docs/explanation/how-it-works.md, "
+            "'Settings that matter'), and a reparameterisation helps more than steps (non-centred for a "
             "funnel of Gaussian children; centred where the data pin products such as a "
             "horseshoe's z * tau * lam).",
             final_gap, final_se, int(self.result["evidence"].attrs["n_steps"]),
