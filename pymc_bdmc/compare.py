@@ -231,8 +231,11 @@ def _evidence(result, label: str) -> _Evidence:
     elif isinstance(result, xr.Dataset):
         ev = result
     else:
-        raise TypeError(f"Expected a pymc_bdmc result (xarray.DataTree) for {label}, "
-                        f"got {type(result).__name__}.")
+        raise BDMCInputError(
+            f"Expected a pymc_bdmc result (xarray.DataTree) for {label}, got "
+            f"{type(result).__name__}. Models are compared by their results: run "
+            "`pmb.calibrate(model)` (or `pmb.sample_ais`) on each, on the same data, and pass "
+            "those.")
     missing = [name for name in EVIDENCE_FIELDS if name not in ev]
     if missing:
         raise BDMCInputError(

@@ -173,7 +173,7 @@ def run_chains(
     pending: list = list(tasks)
     if not workers.local and len(tasks) > 1:
         work = StepWork.pack(recipe, plan)
-        logger.info("Running %d chains on %s.", len(tasks), workers.description)
+        logger.debug("Running %d chains on %s.", len(tasks), workers.description)
         try:
             pending = [workers.submit(_run_remote, work, task) for task in tasks]
         except (BrokenProcessPool, OSError, RuntimeError) as err:

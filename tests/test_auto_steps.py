@@ -200,7 +200,7 @@ def test_a_first_attempt_too_long_for_the_budget_is_shortened(monkeypatch, caplo
     clock = _Clock(per_step=0.1)  # 1000 steps would take 100 s
     monkeypatch.setattr(auto_steps, "time", clock)
     calls = []
-    with caplog.at_level(logging.INFO, logger="pymc_bdmc"):
+    with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
         result = search_n_steps(clock.run([0.9, 0.2], calls, pilot_time=10.0), target_gap=0.5,
                                 max_time=80.0, started=0.0)
     assert calls == [700]  # 70 s left after the pilot; none left for a second attempt
@@ -239,7 +239,7 @@ def test_a_gap_far_beyond_the_target_is_run_again_on_a_larger_pilot(caplog):
     # Measured: a centred horseshoe's 104-particle pilot missed the posterior's mode and left a
     # gap of 172227 nats at 1000 steps; a fresh 416-particle pilot certified -0.08.
     calls = []
-    with caplog.at_level(logging.INFO, logger="pymc_bdmc"):
+    with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
         result = search_n_steps(_fake_run([172227.0, -0.08], calls), target_gap=0.5,
                                 max_time=None, started=time.perf_counter())
     assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]
@@ -285,7 +285,7 @@ def test_an_uncertified_attempt_is_measured_again_in_the_other_parameterisation(
     # Measured: a non-centred 40-coefficient horseshoe, seed 0: hundreds of nats as written;
     # centred, the same simulated data certified (docs/performance.md).
     forms = _TwoForms([471.6, 0.3])
-    with caplog.at_level(logging.INFO, logger="pymc_bdmc"):
+    with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
         result = search_n_steps(forms.run, target_gap=0.5, max_time=None,
                                 started=time.perf_counter(), reparameterize=forms.reparameterize)
     assert forms.calls == [FIRST_N_STEPS, FIRST_N_STEPS] and forms.swaps == [True]
@@ -305,7 +305,7 @@ def test_an_uncertified_attempt_is_measured_again_in_the_other_parameterisation(
     assert "reparameterized" not in result["evidence"].attrs
     # An uncertified search reports the form it went on with.
     forms = _TwoForms([2.0, 5.0, 2.0])
-    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+    with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
         result = search_n_steps(forms.run, target_gap=0.5, max_time=None,
                                 started=time.perf_counter(), reparameterize=forms.reparameterize)
     assert "1000: 2.00, 1000 (other form): 5.00, 4000 (as written): 2.00" in caplog.text

@@ -178,7 +178,7 @@ def test_random_walk_sandwich_with_curvature_metrics_contains_the_quadrature_tru
     # Curvature metrics and bases (as above the default limit) on a 31-coordinate walk.
     tuning = pmb.Tuning(dense_max_dim=10)
     am = known_evidence.gaussian_random_walk(30, seed=2)
-    caplog.set_level(logging.INFO, logger="pymc_bdmc")
+    caplog.set_level(logging.DEBUG, logger="pymc_bdmc")
     with am.model:
         bdmc = pmb.sample_bdmc(n_steps=500, chains=32, random_seed=3, progressbar=False,
                                cores=1, tuning=tuning)
@@ -255,7 +255,7 @@ def test_a_full_rank_base_runs_principal_metrics_and_certifies(monkeypatch, capl
     # principal coordinates (kernels/pilot_metrics.py): compiled and NumPy kernels give the
     # same bounds, the sandwich holds the exact evidence, and the plan round-trips.
     am = known_evidence.linear_regression(n_obs=50, n_coef=20, seed=1)
-    caplog.set_level(logging.INFO, logger="pymc_bdmc")
+    caplog.set_level(logging.DEBUG, logger="pymc_bdmc")
     with am.model:
         runs = {fused: pmb.sample_bdmc(n_steps=200, chains=16, random_seed=2, progressbar=False,
                                        cores=1, fused_kernel=fused,

@@ -311,7 +311,7 @@ def test_unbounded_discrete_variables_go_to_pymc_step_methods(caplog):
     with pm.Model() as model:
         k = pm.Poisson("k", 2.0)
         pm.Normal("y", k, 1, observed=[1.0, 2.0])
-    with caplog.at_level(logging.INFO, logger="pymc_bdmc"), model:
+    with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"), model:
         result = pmb.sample_ais(n_steps=20, chains=4, random_seed=1, progressbar=False)
     assert "step_methods" in result.children
     assert "no finite support" in caplog.text

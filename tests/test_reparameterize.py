@@ -314,7 +314,7 @@ def test_the_search_swaps_to_the_other_form_on_the_same_simulated_data(monkeypat
     verdicts = iter([False, True])
     monkeypatch.setattr("pymc_bdmc.pipeline.auto_steps.certifies", lambda *a: next(verdicts))
     model = known_evidence.local_scales_regression(centered=True).model
-    with model, caplog.at_level(logging.INFO, logger="pymc_bdmc"):
+    with model, caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
         result = pmb.sample_bdmc(max_time=None, target_gap=1e-9, random_seed=6,
                                  progressbar=False, tuning=pmb.Tuning(larger_pilot_gap=0.0))
         written = pmb.sample_bdmc(n_steps=100, random_seed=6, progressbar=False)

@@ -115,7 +115,7 @@ def _singular_model():
 def test_singular_density_is_rejected_and_counted_not_propagated(caplog):
     # Before HMC refused non-finite proposals, the pilot accepted +inf states and its log Z was
     # inf; now such proposals are rejected and reported as divergences.
-    with _singular_model(), caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+    with _singular_model(), caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
         result = pmb.sample_ais(**FAST)
     ev = result["evidence"]
     assert np.isfinite(float(ev.lower)) and np.isfinite(result["evidence"].attrs["pilot_log_z"])
@@ -331,7 +331,7 @@ def test_divergences_near_the_prior_are_pointed_at_the_priors_geometry(caplog):
         caplog.clear()
         forward = run(n_divergent)
         bounds = evidence_bounds(rng, rng.normal(size=8), None)
-        with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
             log_ais_diagnostics(bounds, forward, None, betas=betas)
         assert "divergent HMC trajectories in the forward run" in caplog.text
         assert ("near the prior" in caplog.text) is near_prior

@@ -274,7 +274,7 @@ def test_runs_predicted_long_use_all_cores_with_the_same_results(mixture, mixtur
     default = _mixture_run(mixture)  # a short run: predicted far below the threshold
     assert default["evidence"].attrs["workers"] == "this process"
     # Every run now counts as long: the pilot's time per sweep predicts more than 0 s.
-    with caplog.at_level("INFO", logger="pymc_bdmc"):
+    with caplog.at_level("DEBUG", logger="pymc_bdmc"):
         long = _mixture_run(mixture, tuning=pmb.Tuning(step_auto_parallel_seconds=0.0))
     assert "using all cores" in caplog.text
     assert long["evidence"].attrs["workers"] != "this process"
@@ -377,7 +377,7 @@ def test_assignment_is_reported(mixture_nuts_gibbs, mixture, caplog):
     # Logged too: here with PyMC's automatic assignment of the variables no step was given
     # for, on the model's own data (AIS only).
     m = mixture.model
-    with caplog.at_level(logging.INFO, logger="pymc_bdmc"), m:
+    with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"), m:
         result = pmb.sample_ais(n_steps=100, chains=16, random_seed=0, progressbar=False,
                                 step=pm.CategoricalGibbsMetropolis([m["z"]]))
     text = caplog.text

@@ -283,6 +283,11 @@ class _Recorder:
     def advance(self, task):
         self.rows[task][1] += 1
 
+    prefix = ""
+
+    def finish(self, summary):
+        self.summary = summary
+
 
 @pytest.mark.parametrize("method, rows", [
     ("savis", [("Exchange pilot", 30 + 20), ("Bounds on log Z(θ̂)", 2 * (5 + 1)), ("SAVIS", 40)]),
@@ -296,7 +301,7 @@ def test_progress_rows_advance_to_their_totals(field, monkeypatch, method, rows)
         bars.append(_Recorder(enabled))
         return bars[-1]
 
-    monkeypatch.setattr(driver, "create_simple_progress", create)
+    monkeypatch.setattr(driver, "stage_progress", create)
     monkeypatch.delenv("CI", raising=False)
     kwargs = dict(model=_model(field), draws=40, pilot_draws=20, pilot_tune=30, n_aux=2,
                   bound_chains=4, bound_bridges=5, n_sim=5, random_seed=0)

@@ -413,6 +413,10 @@ def sample_bdmc(
     model = resolve_model(model)
     if method not in ("ais", "smc"):
         raise BDMCInputError(f"`method` must be 'ais' or 'smc', got {method!r}.")
+    if isinstance(n_steps, str) and n_steps != "auto":
+        raise BDMCInputError(
+            f"`n_steps` must be 'auto' (the default: the shortest length that certifies "
+            f"`target_gap`), a positive integer, or None with a schedule array; got {n_steps!r}.")
     search = (method == "ais" and isinstance(n_steps, str) and n_steps == "auto"
               and isinstance(schedule, str))
     check_auto_settings(target_gap, max_time)

@@ -21,6 +21,7 @@ from pymc_bdmc.evidence.annealing import sample_ais, sample_bdmc
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.checks import check_positive_int
 from pymc_bdmc.model.resolve import resolve_model
+from pymc_bdmc.pipeline.driver import call_scope
 
 __all__ = ["TRANSFER_MIN_BIAS_SCALE", "TRANSFER_SPREAD_FACTOR", "calibrate", "forward_spread",
            "harder_than_certified"]
@@ -156,16 +157,28 @@ def calibrate(
     common = dict(chains=chains, progressbar=progressbar, compile_kwargs=compile_kwargs,
                   **sampler_kwargs)
 
-    if search:
-        result = sample_bdmc(n_steps="auto", target_gap=tolerance, max_time=max_time,
-                             model=simulation_model, random_seed=simulation_seed,
-                             match_data=match_data, **common)
-        rows, certified = _search_rows(result), bool(result["evidence"].attrs["certified"])
-    else:
-        rows, certified = _ladder(steps, tolerance, simulation_model, simulation_seed,
-                                  match_data, common)
-        result = rows.pop()
-    real, transferable = _estimate_on_real_data(result, model, fix, estimation_seed, common)
+    with call_scope(progressbar) as (bar, outermost):
+        bar.prefix = "Certifying on simulated data: "
+        if search:
+            result = sample_bdmc(n_steps="auto", target_gap=tolerance, max_time=max_time,
+                                 model=simulation_model, random_seed=simulation_seed,
+                                 match_data=match_data, **common)
+            rows, certified = _search_rows(result), bool(result["evidence"].attrs["certified"])
+        else:
+            rows, certified = _ladder(steps, tolerance, simulation_model, simulation_seed,
+                                      match_data, common)
+            result = rows.pop()
+        bar.prefix = "Estimating on your data: "
+        real, transferable = _estimate_on_real_data(result, model, fix, estimation_seed, common)
+        bar.prefix = ""
+        line = (f"log p(y) >= {float(real['evidence']['lower']):.3f} on your data; "
+                + (f"certified on simulated data, gap {rows[-1][3]:.3f} nats at {rows[-1][0]} "
+                   f"steps" if certified else f"not certified (last gap {rows[-1][3]:.3f} nats "
+                   f"at {rows[-1][0]} steps, tolerance {tolerance:g})"))
+        if outermost:
+            logger.info("calibrate: %s.", line)
+            bar.finish("Done: " + ("certified" if certified else "not certified")
+                       + f", log p(y) >= {float(real['evidence']['lower']):.3f}")
 
     simulated_sd, real_sd = forward_spread(result), forward_spread(real)
     harder = harder_than_certified(real_sd, simulated_sd, tolerance)
@@ -199,7 +212,7 @@ def _ladder(steps, tolerance, simulation_model, simulation_seed, match_data, com
         ev = result["evidence"]
         rows.append((n, *(float(ev[k]) for k in ("lower", "upper", "gap", "gap_se"))))
         certified = certifies(rows[-1][3], rows[-1][4], tolerance)
-        logger.info("Calibration: n_steps=%d, gap on simulated data %.3f nats (standard error "
+        logger.debug("Calibration: n_steps=%d, gap on simulated data %.3f nats (standard error "
                     "%.3f).", n, rows[-1][3], rows[-1][4])
         if certified:
             break

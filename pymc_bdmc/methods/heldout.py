@@ -154,7 +154,7 @@ class HeldOutAIS:
              memo: SharedPilot) -> Tuned:
         """The per-case pilot and its frozen plan, or the given plan."""
         if job.plan is not None:
-            logger.info("Using the given frozen plan (%d steps); no pilot run.", job.plan.n_steps)
+            logger.debug("Using the given frozen plan (%d steps); no pilot run.", job.plan.n_steps)
             return Tuned(job.plan, None)
         density, n_cases = problem.density, problem.extra["cond"].n_cases
         x_pilot, parts_pilot = case_start(problem.simulator, density, s.pilot_chains,
@@ -168,7 +168,7 @@ class HeldOutAIS:
                  if s.adaptive else s.betas)
         plan = plan_from_pilot(pilot, betas, s.n_leapfrog, s.step_size_jitter,
                                s.transitions_per_step)
-        logger.info("Pilot: %d temperatures, %d per-case resamplings, pilot total log "
+        logger.debug("Pilot: %d temperatures, %d per-case resamplings, pilot total log "
                     "likelihood %.3f; plan frozen.", pilot.n_steps, pilot.n_resampled,
                     pilot.log_z)
         return Tuned(plan, pilot)

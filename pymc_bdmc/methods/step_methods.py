@@ -81,7 +81,7 @@ def step_methods_dataset(sweep: StepSweep) -> xr.Dataset:
 def log_assignment(sweep: StepSweep) -> None:
     """Log which step updates which variable, and how the reverse runs reverse it."""
     for rec in sweep.describe():
-        logger.info("%s (%s) -> %s; %s.", rec["method"], rec["assigned_by"],
+        logger.debug("%s (%s) -> %s; %s.", rec["method"], rec["assigned_by"],
                     ", ".join(rec["variables"]), REVERSAL_DESCRIPTION[rec["reversal"]])
         if rec["reversal"] == "assumed_reversible":
             logger.warning(
@@ -89,7 +89,7 @@ def log_assignment(sweep: StepSweep) -> None:
                 "respect to its target (else the upper bound is not valid) and is not tuned.",
                 rec["method"],
             )
-    logger.info("Sweep: %s; reverse runs apply %s.", sweep_label(sweep),
+    logger.debug("Sweep: %s; reverse runs apply %s.", sweep_label(sweep),
                 sweep_label(sweep, "reverse"))
 
 
@@ -163,7 +163,7 @@ class StepMethodAIS:
                     on_step=report)
             sweep_seconds = (time.perf_counter() - start) / (
                 (pilot.n_steps + 1) * len(x_pilot) * SWEEPS_PER_ANCHOR)
-            logger.info("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "
+            logger.debug("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "
                         "kernels frozen.", pilot.n_steps + 1, pilot.n_resampled, pilot.log_z)
             memo.tuned = Tuned(pilot, states, sweep_seconds, len(x_pilot))
         return memo.tuned

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +40,6 @@ from pymc_bdmc.unnormalized.summary import abc_evidence, synthetic_likelihood_ev
 
 __all__ = ["ExchangeImportance", "RandomWeightSMC", "SummaryStatistic"]
 
-logger = logging.getLogger("pymc_bdmc")
 
 
 @dataclass(frozen=True)
@@ -105,12 +103,6 @@ class _Unnormalized:
         log_prior = np.array([compiled.log_prior(t) for t in theta])
         return theta, eta, log_prior, q.logpdf(theta).reshape(-1)
 
-    def _finish(self, job: Job, tree: xr.DataTree) -> xr.DataTree:
-        ev = tree["evidence"]
-        logger.info("sample_unnormalized_evidence: %s, log %s = %.3f (%s).", self.method.upper(),
-                    "p̂(S(y))" if ev.attrs["estimate_kind"] == "summary-statistic" else "p̂(y)",
-                    float(ev["lower"]), ev.attrs["estimate_kind"])
-        return tree
 
     def _pilot_tree(self, job: Job, problem: Problem, pilot: Pilot, evidence: xr.Dataset,
                     auxiliary: xr.Dataset) -> xr.DataTree:
@@ -118,8 +110,7 @@ class _Unnormalized:
         posterior = posterior_dataset(job.model, problem.density, chain.theta,
                                       {"sampler": "exchange algorithm (pilot)",
                                        "acceptance_rate": float(chain.acceptance_rate)})
-        return self._finish(job, result_tree(job.model, self.name, posterior, evidence,
-                                             auxiliary))
+        return result_tree(job.model, self.name, posterior, evidence, auxiliary)
 
 
 class ExchangeImportance(_Unnormalized):
@@ -259,8 +250,7 @@ class RandomWeightSMC(_Unnormalized):
         posterior = posterior_dataset(job.model, problem.density, resampled,
                                       {"sampler": "random-weight SMC (final particles, "
                                                   "resampled)"})
-        return self._finish(job, result_tree(job.model, self.name, posterior, evidence,
-                                             auxiliary))
+        return result_tree(job.model, self.name, posterior, evidence, auxiliary)
 
 
 class SummaryStatistic(_Unnormalized):

@@ -119,11 +119,11 @@ class VectorizedAIS:
         if gibbs is not None and plan is not None:
             check_plan_pins(plan, gibbs)
         if plan is not None:
-            logger.info("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
+            logger.debug("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
             return Tuned(plan, None, gibbs)
         if memo.tuned is not None:
             pilot = memo.tuned.pilot
-            logger.info("Plan re-frozen on %d steps from an earlier attempt's pilot.", s.n_steps)
+            logger.debug("Plan re-frozen on %d steps from an earlier attempt's pilot.", s.n_steps)
             return Tuned(refreeze(memo.tuned.plan, pilot, s), pilot, gibbs)
         plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
                            ADAPTIVE if s.adaptive else s.betas,

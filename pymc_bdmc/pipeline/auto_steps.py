@@ -260,7 +260,7 @@ class LengthSearch:
         steps = first_length(planned, predicted, remaining, path_length, self.tuning)
         if steps < planned:
             short_path = first_length(planned, predicted, remaining, tuning=self.tuning) > steps
-            logger.info("%d steps would take about %.0f s, more than the %.0f s left of "
+            logger.debug("%d steps would take about %.0f s, more than the %.0f s left of "
                         "max_time=%g s: the %s attempt runs %d steps%s.", planned, predicted,
                         remaining, self.max_time, "next" if self.tried else "first", steps,
                         f" (the path's thermodynamic length, {path_length:.2f}, needs no more)"
@@ -313,7 +313,7 @@ class LengthSearch:
         self.gaps.append(gap)
         self.gap_se.append(se)
         self.certified = certifies(gap, se, self.target_gap)
-        logger.info("Auto n_steps: %d steps, %d chains, gap %.3f nats (standard error %.3f, "
+        logger.debug("Auto n_steps: %d steps, %d chains, gap %.3f nats (standard error %.3f, "
                     "target %.2f), %.1f s.", self.n_steps, self.tried_chains[-1], gap, se,
                     self.target_gap, seconds)
 
@@ -322,7 +322,7 @@ class LengthSearch:
         if "reparameterized" in attrs:
             # A fitted base sits at the simulated data's posterior, so it does not transfer.
             fitted = attrs.get("path_start", "prior") != "prior"
-            logger.info("Certified in the model's other parameterisation (%s): on the real "
+            logger.debug("Certified in the model's other parameterisation (%s): on the real "
                         "data, `sample_ais(reparameterize=True)` runs the same form, piloted "
                         "on those data (`plan=AnnealingPlan.from_result(result)` reuses "
                         "this run's kernels%s).", attrs["reparameterized"],
@@ -345,7 +345,7 @@ class LengthSearch:
         if (self.switch is not None and not any(self.tried_other) and not lengthen_first
                 and (remaining is None or self.pilot_seconds < remaining)
                 and self.switch.use(True)):
-            logger.info("The next attempt runs the model's Gaussian hierarchies in their other "
+            logger.debug("The next attempt runs the model's Gaussian hierarchies in their other "
                         "parameterisation (centred ones, random walks and autoregressions "
                         "non-centred, non-centred ones centred; the same evidence), on a fresh "
                         "pilot, at %d steps.", self.n_steps)
@@ -361,7 +361,7 @@ class LengthSearch:
                                              remaining, self.tuning)
             self.grown = self.pilot_chains is not None
             if self.grown:
-                logger.info("The gap is more than %g times the target: the pilot's %d particles "
+                logger.debug("The gap is more than %g times the target: the pilot's %d particles "
                             "may have missed part of the posterior, which more steps hardly "
                             "mend. The next attempt pilots afresh with %d particles, at %d "
                             "steps.", self.tuning.larger_pilot_gap, pilot_chains,
@@ -388,7 +388,7 @@ class LengthSearch:
             self.advice = (f"Pass `chains={twice}` or more, or raise `max_time`, to measure the "
                            "gap more precisely")
             return False
-        logger.info("The gap is within the target but its standard error is not: the next "
+        logger.debug("The gap is within the target but its standard error is not: the next "
                     "attempt runs %d chains at %d steps.", chains, self.n_steps)
         self.chains = chains
         return True
@@ -401,7 +401,7 @@ class LengthSearch:
         self.as_written = None
         # Compared per step (1/n_steps decay): the other attempt may have been shortened.
         if not abs(gap) * self.n_steps < abs(kept_gap) * kept_steps and self.switch.use(False):
-            logger.info("The model as written had the smaller gap (%.2f nats at %d steps, "
+            logger.debug("The model as written had the smaller gap (%.2f nats at %d steps, "
                         "against %.2f at %d): the search goes on with it.", kept_gap,
                         kept_steps, gap, self.n_steps)
             self.result, self.n_steps = kept, kept_steps

@@ -1,12 +1,16 @@
 """Warnings about finished runs: dead, divergent or failed chains, degenerate weights.
 
-Logged on the ``pymc_bdmc`` logger, for every driver (AIS, SMC, held-out, step methods); the
-same facts are stored in the result's groups.
+Logged on the ``pymc_bdmc`` logger for every method; the same facts are stored in the result's
+groups. What the user should act on is a warning; what only describes a valid run (divergent,
+hence rejected, moves) is at DEBUG. Within a length search, an attempt's warnings are held
+(:func:`deferred_warnings`) and only the returned attempt's are logged.
 """
 
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -16,15 +20,48 @@ from pymc_bdmc.estimators import EvidenceBounds
 
 __all__ = [
     "PRIOR_END_BETA",
+    "deferred_warnings",
     "log_ais_diagnostics",
     "log_heldout_diagnostics",
     "log_smc_diagnostics",
     "log_step_diagnostics",
     "outlying_coordinate",
     "prior_end_divergences",
+    "replay_warnings",
+    "warn",
 ]
 
 logger = logging.getLogger("pymc_bdmc")
+
+#: Where an attempt's warnings are held, or None to log them at once.
+_HELD: ContextVar[list | None] = ContextVar("pymc_bdmc_held_warnings", default=None)
+
+
+def warn(message: str, *args) -> None:
+    """Log a warning about a run, or hold it where :func:`deferred_warnings` asks."""
+    held = _HELD.get()
+    if held is None:
+        logger.warning(message, *args)
+    else:
+        held.append((message, args))
+
+
+@contextmanager
+def deferred_warnings():
+    """Hold the warnings of the runs inside; yield the list they are held in."""
+    held: list = []
+    token = _HELD.set(held)
+    try:
+        yield held
+    finally:
+        _HELD.reset(token)
+
+
+def replay_warnings(held: list) -> None:
+    """Log warnings held by :func:`deferred_warnings`."""
+    for message, args in held:
+        logger.warning(message, *args)
+
 
 #: Divergences mostly below this inverse temperature are the prior's own geometry: the target
 #: there is the prior, nearly.
@@ -70,13 +107,13 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
     # chains that failed numerically are reported below, not twice
     dead = int(np.count_nonzero(~np.isfinite(forward.log_weight))) - forward.n_failed_total
     if dead:
-        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
+        warn("%d forward chains ended with zero weight (log weight -inf).", dead)
     for name, run in (("forward", forward), ("reverse", reverse)):
         if run is None:
             continue
         if run.n_divergent.sum():
             worst = int(np.argmax(run.n_divergent))
-            logger.warning(
+            logger.debug(
                 "%d divergent HMC trajectories in the %s run, at %d of %d steps (most at %s); "
                 "per step: annealing['n_divergent_%s']. They are rejected moves, so the bounds "
                 "stay valid; what they cost the mixing shows in the BDMC gap.",
@@ -84,7 +121,7 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
                 len(run.n_divergent) - 1, at(worst), name,
             )
             if betas is not None and prior_end_divergences(run.n_divergent, betas):
-                logger.warning(
+                logger.debug(
                     "Most of the %s run's divergences are near the prior (beta < %g), where the "
                     "target is the prior itself. Where the gap is wide, the prior's geometry is "
                     "the likely cause. A funnel (a scale and the variables it scales) and a "
@@ -94,7 +131,7 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
                     name, PRIOR_END_BETA)
         if run.n_failed_total:
             first = int(np.flatnonzero(run.n_failed)[0])
-            logger.warning(
+            warn(
                 "%d of %d %s chains reached a non-finite state or density (NaN or infinite), "
                 "first at %s. They carry zero weight, which keeps the %s bound valid but "
                 "looser; per chain: evidence['failed_step_%s'].",
@@ -102,7 +139,7 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
                 "lower" if name == "forward" else "upper", name,
             )
     if bounds.ess_forward < 2:
-        logger.warning(
+        warn(
             "The forward weights have an effective sample size of %.1f: the lower bound rests on "
             "one chain. Increase `n_steps`.", bounds.ess_forward,
         )
@@ -152,7 +189,7 @@ def _warn_if_reverse_stuck(forward: AISRun, reverse: AISRun, theta=None, labels=
         where = "" if far is None else (
             f" Its farthest coordinate is {labels[far[0]]}, {far[1]:+.1f} robust standard "
             f"deviations from the forward chains' final states.")
-        logger.warning(
+        warn(
             "The reverse chains hardly moved near beta = 1 (acceptance %.2f over the last %d%% "
             "of the path, against %.2f for the forward chains there): theta* lies where kernels "
             "tuned on the bulk of the posterior cannot move (e.g. deep in a funnel's neck), so "
@@ -179,7 +216,7 @@ def log_smc_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun
               "informative to enter one at a time." if path == "data"
               else "Increase `n_steps` or `particles`.")
     if forward.chains > 2 and bounds.ess_forward < 2:
-        logger.warning(
+        warn(
             "One of the %d SMC populations dominates the lower bound (ESS of their estimates "
             "%.1f): the estimates disagree by more than their spread suggests. %s",
             forward.chains, bounds.ess_forward, advice,
@@ -189,14 +226,14 @@ def log_smc_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun
             continue
         dead = int(np.count_nonzero(~np.isfinite(run.log_weight)))
         if dead:
-            logger.warning("%d of %d %s SMC populations lost every particle's weight.", dead,
+            warn("%d of %d %s SMC populations lost every particle's weight.", dead,
                            run.chains, name)
         if run.n_divergent.sum():
-            logger.warning("%d divergent HMC trajectories in the %s SMC run.",
+            logger.debug("%d divergent HMC trajectories in the %s SMC run.",
                            int(run.n_divergent.sum()), name)
         if run.n_failed_total:
             stages = np.flatnonzero(run.n_failed)
-            logger.warning(
+            warn(
                 "%d %s SMC particles reached a non-finite state or density and were given "
                 "zero weight (the bound stays valid, only looser), first reaching target %d.",
                 run.n_failed_total, name, int(stages[0] if name == "forward" else stages[-1]),
@@ -206,13 +243,13 @@ def log_smc_diagnostics(bounds: EvidenceBounds, forward: SMCRun, reverse: SMCRun
         with np.errstate(invalid="ignore"):  # NaN where no stage reached that target
             collapsed = np.flatnonzero(np.any(run.ess * run.particles < 2, axis=1))
         if collapsed.size:
-            logger.warning(
+            warn(
                 "The %s SMC weights degenerated (ESS below 2 particles) at %d stage(s), first "
                 "reaching target %d. %s", name, collapsed.size,
                 int(collapsed[0] if name == "forward" else collapsed[-1]), advice,
             )
         resampled = int(run.resampled.sum())
-        logger.info("%s SMC: %d resampling events over %d stages and %d populations.",
+        logger.debug("%s SMC: %d resampling events over %d stages and %d populations.",
                     name.capitalize(), resampled, len(run.ess) - 1, run.chains)
 
 
@@ -226,9 +263,9 @@ def log_step_diagnostics(bounds: EvidenceBounds, forward: AISRun) -> None:
     """
     dead = int(np.count_nonzero(~np.isfinite(forward.log_weight)))
     if dead:
-        logger.warning("%d forward chains ended with zero weight (log weight -inf).", dead)
+        warn("%d forward chains ended with zero weight (log weight -inf).", dead)
     if bounds.ess_forward < 2:
-        logger.warning("The forward weights have an effective sample size of %.1f: the lower "
+        warn("The forward weights have an effective sample size of %.1f: the lower "
                        "bound rests on one chain. Increase `n_steps`.", bounds.ess_forward)
 
 
@@ -248,18 +285,18 @@ def log_heldout_diagnostics(forward: AISRun, reverse: AISRun | None, summary: di
         if run is None:
             continue
         if run.n_divergent.sum():
-            logger.warning("%d divergent HMC trajectories (over all chains and cases) in the %s "
+            logger.debug("%d divergent HMC trajectories (over all chains and cases) in the %s "
                            "run; per step: annealing['n_divergent_%s'].",
                            int(run.n_divergent.sum()), name, name)
         if run.n_failed_total:
-            logger.warning(
+            warn(
                 "%d (chain, case) pairs of the %s run reached a non-finite state or density; "
                 "they carry zero weight (the bounds stay valid but looser); per case: "
                 "heldout['n_failed_%s'].", run.n_failed_total, name, name,
             )
     weak = int(np.count_nonzero(summary["ess_forward"] < 2))
     if weak and chains > 1:
-        logger.warning(
+        warn(
             "%d cases have a forward weight ESS below 2: their lower bound rests on one chain. "
             "Increase `n_steps`.", weak,
         )

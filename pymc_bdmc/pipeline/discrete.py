@@ -41,7 +41,7 @@ def vectorized_discrete(model: pm.Model, step) -> bool:
     try:
         discrete_coordinates(model, layout)
     except UnsupportedDiscrete as reason:
-        logger.info("Discrete variables go to PyMC's step methods: %s.", reason)
+        logger.debug("Discrete variables go to PyMC's step methods: %s.", reason)
         return False
     return True
 
@@ -73,7 +73,7 @@ def gibbs_kernel(density: ModelDensity, x_prior: np.ndarray) -> ChromaticGibbs |
             "PyMC step methods for them with `step=`."
         )
     gibbs = ChromaticGibbs.build(coordinates, density.terms, probe)
-    logger.info("Discrete variables %s: %d coordinates in %d colors (%d batched evaluations "
+    logger.debug("Discrete variables %s: %d coordinates in %d colors (%d batched evaluations "
                 "per Gibbs sweep).", list(coordinates.names), gibbs.n_coordinates,
                 len(gibbs.colors), gibbs.evaluations_per_sweep)
     return gibbs

@@ -3,25 +3,66 @@
 Entry points (:mod:`pymc_bdmc.evidence`) check their arguments into a
 :class:`~pymc_bdmc.methods.protocol.Job` and call :func:`run` with a method
 (:mod:`pymc_bdmc.methods`); the method brings its kernels and loop through the four steps of
-:class:`~pymc_bdmc.methods.protocol.EvidenceMethod`, and the driver does the rest.
+:class:`~pymc_bdmc.methods.protocol.EvidenceMethod`, and the driver does the rest. A call shows
+one progress bar and logs one INFO line saying what it found (:func:`call_scope`); a call made
+inside another (``calibrate``'s two runs) shares the outer call's.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import xarray as xr
-from pymc.progress_bar import create_simple_progress
 
 from pymc_bdmc.methods.protocol import EvidenceMethod, Job, Outcome, Problem, SharedPilot
 from pymc_bdmc.pipeline.auto_steps import Attempt, FormSwitch, LengthSearch
+from pymc_bdmc.pipeline.diagnostics import deferred_warnings, replay_warnings
 from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
-from pymc_bdmc.pipeline.progress import StepCounter, progress_enabled
+from pymc_bdmc.pipeline.progress import StageProgress, StepCounter, progress_enabled
+from pymc_bdmc.pipeline.results import short_summary, summary_line
 from pymc_bdmc.pipeline.runs import forward_and_reverse
 from pymc_bdmc.pipeline.settings import Settings
 
-__all__ = ["Form", "run", "run_attempt", "settings_for"]
+__all__ = ["Form", "call_scope", "run", "run_attempt", "settings_for"]
+
+#: The progress bar of the user's call in progress (None outside any call).
+_CALL: ContextVar[StageProgress | None] = ContextVar("pymc_bdmc_call", default=None)
+
+
+def stage_progress(enabled: bool) -> StageProgress:
+    """The progress bar of a call (a function, so that tests can record its stages)."""
+    return StageProgress(enabled)
+
+
+@contextmanager
+def call_scope(progressbar: bool):
+    """The progress bar of one user call; yields it, and whether this call is the outermost.
+
+    Parameters
+    ----------
+    progressbar : bool
+        The user's ``progressbar`` (off on CI, :func:`~.progress.progress_enabled`).
+
+    Yields
+    ------
+    tuple
+        ``(StageProgress, outermost)``: a call inside another shares its bar and leaves the
+        summary line to it.
+    """
+    outer = _CALL.get()
+    if outer is not None:
+        yield outer, False
+        return
+    bar = stage_progress(progress_enabled(progressbar))
+    token = _CALL.set(bar)
+    try:
+        with bar:
+            yield bar, True
+    finally:
+        _CALL.reset(token)
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -75,11 +116,21 @@ def run(method: EvidenceMethod, job: Job) -> xr.DataTree:
     -------
     xarray.DataTree
     """
+    with call_scope(job.progressbar) as (bar, outermost):
+        result = _run(method, job, bar)
+        if outermost:
+            line = summary_line(result)
+            logger.info("%s (%.1f s).", line, time.perf_counter() - job.started)
+            bar.finish(f"Done: {short_summary(result)}")
+    return result
+
+
+def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
     problem = method.prepare(job)
     compile_seconds = [problem.compile_time]
     form = Form(problem, compile_seconds)
     if job.search is None:
-        return run_attempt(method, job, form, Attempt(job.settings.n_steps))
+        return run_attempt(method, job, form, Attempt(job.settings.n_steps), bar)
 
     def make_other() -> Form | None:
         other = method.other_form(job, problem)
@@ -89,15 +140,28 @@ def run(method: EvidenceMethod, job: Job) -> xr.DataTree:
         return Form(other, compile_seconds)
 
     switch = FormSwitch(form, make_other) if job.search.other_form else None
-    search = LengthSearch(
-        lambda attempt: run_attempt(method, job, form if switch is None else switch.current,
-                                    attempt),
-        target_gap=job.search.target_gap, max_time=job.search.max_time, started=job.started,
-        larger_pilot=job.search.larger_pilot, switch=switch, tuning=job.settings.tuning)
-    return search.run()
+    held = {}  # each attempt's warnings, by its result: only the returned one's are logged
+
+    def attempt(request: Attempt) -> xr.DataTree:
+        bar.prefix = f"{request.n_steps} steps: "
+        with deferred_warnings() as warnings:
+            result = run_attempt(method, job, form if switch is None else switch.current,
+                                 request, bar)
+        held[id(result)] = warnings
+        return result
+
+    search = LengthSearch(attempt, target_gap=job.search.target_gap,
+                          max_time=job.search.max_time, started=job.started,
+                          larger_pilot=job.search.larger_pilot, switch=switch,
+                          tuning=job.settings.tuning)
+    result = search.run()
+    bar.prefix = ""
+    replay_warnings(held.get(id(result), []))
+    return result
 
 
-def run_attempt(method: EvidenceMethod, job: Job, form: Form, attempt: Attempt) -> xr.DataTree:
+def run_attempt(method: EvidenceMethod, job: Job, form: Form, attempt: Attempt,
+                progress: StageProgress) -> xr.DataTree:
     """One attempt: the pilot (or its re-freezing), the measured runs and the result.
 
     Parameters
@@ -107,6 +171,8 @@ def run_attempt(method: EvidenceMethod, job: Job, form: Form, attempt: Attempt) 
     form : Form
         The problem to run on, and the pilot its attempts share.
     attempt : Attempt
+    progress : StageProgress
+        The call's progress bar.
 
     Returns
     -------
@@ -117,11 +183,9 @@ def run_attempt(method: EvidenceMethod, job: Job, form: Form, attempt: Attempt) 
         form.memo.clear()
     start = time.perf_counter()
     done = StepCounter()
-    # NullSimpleProgress.__enter__ returns None, so keep our own reference to the bar.
-    progress = create_simple_progress(progress_enabled(job.progressbar))
     n_steps = [settings.n_steps if job.plan is None else job.plan.n_steps]
     labels = method.labels
-    with progress, no_bound_if_interrupted(done, lambda: n_steps[0], labels.algorithm):
+    with no_bound_if_interrupted(done, lambda: n_steps[0], labels.algorithm):
         tuned = method.tune(job, form.problem, attempt, settings, progress, form.memo)
         pilot_time = time.perf_counter() - start
         launch = method.launch(job, form.problem, tuned, attempt, settings)

@@ -329,7 +329,7 @@ def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: Kernel
         return False
     if not density.can_fuse_hmc:
         if setting:
-            logger.info("No fused kernel for this model (its densities are evaluated chain by "
+            logger.debug("No fused kernel for this model (its densities are evaluated chain by "
                         "chain); using the NumPy kernel.")
         return False
     # Forms compiled in this process are free; forms compiled on this machine before are on
@@ -386,6 +386,6 @@ def choose_workers(cores, executor, predicted_seconds: float, n_blocks: int, *,
     if n_blocks < 2 or predicted_seconds < threshold:
         return IN_PROCESS
     if announce:
-        logger.info("Predicted run of %.0f s: using all cores (set `cores=1` to stay in this "
+        logger.debug("Predicted run of %.0f s: using all cores (set `cores=1` to stay in this "
                     "process).", predicted_seconds)
     return resolve_workers(None)

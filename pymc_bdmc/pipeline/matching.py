@@ -197,12 +197,12 @@ def matched_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray], n: i
     draws = _candidates(simulator, n, rng)
     measured = _distances(draws, real)
     if measured is None:
-        logger.info("Data matching: the candidates' summaries do not vary, or the real data "
+        logger.debug("Data matching: the candidates' summaries do not vary, or the real data "
                     "cannot be summarised like them; using the first.")
         return MatchedDraw(draws[0], n, 0.0, 0.0)
     distances = measured[0]
     best = int(np.argmin(distances))
-    logger.info("Data matching: of %d simulated data sets, the nearest to the real data is "
+    logger.debug("Data matching: of %d simulated data sets, the nearest to the real data is "
                 "%.2f robust sds away on its summaries (the median one: %.2f).",
                 len(draws), distances[best], np.median(distances))
     return MatchedDraw(draws[best], n, float(distances[best]), float(np.median(distances)))
@@ -251,7 +251,7 @@ def guarded_draw(simulator: ModelSimulator, real: Mapping[str, np.ndarray],
               f"lie {plain_distance[0]:.3g} robust sds from yours on their summaries, more than "
               f"{factor:g} times the median of {len(draws)} other simulated data sets "
               f"({median:.2f})")
-    logger.info("The data simulated from the model %s; certifying instead on the nearest of "
+    logger.debug("The data simulated from the model %s; certifying instead on the nearest of "
                 "those %d (%.2f robust sds away), as `match_data` does. The choice depends on "
                 "the simulated data alone, so the sandwich stays exact; `match_data=False` "
                 "keeps the first draw.", reason, len(draws), distances[best])

@@ -132,21 +132,21 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
         wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
         if wanted is not None and draw_pilot is not None and not s.pilot_chains_given:
-            logger.info("The pilot measured a dense metric on %d coordinates with %d particles; "
+            logger.debug("The pilot measured a dense metric on %d coordinates with %d particles; "
                         "running it again with %d.", n_movable, len(x_pilot), wanted)
             x_pilot, parts_pilot = draw_pilot(wanted)
             plan, pilot = run(x_pilot, parts_pilot, report)
         if fit_base and pilot.final_x is not None:
             plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
                                       rng, parts_fn, moves, s.equilibration_seconds, s.tuning)
-    logger.info("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
+    logger.debug("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
     factors = [f for f in pilot.mass_factor if f is not None]
     if factors and factors[0].ndim == 1:
-        logger.info("Metrics diagonal in the fitted base's principal coordinates at %d of %d "
+        logger.debug("Metrics diagonal in the fitted base's principal coordinates at %d of %d "
                     "pilot temperatures.", len(factors), len(pilot.mass_factor))
     elif factors:
-        logger.info("Dense mass matrices at %d of %d pilot temperatures, their correlations from "
+        logger.debug("Dense mass matrices at %d of %d pilot temperatures, their correlations from "
                     "the %s.", len(factors), len(pilot.mass_factor),
                     "model's curvature" if n_movable > s.tuning.dense_max_dim
                     else "pilot population")
@@ -356,7 +356,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
               "thermodynamic_length_fitted": base_length,
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z}
     keep_base = prefer_fitted_base(pilot, based_pilot, tuning)
-    logger.info("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "
+    logger.debug("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "
                 "length %.2f and log Z %.2f; annealing from the %s.", pilot.thermodynamic_length,
                 pilot.log_z, base_length, based_pilot.log_z,
                 "fitted Gaussian" if keep_base else "prior")

@@ -1,4 +1,9 @@
-"""Progress rows of a run, and counting the annealing steps done (for interrupt messages)."""
+"""One progress bar per call, its stages, and counting the steps done (for interrupt messages).
+
+A call shows a single bar whose stage changes as the call goes: the pilot, the forward run, the
+reverse run (with the attempt, in a length search, and the data, in ``calibrate``), and at the
+end the result. Stages are opened with :func:`phase` and :func:`pilot_phase`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,73 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["StepCounter", "phase", "pilot_phase", "progress_enabled"]
+__all__ = ["StageProgress", "StepCounter", "phase", "pilot_phase", "progress_enabled"]
+
+
+class StageProgress:
+    """A single progress bar whose stage (description and length) changes through a call.
+
+    It has the interface of PyMC's simple progress bars (``add_task``, ``advance``,
+    ``update``), so each stage's code opens its "task" as before; every new task replaces the
+    last on the same bar.
+
+    Parameters
+    ----------
+    enabled : bool
+        Show the bar (else every method does nothing).
+    """
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.prefix = ""
+        self._bar = None
+        self._task = None
+
+    def __enter__(self) -> StageProgress:
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn())
+            self._bar.__enter__()
+            self._task = self._bar.add_task("Compiling", total=None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+            self._bar = None
+
+    def add_task(self, description: str, completed: int = 0, total: int | None = None) -> int:
+        """Start a stage on the bar (it replaces the last one)."""
+        if self._bar is not None:
+            # update, not reset: the elapsed time is the call's
+            self._bar.update(self._task, total=total, completed=completed,
+                             description=self.prefix + description)
+        return 0
+
+    def advance(self, task_id: int | None = None, advance: int = 1) -> None:
+        """Advance the current stage."""
+        if self._bar is not None:
+            self._bar.advance(self._task, advance)
+
+    def update(self, task_id: int | None = None, refresh: bool = False,
+               completed: int = 0) -> None:
+        """Set how far the current stage is."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=completed, refresh=refresh)
+
+    def finish(self, summary: str) -> None:
+        """Show the call's result on the bar."""
+        if self._bar is not None:
+            total = self._bar.tasks[0].total or 1
+            self._bar.update(self._task, description=summary, total=total, completed=total)
 
 
 def progress_enabled(progressbar: bool) -> bool:

@@ -100,6 +100,6 @@ def start_runner(density: ModelDensity, workers: Workers, chains_per_batch: int 
                              chains_per_batch)
     groups = runner.groups(blocks)
     if not workers.local:
-        logger.info("Running %d groups of %s per direction on %s.", len(groups), what,
+        logger.debug("Running %d groups of %s per direction on %s.", len(groups), what,
                     workers.description)
     return runner, groups

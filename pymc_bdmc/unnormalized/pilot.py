@@ -104,7 +104,7 @@ def exchange_pilot(compiled, sim, stats_y, rngs, pilot_draws, pilot_tune, progre
         chain = exchange_sampler(sim, stats_y, compiled.natural, compiled.log_prior,
                                  tune.theta[-1], pilot_draws, rngs["pilot"], step_size=chol,
                                  burn_in=0, on_step=advance)
-    logger.info("Exchange pilot: acceptance %.2f, posterior mean %s (unconstrained).",
+    logger.debug("Exchange pilot: acceptance %.2f, posterior mean %s (unconstrained).",
               chain.acceptance_rate, np.round(chain.pilot(), 3).tolist())
     return chain
 
