@@ -15,7 +15,6 @@ import hashlib
 import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Literal
 
@@ -176,11 +175,11 @@ def run_chains(
         logger.debug("Running %d chains on %s.", len(tasks), workers.description)
         try:
             pending = [workers.submit(_run_remote, work, task) for task in tasks]
-        except (BrokenProcessPool, OSError, RuntimeError) as err:
+        except Exception as err:  # noqa: BLE001  (any failure to start: run here instead)
             # Workers could not be started (or the executor is shut down): each chain carries
             # its own stream, so running it here gives the same numbers.
-            logger.warning("Could not start work on %s (%s); running the chains in this "
-                           "process.", workers.description, err)
+            logger.warning("Could not start work on %s (%s: %s); running the chains in this "
+                           "process.", workers.description, type(err).__name__, err)
             pending = list(tasks)
     runs = []
     warned = False
@@ -190,12 +189,14 @@ def run_chains(
             if item is not task:
                 try:
                     run = item.result()
-                except BrokenProcessPool:
-                    # A local worker died (killed, out of memory): the chain's stream is in
-                    # its task, so running it here gives the same numbers.
+                except Exception as err:  # noqa: BLE001  (a worker's fault: run it here)
+                    # A worker died (killed, out of memory, its pool gone) or its executor
+                    # failed: the chain's stream is in its task, so running it here gives the
+                    # same numbers (an error of the chain itself is raised here again).
                     if not warned:
-                        logger.warning("A worker process died; running its chains in this "
-                                       "process (same results, one core).")
+                        logger.warning("Work on %s failed (%s: %s); running its chains in "
+                                       "this process (same results, one core).",
+                                       workers.description, type(err).__name__, err)
                         warned = True
             if run is None:
                 runner = runner or StepRunner(recipe)

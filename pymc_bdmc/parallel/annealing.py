@@ -18,7 +18,6 @@ import hashlib
 import logging
 import warnings
 from collections.abc import Callable, Mapping
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Literal
 
@@ -220,11 +219,12 @@ class AnnealingRunner:
         try:
             return [_Remote(task, self.workers.submit(_run_remote, self._recipe, task))
                     for task in tasks]
-        except (BrokenProcessPool, OSError, RuntimeError) as err:
-            # Workers could not be started (or the executor is shut down): the tasks carry
-            # their own streams, so running them here gives the same numbers.
-            logger.warning("Could not start work on %s (%s); running the chains in this "
-                           "process.", self.workers.description, err)
+        except Exception as err:  # noqa: BLE001  (any failure to start: run here instead)
+            # Workers could not be started (a fork server or pool that died as it started, an
+            # executor shut down): the tasks carry their own streams, so running them here
+            # gives the same numbers.
+            logger.warning("Could not start work on %s (%s: %s); running the chains in this "
+                           "process.", self.workers.description, type(err).__name__, err)
             return tasks
 
     def collect(self, pending: list, on_step: Callable[[], None] | None = None,
@@ -241,13 +241,15 @@ class AnnealingRunner:
             else:
                 try:
                     run, calls = item.future.result()
-                except BrokenProcessPool:
-                    # A local worker died (e.g. killed, or out of memory). The group's
-                    # streams are in its task, so running it here changes nothing.
+                except Exception as err:  # noqa: BLE001  (a worker's fault: run the group here)
+                    # A worker died (killed, out of memory, its pool or fork server gone) or
+                    # its executor failed. The group's streams are in its task, so running it
+                    # here changes nothing; an error of the run itself is raised here again.
                     if not self._warned:
                         logger.warning(
-                            "A worker process died; running its chains in this process "
-                            "(same results, one core).")
+                            "Work on %s failed (%s: %s); running its chains in this process "
+                            "(same results, one core).", self.workers.description,
+                            type(err).__name__, err)
                         self._warned = True
                     run, _ = item.task.run(self.density, on_step=on_step)
                     calls = (0, 0)  # counted by this process's density
