@@ -51,7 +51,7 @@ from _common import quiet, smc_log_ml
 from gallery import GALLERY
 
 import pymc_bdmc as pmb
-from pymc_bdmc import testing_quadrature as tq
+from pymc_bdmc import known_evidence as tq
 from pymc_bdmc.testbed import clustering, low_rank
 
 SUITE = {

@@ -23,7 +23,7 @@ from _common import quiet  # noqa: E402
 from geometry import SUITE  # noqa: E402
 
 import pymc_bdmc as pmb  # noqa: E402
-from pymc_bdmc import testing_quadrature as tq  # noqa: E402
+from pymc_bdmc import known_evidence as tq  # noqa: E402
 from pymc_bdmc.known_evidence import AnalyticModel  # noqa: E402
 
 

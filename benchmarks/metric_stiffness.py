@@ -29,7 +29,7 @@ import argparse
 
 import numpy as np
 
-from pymc_bdmc import testing_quadrature as tq
+from pymc_bdmc import known_evidence as tq
 from pymc_bdmc.kernels.mass import low_rank_shrunk_correlation, shrunk_correlation, stiffness
 from pymc_bdmc.model.density import ModelDensity
 

@@ -106,6 +106,11 @@ def run_all() -> dict:
     with normal:
         out["ais"] = _evidence_print(pmb.sample_ais(n_steps=40, chains=8, random_seed=11,
                                                     **VECTORIZED))
+        ais_auto = pmb.sample_ais(chains=8, random_seed=26, max_time=None, target_gap=0.01,
+                                  **VECTORIZED)  # the lower bound's own length search
+        out["ais_auto"] = {**_evidence_print(ais_auto),
+                           "attempts": _sha(ais_auto["evidence"].attrs["auto_n_steps"],
+                                            ais_auto["evidence"].attrs["auto_lowers"])}
         out["ais_prior_base"] = _evidence_print(pmb.sample_ais(
             n_steps=40, chains=8, random_seed=12, base="prior", **VECTORIZED))
         out["ais_sigmoid"] = _evidence_print(pmb.sample_ais(

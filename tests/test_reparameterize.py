@@ -324,7 +324,9 @@ def test_the_search_swaps_to_the_other_form_on_the_same_simulated_data(monkeypat
     assert ("its base, fitted to the simulated data" in caplog.text) is (
         attrs["path_start"] != "prior")
     np.testing.assert_array_equal(attrs["auto_reparameterized"], [0, 1])
-    np.testing.assert_array_equal(attrs["auto_n_steps"], [1000, 1000])
+    first = attrs["auto_n_steps"][0]  # as long as the pilot's path length says it needs
+    assert first <= 1000
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [first, first])
     assert attrs["reparameterized"] == "beta as beta_noncentred"
     # The same theta* and y* as the model as written simulates for this seed.
     for name in ("beta", "lam"):
@@ -385,7 +387,8 @@ def test_sample_bdmc_and_calibrate_run_the_form_the_user_chooses(monkeypatch):
                                pilot_chains=64, random_seed=6, progressbar=False,
                                tuning=pmb.Tuning(larger_pilot_gap=0.0, max_n_steps=2000))
     np.testing.assert_array_equal(kept["evidence"].attrs["auto_reparameterized"], [0, 0])
-    np.testing.assert_array_equal(kept["evidence"].attrs["auto_n_steps"], [1000, 2000])
+    first = kept["evidence"].attrs["auto_n_steps"][0]  # what the path's length needs
+    np.testing.assert_array_equal(kept["evidence"].attrs["auto_n_steps"], [first, 2000])
 
 
 def test_an_uncertified_search_offers_the_other_form_only_where_the_model_has_one(

@@ -16,7 +16,7 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 
-from pymc_bdmc.config import Tuning
+from pymc_bdmc.config import Tuning, resolve_tuning
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.pymc_steps import resolve_step_methods
@@ -149,7 +149,7 @@ PARALLEL_NOTES = """
 
 
 def sample_ais(
-    n_steps: int | None = 1000,
+    n_steps: int | Literal["auto"] | None = "auto",
     chains: int = 32,
     *,
     model: pm.Model | None = None,
@@ -172,6 +172,8 @@ def sample_ais(
     fused_kernel: bool | None = None,
     base: Literal["auto", "prior"] = "auto",
     reparameterize: bool = False,
+    target_gap: float = 0.5,
+    max_time: float | None = 60.0,
     tuning: Tuning | None = None,
 ) -> xr.DataTree:
     """Estimate a stochastic lower bound on ``log p(y)`` by annealed importance sampling.
@@ -197,6 +199,18 @@ def sample_ais(
         ``sample_bdmc`` certified where its search swapped (its
         ``evidence.attrs["reparameterized"]`` says so). The posterior then holds your
         variables and the new ones. Refused for a model with nothing to swap.
+    target_gap : float, default 0.5
+        With ``n_steps="auto"``: the bias (nats) the lower bound may have left. The length
+        starts where the pilot's thermodynamic length says a run can be short, doubles, and
+        stops once the bound moves so little that ``1 / n_steps`` decay puts its remaining
+        bias, and that estimate's standard error, within ``target_gap``
+        (:mod:`pymc_bdmc.pipeline.lower_bound_search`; ``evidence.attrs``: ``auto_n_steps``,
+        ``auto_lowers``, ``auto_bias_left``, ``converged``, ``auto_stop``). Where this process
+        certified the same model by BDMC (``sample_bdmc`` or ``calibrate``), that length is run
+        once. This is a measurement on your data, not a certificate: only BDMC, on data
+        simulated from the model, certifies (:func:`pymc_bdmc.calibrate`).
+    max_time : float or None, default 60
+        With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
     tuning : Tuning, optional
         Settings of the automatic choices (the length search, the pilot, where chains run),
         with documented defaults: :class:`pymc_bdmc.Tuning`.
@@ -226,8 +240,20 @@ def sample_ais(
     """
     started = time.perf_counter()
     model = resolve_model(model)
+    tuning = resolve_tuning(tuning)
+    if isinstance(n_steps, str) and n_steps != "auto":
+        raise BDMCInputError(
+            f"`n_steps` must be 'auto' (the default: lengthen until the lower bound stops "
+            f"moving), a positive integer, or None with a schedule array; got {n_steps!r}.")
+    search = (isinstance(n_steps, str) and plan is None and isinstance(schedule, str))
+    check_auto_settings(target_gap, max_time)
+    if isinstance(n_steps, str):  # "auto": the first attempt's length, or the schedule's
+        n_steps = tuning.first_n_steps if isinstance(schedule, str) else None
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                         target_accept, step_size_jitter, pilot_chains, confidence, base, tuning)
+    if search and max_time is not None:  # the search is timed anyway (pipeline/pilot.py)
+        settings = dataclasses.replace(
+            settings, equilibration_seconds=settings.tuning.equilibration_share * max_time)
     gibbs = vectorized_discrete(model, step)
     specs = None if gibbs else resolve_step_methods(model, step)
     check_model(model, potentials_in_likelihood=potentials_in_likelihood,
@@ -238,7 +264,8 @@ def sample_ais(
     job = Job(model, settings, make_streams(random_seed), simulate=False, started=started,
               parallel=parallel, progressbar=progressbar, compile_kwargs=compile_kwargs,
               potentials_in_likelihood=potentials_in_likelihood, plan=plan,
-              reparameterize=bool(reparameterize))
+              reparameterize=bool(reparameterize),
+              search=Search(target_gap, max_time, lower_bound=True) if search else None)
     return run(annealing_method(specs, pilot_chains), job)
 
 
@@ -459,15 +486,24 @@ def sample_bdmc(
     return run(SMC(smc) if smc is not None else annealing_method(specs, pilot_chains), job)
 
 
-sample_ais.__doc__ = sample_ais.__doc__ % (COMMON_DOC, PARALLEL_NOTES)
-
-
 def _replace_entries(doc: str, entries: dict[str, str]) -> str:
     for old, new in entries.items():
         if old not in doc:
             raise RuntimeError(f"Parameter entry {old.strip()!r} not found in the shared doc.")
         doc = doc.replace(old, new)
     return doc
+
+
+sample_ais.__doc__ = sample_ais.__doc__ % (_replace_entries(COMMON_DOC, {
+    """    n_steps : int, default 1000
+        Number of annealing steps (intermediate distributions). Ignored if ``schedule`` is an
+        array, whose length then sets it.
+""": """    n_steps : int, "auto" or None, default "auto"
+        Number of annealing steps (intermediate distributions). ``"auto"``: as long as the
+        lower bound needs (see ``target_gap``), within ``max_time``; with a ``plan``, its
+        length; with a ``schedule`` array (which ``None`` also accepts), the array's length.
+""",
+}), PARALLEL_NOTES)
 
 
 # sample_bdmc's defaults depend on ``method``: its entries say so.

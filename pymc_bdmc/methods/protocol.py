@@ -46,12 +46,16 @@ class Search:
         ``pilot_chains``).
     other_form : bool
         Whether the search may try the model's other parameterisation.
+    lower_bound : bool
+        A search on real data, for a lower bound that stops moving as the path lengthens
+        (:mod:`pymc_bdmc.pipeline.lower_bound_search`), not for a BDMC certificate.
     """
 
     target_gap: float
     max_time: float | None
     larger_pilot: bool = True
     other_form: bool = False
+    lower_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,12 @@ class Launch:
         Cancels the reverse run's work elsewhere on Ctrl-C.
     state : object
         What the method's :meth:`EvidenceMethod.result` needs of the launch.
+    evaluations : callable, optional
+        ``() -> int``: batched model evaluations made so far, here and on workers (the driver
+        counts the runs' own).
+    model_call_seconds : float, optional
+        Seconds of one batched evaluation of the model and its gradient on all chains: with
+        the runs' evaluations, the time an ideal run would take.
     """
 
     forward: RunFn
@@ -202,6 +212,8 @@ class Launch:
     settings: Settings
     cancel: Callable[[], None] | None = None
     state: Any = None
+    evaluations: Callable[[], int] | None = None
+    model_call_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -216,6 +228,8 @@ class Outcome:
         Where the reverse run was interrupted.
     pilot_time, sampling_time, compile_time : float
         Seconds of the pilot, of the pilot and the runs, and of compilation in this call.
+    run_evaluations : int or None
+        Batched model evaluations of the runs (forward and reverse), where counted.
     """
 
     forward: Any
@@ -224,6 +238,7 @@ class Outcome:
     pilot_time: float
     sampling_time: float
     compile_time: float
+    run_evaluations: int | None = None
 
 
 class EvidenceMethod(Protocol):

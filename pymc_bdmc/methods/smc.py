@@ -41,6 +41,7 @@ from pymc_bdmc.pipeline.execution import (
     choose_workers,
     count_sweeps,
     count_transitions,
+    model_call_seconds,
     predicted_seconds,
 )
 from pymc_bdmc.pipeline.pilot import tune
@@ -246,7 +247,9 @@ class SMC:
                       plan.n_steps * len(groups), plan.n_steps, s,
                       cancel=lambda: runner.cancel(pending_reverse),
                       state={"path": TemperingPath(plan.betas), "runner": runner,
-                             "where": where})
+                             "where": where},
+                      evaluations=lambda: density.n_evaluations + runner.model_calls,
+                      model_call_seconds=model_call_seconds(density, x0, timing))
 
     def result(self, job: Job, problem: Problem, tuned: Tuned, launch: Launch,
                outcome: Outcome) -> xr.DataTree:

@@ -35,6 +35,7 @@ from pymc_bdmc.pipeline.execution import (
     choose_workers,
     count_sweeps,
     count_transitions,
+    model_call_seconds,
     predicted_seconds,
     predicted_wall_seconds,
     use_fused_kernel,
@@ -198,7 +199,9 @@ class VectorizedAIS:
                                                          on_group=on_group)),
             total=plan.n_steps * len(groups), n_steps=plan.n_steps, settings=s,
             cancel=lambda: runner.cancel(pending_reverse),
-            state=Running(plan, runner, workers, fused, len(groups)))
+            state=Running(plan, runner, workers, fused, len(groups)),
+            evaluations=lambda: density.n_evaluations + runner.model_calls,
+            model_call_seconds=model_call_seconds(density, x0, timing))
 
     def result(self, job: Job, problem: Problem, tuned: Tuned, launch: Launch,
                outcome: Outcome) -> xr.DataTree:

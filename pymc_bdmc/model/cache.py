@@ -25,7 +25,8 @@ from pymc_bdmc.model.density import ModelDensity, observed_data_value
 from pymc_bdmc.model.reparameterize import OtherForm, other_form
 from pymc_bdmc.model.simulate import ModelSimulator
 
-__all__ = ["CACHE_SIZE", "CompiledModel", "clear_cache", "compiled_model", "observed_values"]
+__all__ = ["CACHE_SIZE", "CompiledModel", "clear_cache", "compiled_model", "model_key",
+           "observed_values"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,11 @@ def _fingerprint(model: pm.Model, potentials_in_likelihood: bool, compile_kwargs
                    for name, v in sorted(observed_values(model).items()))
     return (id(model), structure, transforms, shapes, bool(potentials_in_likelihood),
             repr(sorted((compile_kwargs or {}).items())))
+
+
+def model_key(model: pm.Model) -> tuple:
+    """A key of ``model``'s structure: the same while its variables and data shapes are."""
+    return _fingerprint(model, False, None)
 
 
 def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,

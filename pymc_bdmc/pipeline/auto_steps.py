@@ -1,8 +1,9 @@
 """``sample_bdmc(n_steps="auto")``: lengthen the annealing path until BDMC certifies it.
 
 The bias of both bounds falls roughly as ``1 / n_steps``, and the gap measures it. So the search
-(:class:`LengthSearch`) runs BDMC at :attr:`~pymc_bdmc.config.Tuning.first_n_steps` (fewer where
-the pilot's timing says they would not fit in ``max_time``, :func:`first_length`), and until an
+(:class:`LengthSearch`) runs BDMC at :attr:`~pymc_bdmc.config.Tuning.first_n_steps`, or fewer
+where the path's thermodynamic length says it needs fewer (:func:`path_needs`) or the pilot's
+timing says they would not fit in ``max_time`` (:func:`first_length`), and until an
 attempt certifies (:func:`~pymc_bdmc.estimators.certifies`: ``|gap|`` and its standard error
 within ``target_gap``) it runs again:
 
@@ -41,7 +42,7 @@ from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import certifies
 
 __all__ = ["Attempt", "FormSwitch", "LengthSearch", "check_auto_settings", "far_data_advice",
-           "first_length"]
+           "first_length", "path_needs"]
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,21 @@ def first_length(n_steps: int, predicted_seconds: float, remaining: float | None
     return int(min(n_steps, max(unit, steps)))
 
 
+def path_needs(n_steps: int, path_length: float | None,
+               tuning: Tuning = DEFAULT_TUNING) -> int:
+    """The steps a path of thermodynamic length ``path_length`` needs, at most ``n_steps``.
+
+    ``tuning.steps_per_squared_length`` times its square (the variance of a log weight with
+    perfect transitions is then 0.01), in multiples of ``tuning.min_first_n_steps`` and at least
+    one; ``n_steps`` where the length is unknown.
+    """
+    if path_length is None or not np.isfinite(path_length):
+        return n_steps
+    unit = tuning.min_first_n_steps
+    needs = unit * int(np.ceil(tuning.steps_per_squared_length * path_length**2 / unit))
+    return int(min(n_steps, max(unit, needs)))
+
+
 def next_length(n_steps: int, gap: float, target_gap: float, seconds: float,
                 remaining: float | None, unit: int, tuning: Tuning = DEFAULT_TUNING) -> int | None:
     """Return the next attempt's length in multiples of ``unit`` (module docstring), or None."""
@@ -255,16 +271,17 @@ class LengthSearch:
             time.perf_counter() - self.started)
 
     def fit_first(self, planned: int, predicted: float, path_length: float | None = None) -> int:
-        """Return the length of an attempt on a fresh pilot, fitted to the budget."""
+        """Return the length of an attempt on a fresh pilot: what its path needs, and fits."""
         remaining = self.remaining()
-        steps = first_length(planned, predicted, remaining, path_length, self.tuning)
+        steps = min(first_length(planned, predicted, remaining, path_length, self.tuning),
+                    path_needs(planned, path_length, self.tuning))
         if steps < planned:
-            short_path = first_length(planned, predicted, remaining, tuning=self.tuning) > steps
-            logger.debug("%d steps would take about %.0f s, more than the %.0f s left of "
-                        "max_time=%g s: the %s attempt runs %d steps%s.", planned, predicted,
-                        remaining, self.max_time, "next" if self.tried else "first", steps,
-                        f" (the path's thermodynamic length, {path_length:.2f}, needs no more)"
-                        if short_path else "")
+            logger.debug("The %s attempt runs %d steps (the path's thermodynamic length %s; "
+                         "%.0f s predicted for %d steps, %s s left).",
+                         "next" if self.tried else "first", steps,
+                         "unknown" if path_length is None else f"{path_length:.2f}",
+                         predicted, planned,
+                         "unlimited" if remaining is None else f"{remaining:.0f}")
         return steps
 
     def run(self) -> xr.DataTree:

@@ -17,6 +17,7 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.simulate import JointDraw
 from pymc_bdmc.parallel.allocator import retain_freed_memory
+from pymc_bdmc.pipeline.timing import timed
 
 __all__ = ["compile_model", "has_other_form", "other_parameterization", "timed_build"]
 
@@ -38,7 +39,8 @@ def timed_build(build: Callable[[], T]) -> tuple[T, float]:
     """
     retain_freed_memory()  # the first stage of every entry point; once per process
     start = time.perf_counter()
-    built = build()
+    with timed("compile"):
+        built = build()
     return built, time.perf_counter() - start
 
 
@@ -74,8 +76,10 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs, other: bool =
             "`GaussianRandomWalk` whose innovation scale is a free variable, or a `pm.AR` "
             "whose coefficients or scale are. This model has none; leave `reparameterize` "
             "False.")
-    compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
-                              compile_kwargs=compile_kwargs, other=other, gradients=gradients)
+    with timed("compile"):
+        compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
+                                  compile_kwargs=compile_kwargs, other=other,
+                                  gradients=gradients)
     return compiled.density, compiled.simulator, compiled.compile_time
 
 
@@ -105,7 +109,8 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
         has nothing to swap (:mod:`pymc_bdmc.model.reparameterize`). Callers ask
         :func:`has_other_form` first: that copy of the graph is not made again here.
     """
-    compiled = compiled_model(model, compile_kwargs=compile_kwargs, other=True)
+    with timed("compile"):
+        compiled = compiled_model(model, compile_kwargs=compile_kwargs, other=True)
     other = compiled.density
     if not other.reparameterized:
         return None

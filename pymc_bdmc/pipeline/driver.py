@@ -18,13 +18,20 @@ from contextvars import ContextVar
 import xarray as xr
 
 from pymc_bdmc.methods.protocol import EvidenceMethod, Job, Outcome, Problem, SharedPilot
+from pymc_bdmc.model.cache import model_key
 from pymc_bdmc.pipeline.auto_steps import Attempt, FormSwitch, LengthSearch
 from pymc_bdmc.pipeline.diagnostics import deferred_warnings, replay_warnings
 from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
+from pymc_bdmc.pipeline.lower_bound_search import (
+    LowerBoundSearch,
+    certified_length,
+    remember_certified,
+)
 from pymc_bdmc.pipeline.progress import StageProgress, StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import short_summary, summary_line
 from pymc_bdmc.pipeline.runs import forward_and_reverse
 from pymc_bdmc.pipeline.settings import Settings
+from pymc_bdmc.pipeline.timing import call_clock, timed
 
 __all__ = ["Form", "call_scope", "run", "run_attempt", "settings_for"]
 
@@ -116,8 +123,9 @@ def run(method: EvidenceMethod, job: Job) -> xr.DataTree:
     -------
     xarray.DataTree
     """
-    with call_scope(job.progressbar) as (bar, outermost):
+    with call_scope(job.progressbar) as (bar, outermost), call_clock() as clock:
         result = _run(method, job, bar)
+        record_time(result, clock, time.perf_counter() - job.started)
         if outermost:
             line = summary_line(result)
             logger.info("%s (%.1f s).", line, time.perf_counter() - job.started)
@@ -139,24 +147,36 @@ def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
         compile_seconds[0] += other.compile_time
         return Form(other, compile_seconds)
 
-    switch = FormSwitch(form, make_other) if job.search.other_form else None
     held = {}  # each attempt's warnings, by its result: only the returned one's are logged
-
-    def attempt(request: Attempt) -> xr.DataTree:
-        bar.prefix = f"{request.n_steps} steps: "
-        with deferred_warnings() as warnings:
-            result = run_attempt(method, job, form if switch is None else switch.current,
-                                 request, bar)
-        held[id(result)] = warnings
-        return result
-
-    search = LengthSearch(attempt, target_gap=job.search.target_gap,
-                          max_time=job.search.max_time, started=job.started,
-                          larger_pilot=job.search.larger_pilot, switch=switch,
-                          tuning=job.settings.tuning)
+    if job.search.lower_bound:
+        search = LowerBoundSearch(
+            lambda request: _search_attempt(method, job, form, request, bar, held),
+            target_gap=job.search.target_gap, max_time=job.search.max_time,
+            started=job.started, tuning=job.settings.tuning,
+            known=certified_length(model_key(job.model), job.reparameterize),
+            chains=job.settings.chains)
+    else:
+        switch = FormSwitch(form, make_other) if job.search.other_form else None
+        search = LengthSearch(
+            lambda request: _search_attempt(method, job, form if switch is None
+                                            else switch.current, request, bar, held),
+            target_gap=job.search.target_gap, max_time=job.search.max_time,
+            started=job.started, larger_pilot=job.search.larger_pilot, switch=switch,
+            tuning=job.settings.tuning)
     result = search.run()
     bar.prefix = ""
     replay_warnings(held.get(id(result), []))
+    if not job.search.lower_bound:
+        remember_certified(model_key(job.model), result)
+    return result
+
+
+def _search_attempt(method, job, form, request, bar, held) -> xr.DataTree:
+    """One attempt of a search, on the call's bar, its warnings held (by its result) in ``held``."""
+    bar.prefix = f"{request.n_steps} steps: "
+    with deferred_warnings() as warnings:
+        result = run_attempt(method, job, form, request, bar)
+    held[id(result)] = warnings
     return result
 
 
@@ -186,14 +206,39 @@ def run_attempt(method: EvidenceMethod, job: Job, form: Form, attempt: Attempt,
     n_steps = [settings.n_steps if job.plan is None else job.plan.n_steps]
     labels = method.labels
     with no_bound_if_interrupted(done, lambda: n_steps[0], labels.algorithm):
-        tuned = method.tune(job, form.problem, attempt, settings, progress, form.memo)
+        with timed("pilot"):
+            tuned = method.tune(job, form.problem, attempt, settings, progress, form.memo)
         pilot_time = time.perf_counter() - start
         launch = method.launch(job, form.problem, tuned, attempt, settings)
         n_steps[0] = launch.n_steps
+        before = None if launch.evaluations is None else launch.evaluations()
         forward, reverse, interrupted = forward_and_reverse(
             progress, done, launch.total, launch.forward, launch.reverse,
             algorithm=labels.algorithm, reverse_label=labels.reverse_label, unit=labels.unit,
             forward_label=labels.forward_label, cancel=launch.cancel)
+        evaluations = None if before is None else launch.evaluations() - before
     outcome = Outcome(forward, reverse, interrupted, pilot_time,
-                      time.perf_counter() - start, form.compile_seconds[0])
-    return method.result(job, form.problem, tuned, launch, outcome)
+                      time.perf_counter() - start, form.compile_seconds[0], evaluations)
+    result = method.result(job, form.problem, tuned, launch, outcome)
+    if evaluations is not None and launch.model_call_seconds:
+        group = result["heldout" if "heldout" in result.children else "evidence"]
+        group.attrs.update(run_model_evaluations=int(evaluations),
+                           model_call_seconds=float(launch.model_call_seconds))
+    return result
+
+
+def record_time(result: xr.DataTree, clock: dict, seconds: float) -> None:
+    """Record where the call's time went, and how far it was from its runs' evaluations alone.
+
+    ``time_<stage>`` for every timed stage, ``time_total``, and where the runs' evaluations
+    were counted, ``limit_seconds`` (the final runs' batched model evaluations times the
+    seconds of one) and ``distance_to_limit`` (the call's time over that).
+    """
+    group = result["heldout" if "heldout" in result.children else "evidence"]
+    attrs = {f"time_{stage}": float(value) for stage, value in sorted(clock.items())}
+    attrs["time_total"] = float(seconds)
+    if "run_model_evaluations" in group.attrs:
+        limit = group.attrs["run_model_evaluations"] * group.attrs["model_call_seconds"]
+        attrs.update(limit_seconds=float(limit),
+                     distance_to_limit=float(seconds / limit) if limit > 0 else float("nan"))
+    group.attrs.update(attrs)

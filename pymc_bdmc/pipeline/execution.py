@@ -15,6 +15,7 @@ from pymc_bdmc.kernels.hmc import hmc_step
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.parallel.executors import IN_PROCESS, Workers, resolve_workers
+from pymc_bdmc.pipeline.timing import timed
 
 __all__ = [
     "FUSED_CALL_OVERHEAD",
@@ -27,6 +28,7 @@ __all__ = [
     "count_transitions",
     "fused_forms",
     "metric_seconds",
+    "model_call_seconds",
     "predicted_seconds",
     "predicted_wall_seconds",
     "use_fused_kernel",
@@ -122,7 +124,7 @@ class KernelTiming:
         # One BLAS thread, as in the runs it predicts (parallel/annealing.py): with BLAS
         # threads on a busy machine, a latent GP's 80 x 80 factorisations took 16 ms per chain
         # instead of 0.23.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with threadpool_limits(limits=1, user_api="blas"), timed("kernel_timing"):
             return cls._measure(density, x, plan, gibbs)
 
     @classmethod
@@ -190,6 +192,16 @@ class KernelTiming:
             FUSED_CALL_OVERHEAD * self.per_group(self.model_call, self.model_call_half,
                                                  n_groups)
             + self.per_group(self.metric, self.metric_half, n_groups))
+
+
+def model_call_seconds(density: ModelDensity, x: np.ndarray,
+                       timing: KernelTiming | None) -> float:
+    """Seconds of one batched evaluation of the densities and gradients at the chains ``x``."""
+    if timing is not None:
+        return timing.model_call
+    start = time.perf_counter()
+    density.parts(x)
+    return time.perf_counter() - start
 
 
 def metric_seconds(x: np.ndarray, plan: AnnealingPlan, every_step: bool = False) -> float:

@@ -48,6 +48,7 @@ from pymc_bdmc.kernels.tuning import (
 )
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
+from pymc_bdmc.pipeline.timing import timed
 from pymc_bdmc.schedules import ADAPTIVE
 
 __all__ = ["choose_path", "enlarged_pilot_size", "equilibrate", "fit_base", "prefer_fitted_base",
@@ -128,14 +129,16 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
 
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
-        plan, pilot = run(x_pilot, parts_pilot, report)
+        with timed("pilot_prior_path"):
+            plan, pilot = run(x_pilot, parts_pilot, report)
         n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
         wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
         if wanted is not None and draw_pilot is not None and not s.pilot_chains_given:
             logger.debug("The pilot measured a dense metric on %d coordinates with %d particles; "
                         "running it again with %d.", n_movable, len(x_pilot), wanted)
             x_pilot, parts_pilot = draw_pilot(wanted)
-            plan, pilot = run(x_pilot, parts_pilot, report)
+            with timed("pilot_prior_path"):
+                plan, pilot = run(x_pilot, parts_pilot, report)
         if fit_base and pilot.final_x is not None:
             plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
                                       rng, parts_fn, moves, s.equilibration_seconds, s.tuning)
@@ -322,9 +325,9 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     fitted = None
     source, source_plan, source_parts = pilot, plan, parts_fn
     for fit in range(tuning.max_base_fits):
-        population = equilibrate(rng, source.final_x, source_plan, source_parts,
-                                 tuning.base_fit_moves,
-                                 moves, equilibration_seconds)
+        with timed("pilot_equilibration"):
+            population = equilibrate(rng, source.final_x, source_plan, source_parts,
+                                     tuning.base_fit_moves, moves, equilibration_seconds)
         # A population with impossible states or undefined weights has no Gaussian to give.
         if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
             break
@@ -334,7 +337,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
             break
         based_parts = base.parts_fn(parts_fn)
         x = base.sample(rng, pilot.n_particles)
-        based_plan, based_pilot = run(x, based_parts(x), based_parts)
+        with timed("pilot_fitted_paths"):
+            based_plan, based_pilot = run(x, based_parts(x), based_parts)
         gained = based_pilot.log_z - source.log_z
         logger.debug("Pilot from a fitted Gaussian: log Z %.2f (sd %.2f; %+.2f).",
                      based_pilot.log_z, based_pilot.log_z_sd, gained)

@@ -9,6 +9,7 @@ from pymc_bdmc.model.checks import check_finite_start
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.pipeline.compile import compile_model
 from pymc_bdmc.pipeline.draws import simulate_truth
+from pymc_bdmc.pipeline.timing import timed
 
 __all__ = ["SIMULATED_START_HINT", "model_problem"]
 
@@ -53,7 +54,8 @@ def model_problem(job: Job, *, other: bool = False, gradients: bool = True,
         check(density)
     if not job.simulate:
         return Problem(density, simulator, None, compile_time)
-    truth, attrs = simulate_truth(simulator, job.model, job.streams, job.match_data)
+    with timed("simulate"):
+        truth, attrs = simulate_truth(simulator, job.model, job.streams, job.match_data)
     density.set_observed(truth.observed)
     if check_start:
         check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",

@@ -17,6 +17,7 @@ from pymc_bdmc.parallel.annealing import AnnealingRunner, DensityRecipe
 from pymc_bdmc.parallel.executors import Workers
 from pymc_bdmc.pipeline.interrupts import reverse_interrupted
 from pymc_bdmc.pipeline.progress import StepCounter, phase
+from pymc_bdmc.pipeline.timing import timed
 
 __all__ = ["RunFn", "forward_and_reverse", "start_runner"]
 
@@ -59,13 +60,15 @@ def forward_and_reverse(progress, done: StepCounter, total: int, forward: RunFn,
     tuple
         ``(forward run, reverse run or None, interrupted note or None)``.
     """
-    with phase(progress, forward_label or f"Forward {algorithm}", total) as advance:
+    with phase(progress, forward_label or f"Forward {algorithm}", total) as advance, \
+            timed("forward"):
         forward_run = forward(done.counting("forward", advance),
                               done.counting_groups("forward", advance))
     if reverse is None:
         return forward_run, None, None
     try:
-        with phase(progress, reverse_label or f"Reverse {algorithm}", total) as advance:
+        with phase(progress, reverse_label or f"Reverse {algorithm}", total) as advance, \
+                timed("reverse"):
             reverse_run = reverse(done.counting("reverse", advance),
                                   done.counting_groups("reverse", advance))
     except KeyboardInterrupt:  # the finished forward run is still a valid lower bound

@@ -1,0 +1,150 @@
+"""Time to a certified answer at the defaults, against ``pm.sample_smc``, and where it goes.
+
+Run from the repository root::
+
+    python3 benchmarks/time_to_certificate.py                      # closed-form + suite models
+    python3 benchmarks/time_to_certificate.py --only "random walk"
+    python3 benchmarks/time_to_certificate.py --large               # 500+ coordinates, 10^5 obs
+    python3 benchmarks/time_to_certificate.py --gallery --no-exact  # models as users write them
+
+For each model, in one process and in this order, at the defaults: ``pmb.sample_bdmc()`` (the
+certificate on simulated data), ``pmb.sample_ais()`` (the estimate on the model's data; it reuses
+the certified length), and ``pm.sample_smc(draws=2000, chains=2, cores=1)``. Printed per model:
+
+* the BDMC gap and its attempts; the AIS error against the exact ``log p(y)`` (where known) and
+  each SMC chain's error;
+* seconds of each call, and the ratio of both pymc_bdmc calls together to ``pm.sample_smc``;
+* where the pymc_bdmc calls' time went, summed over both (``time_<stage>`` of their results:
+  compile, simulate, pilot, its fitted paths and equilibrations, timing the kernels, forward
+  and reverse runs), and each call's distance to the limit: its wall time over its final runs'
+  batched model evaluations times the seconds of one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+import warnings
+
+import numpy as np
+import pymc as pm
+from _common import quiet, smc_log_ml
+from gallery import GALLERY
+from geometry import SUITE, wide_hierarchy
+
+import pymc_bdmc as pmb
+from pymc_bdmc import known_evidence
+
+CLOSED_FORM = {
+    "regression, 5 coefficients, N=50": lambda: known_evidence.linear_regression(50, 5, seed=1),
+    "Normal-Inverse-Gamma regression": lambda: known_evidence.normal_inverse_gamma_regression(
+        30, 3, seed=1),
+    "Gamma-Poisson": lambda: known_evidence.gamma_poisson(seed=4),
+    "regression, 20 coefficients, N=500": lambda: known_evidence.linear_regression(
+        500, 20, seed=2),
+}
+
+
+def big_regression(n_obs: int = 100_000, n_coef: int = 20) -> known_evidence.AnalyticModel:
+    """The issue's 100k x 20 regression: closed-form evidence."""
+    return known_evidence.linear_regression(n_obs, n_coef, seed=3)
+
+
+def hierarchy_500() -> pm.Model:
+    """500 centred group intercepts x 20 observations (no closed form here: gap only)."""
+    return wide_hierarchy(500, 20)
+
+
+LARGE = {
+    "random walk, T=500": lambda: known_evidence.gaussian_random_walk(500),
+    "centred hierarchy, 500 groups x 20": hierarchy_500,
+    "regression, 20 coefficients, N=100000": big_regression,
+}
+
+STAGES = ("compile", "simulate", "pilot", "pilot_prior_path", "pilot_fitted_paths",
+          "pilot_equilibration", "kernel_timing", "forward", "reverse")
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def run_model(name: str, build, seed: int, smc: bool) -> dict:
+    built = build()
+    analytic = built if isinstance(built, known_evidence.AnalyticModel) else None
+    model = built.model if analytic is not None else built
+    row = {"model": name, "seed": seed}
+    with model:
+        bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False))
+        ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed + 100,
+                                                          progressbar=False))
+    ev, ea = bd["evidence"], ais["evidence"]
+    row.update(gap=float(ev["gap"]), certified=int(ev.attrs.get("certified", 0)),
+               attempts=list(map(int, np.atleast_1d(ev.attrs.get("auto_n_steps", [])))),
+               ais_attempts=list(map(int, np.atleast_1d(ea.attrs.get("auto_n_steps", [])))),
+               stages={s: ev.attrs.get(f"time_{s}", 0.0) + ea.attrs.get(f"time_{s}", 0.0)
+                       for s in STAGES},
+               distance=(ev.attrs.get("distance_to_limit", np.nan),
+                         ea.attrs.get("distance_to_limit", np.nan)))
+    if analytic is not None:
+        truth = analytic.log_evidence()
+        row["ais_error"] = float(ea["lower"]) - truth
+        sim = analytic.log_evidence_of(bd)
+        row["bdmc_errors"] = (float(ev["lower"]) - sim, float(ev["upper"]) - sim)
+    if smc:
+        with model, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            idata, row["smc_s"] = _timed(lambda: pm.sample_smc(
+                draws=2000, chains=2, cores=1, random_seed=seed, progressbar=False,
+                compute_convergence_checks=False))
+        log_ml = smc_log_ml(idata)
+        row["smc"] = log_ml - truth if analytic is not None else log_ml
+    return row
+
+
+def format_row(row: dict) -> str:
+    text = (f"{row['model']:<40} gap {row['gap']:+.3f} "
+            f"({'certified' if row['certified'] else 'NOT certified'}, steps {row['attempts']})")
+    if "ais_error" in row:
+        text += f" | AIS error {row['ais_error']:+.3f} (steps {row['ais_attempts']})"
+    text += f" | bdmc {row['bdmc_s']:.1f} s + ais {row['ais_s']:.1f} s"
+    if "smc_s" in row:
+        label = "errors" if "ais_error" in row else "log p(y)"
+        values = ", ".join(f"{v:+.2f}" for v in row["smc"])
+        ratio = (row["bdmc_s"] + row["ais_s"]) / row["smc_s"]
+        text += f" | pm.sample_smc {label} {values} {row['smc_s']:.1f} s | ratio {ratio:.2f}"
+    stages = ", ".join(f"{s} {v:.1f}" for s, v in row["stages"].items() if v >= 0.05)
+    text += f"\n    time: {stages}; distance to the limit: bdmc {row['distance'][0]:.1f}, "
+    text += f"ais {row['distance'][1]:.1f}"
+    return text
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--only", nargs="*", help="substrings of model names to run")
+    parser.add_argument("--no-smc", action="store_true", help="skip pm.sample_smc")
+    parser.add_argument("--no-exact", action="store_true",
+                        help="skip the closed-form and quadrature models")
+    parser.add_argument("--large", action="store_true",
+                        help="also the 500-step walk, a 500-group hierarchy, a 100k regression")
+    parser.add_argument("--gallery", action="store_true",
+                        help="also benchmarks/gallery.py (no exact evidence: gap only)")
+    args = parser.parse_args(argv)
+    quiet()
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    models = {} if args.no_exact else {**CLOSED_FORM, **SUITE}
+    models |= LARGE if args.large else {}
+    models |= GALLERY if args.gallery else {}
+    print(f"# {time.strftime('%Y-%m-%d')}, pymc_bdmc {pmb.__version__}", flush=True)
+    for seed in range(args.seeds):
+        for name, build in models.items():
+            if not args.only or any(s.lower() in name.lower() for s in args.only):
+                print(format_row(run_model(name, build, seed, not args.no_smc)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
