@@ -72,15 +72,16 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
-def run_model(name: str, build, seed: int, smc: bool) -> dict:
+def run_model(name: str, build, seed: int, smc: bool, tuning: pmb.Tuning | None = None) -> dict:
     built = build()
     analytic = built if isinstance(built, known_evidence.AnalyticModel) else None
     model = built.model if analytic is not None else built
     row = {"model": name, "seed": seed}
     with model:
-        bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False))
+        bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False,
+                                                           tuning=tuning))
         ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed + 100,
-                                                          progressbar=False))
+                                                          progressbar=False, tuning=tuning))
     ev, ea = bd["evidence"], ais["evidence"]
     row.update(gap=float(ev["gap"]), certified=int(ev.attrs.get("certified", 0)),
                attempts=list(map(int, np.atleast_1d(ev.attrs.get("auto_n_steps", [])))),
@@ -133,17 +134,22 @@ def main(argv=None) -> None:
                         help="also the 500-step walk, a 500-group hierarchy, a 100k regression")
     parser.add_argument("--gallery", action="store_true",
                         help="also benchmarks/gallery.py (no exact evidence: gap only)")
+    parser.add_argument("--tuning", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="pmb.Tuning fields for both calls, e.g. steps_per_squared_length=10")
     args = parser.parse_args(argv)
+    tuning = pmb.Tuning(**{k: float(v) if "." in v else int(v)
+                           for k, v in (item.split("=") for item in args.tuning)})
     quiet()
     logging.getLogger("pymc").setLevel(logging.ERROR)
     models = {} if args.no_exact else {**CLOSED_FORM, **SUITE}
     models |= LARGE if args.large else {}
     models |= GALLERY if args.gallery else {}
-    print(f"# {time.strftime('%Y-%m-%d')}, pymc_bdmc {pmb.__version__}", flush=True)
+    print(f"# {time.strftime('%Y-%m-%d')}, pymc_bdmc {pmb.__version__}, {tuning}", flush=True)
     for seed in range(args.seeds):
         for name, build in models.items():
             if not args.only or any(s.lower() in name.lower() for s in args.only):
-                print(format_row(run_model(name, build, seed, not args.no_smc)), flush=True)
+                print(format_row(run_model(name, build, seed, not args.no_smc, tuning)),
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,10 @@ class Tuning:
         lengths in multiples of it).
     max_n_steps : int, default 64000
         No attempt is longer.
-    steps_per_squared_length : float, default 100
-        A shortened first attempt runs no more than this many steps per squared thermodynamic
-        length of its path (the variance of a log weight with perfect transitions is then 0.01).
+    steps_per_squared_length : float, default 10
+        A first attempt runs no more than this many steps per squared thermodynamic length of
+        its path (the variance of a log weight with perfect transitions is then 0.1; a gap
+        within 0.5 nats needs about 2).
     max_chains_factor : int, default 8
         A gap within the target but measured too noisily is measured again with at most this
         many times the chains ...
@@ -86,7 +87,7 @@ class Tuning:
     first_n_steps: int = 1000
     min_first_n_steps: int = 100
     max_n_steps: int = 64000
-    steps_per_squared_length: float = 100
+    steps_per_squared_length: float = 10
     max_chains_factor: int = 8
     max_chains: int = 1024
     larger_pilot_gap: float = 8.0

@@ -13,7 +13,7 @@ from pymc_bdmc import BDMCInputError, known_evidence
 from pymc_bdmc.config import DEFAULT_TUNING
 from pymc_bdmc.methods import step_methods as step_method_module
 from pymc_bdmc.methods import vectorized as vectorized_module
-from pymc_bdmc.pipeline.auto_steps import LengthSearch, first_length
+from pymc_bdmc.pipeline.auto_steps import LengthSearch, first_length, path_needs
 
 FIRST_N_STEPS = DEFAULT_TUNING.first_n_steps
 MAX_CHAINS = DEFAULT_TUNING.max_chains
@@ -188,10 +188,16 @@ def test_the_first_attempt_runs_as_many_steps_as_fit_in_what_is_left_of_the_budg
     assert first_length(1000, 10.0, -3.0) == MIN_FIRST_N_STEPS  # the budget already spent
     # Shortened anyway: no more than 100 steps per squared thermodynamic length of the path,
     # so that a later attempt still fits; where the default fits, it runs whatever the path.
-    assert first_length(1000, 100.0, 70.0, path_length=0.6) == MIN_FIRST_N_STEPS  # needs 36
-    assert first_length(1000, 100.0, 70.0, path_length=2.0) == 400
-    assert first_length(1000, 100.0, 70.0, path_length=5.0) == 700  # needs 2500: what fits
-    assert first_length(1000, 40.0, 50.0, path_length=0.6) == 1000
+    per_square = pmb.Tuning(steps_per_squared_length=100)  # 100 L^2 steps
+    assert first_length(1000, 100.0, 70.0, path_length=0.6,
+                        tuning=per_square) == MIN_FIRST_N_STEPS  # needs 36
+    assert first_length(1000, 100.0, 70.0, path_length=2.0, tuning=per_square) == 400
+    # needs 2500: what fits
+    assert first_length(1000, 100.0, 70.0, path_length=5.0, tuning=per_square) == 700
+    assert first_length(1000, 40.0, 50.0, path_length=0.6, tuning=per_square) == 1000
+    # The default, 10 L^2: a path of length 5 needs 250 steps, in hundreds 300.
+    assert path_needs(1000, 5.0) == 300 and path_needs(1000, 20.0) == 1000
+    assert path_needs(1000, 0.5) == MIN_FIRST_N_STEPS and path_needs(800, None) == 800
 
 
 def test_a_first_attempt_too_long_for_the_budget_is_shortened(monkeypatch, caplog):
@@ -581,3 +587,24 @@ def test_a_gap_far_beyond_the_target_pilots_afresh_with_four_times_the_particles
     exact = am.log_evidence_of(result)
     assert float(ev["lower"]) - 3 * float(ev["lower_se"]) <= exact
     assert exact <= float(ev["upper"]) + 3 * float(ev["upper_se"])
+
+
+def test_a_first_attempt_short_by_its_path_length_is_lengthened_before_other_remedies():
+    # The path's length (1.0) asks for 100 steps. A 3-nat gap there is what 1/n decay
+    # predicts 600 steps close (within the old first length, 1000): lengthen, not swap. A
+    # 30-nat gap at 100 steps is 3 nats at 1000: not far enough for a larger pilot.
+    def run_with_path(forms, path_length=1.0):
+        def run(n_steps, fit_length=None, chains=None, pilot_chains=None):
+            if fit_length is not None:
+                n_steps = fit_length(n_steps, 1.0, path_length)
+            return forms.run(n_steps, None, chains, pilot_chains)
+        return run
+
+    forms = _TwoForms([3.0, 0.1])
+    search_n_steps(run_with_path(forms), target_gap=0.5, max_time=None,
+                   started=time.perf_counter(), reparameterize=forms.reparameterize)
+    assert forms.swaps == [] and forms.calls == [100, 600]
+    forms = _TwoForms([30.0, 0.1])
+    search_n_steps(run_with_path(forms), target_gap=0.5, max_time=None,
+                   started=time.perf_counter())
+    assert forms.calls == [100, 6000]  # steps, as 1/n decay predicts; no larger pilot

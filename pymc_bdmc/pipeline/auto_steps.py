@@ -171,7 +171,7 @@ def path_needs(n_steps: int, path_length: float | None,
     """The steps a path of thermodynamic length ``path_length`` needs, at most ``n_steps``.
 
     ``tuning.steps_per_squared_length`` times its square (the variance of a log weight with
-    perfect transitions is then 0.01), in multiples of ``tuning.min_first_n_steps`` and at least
+    perfect transitions is then ``L^2 / n_steps``), in multiples of ``tuning.min_first_n_steps`` and at least
     one; ``n_steps`` where the length is unknown.
     """
     if path_length is None or not np.isfinite(path_length):
@@ -355,8 +355,13 @@ class LengthSearch:
         unit = min(self.tuning.first_n_steps, self.tried[0])
         # Lengthened first where 1/n_steps decay predicts that doubling certifies (and it
         # fits): that costs about what the other form's compilation, pilot and attempt do.
+        # A first attempt shorter than first_n_steps (its path looked short) is lengthened
+        # while 1/n decay predicts a certificate within first_n_steps: as the search did
+        # before the path's length set the first attempt.
+        predicted = self.n_steps * abs(gap) / self.target_gap if np.isfinite(gap) else np.inf
         lengthen_first = (len(self.tried) == 1
-                          and abs(gap) <= self.tuning.swap_gap * self.target_gap
+                          and (abs(gap) <= self.tuning.swap_gap * self.target_gap
+                               or predicted <= self.tuning.first_n_steps)
                           and next_length(self.n_steps, gap, self.target_gap, seconds,
                                           remaining, unit, self.tuning) is not None)
         if (self.switch is not None and not any(self.tried_other) and not lengthen_first
@@ -370,7 +375,9 @@ class LengthSearch:
             return True
         if self.as_written is not None:
             seconds, gap = self._keep_better_form(seconds, gap)
-        far = not abs(gap) <= self.tuning.larger_pilot_gap * self.target_gap
+        # Far at the default first length (1/n decay from a shorter attempt's gap).
+        at_first = min(1.0, self.n_steps / self.tuning.first_n_steps)
+        far = not abs(gap) * at_first <= self.tuning.larger_pilot_gap * self.target_gap
         # One larger pilot at most: where it does not close the gap, more steps are the buy left.
         if self.larger_pilot and not self.grown and far:
             pilot_chains = int(self.result["evidence"].attrs["pilot_chains"])
