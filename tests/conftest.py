@@ -12,13 +12,13 @@ os.environ["PYMC_BDMC_COMPILE_RECORDS"] = tempfile.mkdtemp(prefix="pymc_bdmc_rec
 
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False,
-                     help="also run slow statistical tests")
+                     help="also run the slow tests (long statistical tests and examples)")
 
 
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--runslow"):
         return
-    skip = pytest.mark.skip(reason="slow statistical test: run with --runslow")
+    skip = pytest.mark.skip(reason="slow test: run with --runslow")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
