@@ -55,7 +55,13 @@ def test_mixture_sandwich_nuts_gibbs(mixture, mixture_nuts_gibbs):
     _check_sandwich(mixture_nuts_gibbs, mixture.log_evidence_of(mixture_nuts_gibbs))
 
 
+@pytest.mark.slow
 def test_mixture_sandwich_metropolis_gibbs(mixture):
+    # In --runslow only. By default the same mixture's sandwich with user step methods and
+    # CategoricalGibbsMetropolis is test_mixture_sandwich_nuts_gibbs, Metropolis's sandwich is
+    # test_continuous_kernels_agree_with_closed_form[metropolis-300], and the Metropolis +
+    # CategoricalGibbsMetropolis sweep runs (forward, reverse, on workers) in the tests of
+    # _mixture_run below.
     m = mixture.model
     with m:
         step = [pm.Metropolis([m["w"], m["mu"]]), pm.CategoricalGibbsMetropolis([m["z"]])]
