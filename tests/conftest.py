@@ -24,6 +24,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def dask_client():
+    """A local Dask cluster of 2 worker processes, shared by the tests that run chains on Dask.
+
+    Starting one (two fresh Python processes importing PyMC) costs seconds of CPU; each test
+    still sends its own model's chains to it. Not the default client: only tests that pass it
+    as ``executor`` use it.
+    """
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:
+        yield client
+
+
 @pytest.fixture(autouse=True)
 def _global_numpy_state_untouched():
     """The library must never draw from (or reseed) NumPy's global random state."""

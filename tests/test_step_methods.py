@@ -288,12 +288,8 @@ def test_runs_predicted_long_use_all_cores_with_the_same_results(mixture, mixtur
     assert long["evidence"].attrs["cores"] >= 2
     _assert_same_run(mixture_here, long)
 
-def test_step_method_chains_run_on_a_local_dask_cluster(mixture, mixture_here):
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        on_dask = _mixture_run(mixture, executor=client)
+def test_step_method_chains_run_on_a_local_dask_cluster(mixture, mixture_here, dask_client):
+    on_dask = _mixture_run(mixture, executor=dask_client)
     assert on_dask["evidence"].attrs["workers"].startswith("Dask cluster (2")
     _assert_same_run(mixture_here, on_dask)
 
