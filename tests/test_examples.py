@@ -11,9 +11,10 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 # 100 s of CPU, most of the default run's examples. What each one claims is pinned in the default
 # run by faster tests:
 # - random_walk (the defaults on a 150-step walk against quadrature; its search may take its
-#   whole 60 s budget): tests/test_dense_mass.py::test_random_walk_sandwich_contains_the_quadrature_truth
-#   and tests/test_curvature_metric.py (walks against quadrature), tests/test_auto_steps.py
-#   (the search at the defaults), tests/test_reparameterize.py (walks in the other form).
+#   whole 60 s budget): test_random_walk_sandwich_contains_the_quadrature_truth in
+#   tests/test_dense_mass.py and tests/test_curvature_metric.py (walks against quadrature),
+#   tests/test_auto_steps.py (the search at the defaults), tests/test_reparameterize.py (walks
+#   in the other form).
 # - estimator_accuracy (the testbed's estimators against a BDMC truth): tests/test_testbed.py
 #   (Laplace, BIC, likelihood weighting, harmonic mean, pm.sample_smc, compare_estimators and
 #   summary_table) and tests/test_testbed_estimators.py.
