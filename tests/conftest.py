@@ -3,11 +3,20 @@ import os
 import tempfile
 
 import numpy as np
+import pytensor
 import pytest
 
 # Compilation records (pymc_bdmc/model/compile_record.py) steer how runs execute: each test
 # session starts from none, whatever earlier sessions compiled on this machine.
 os.environ["PYMC_BDMC_COMPILE_RECORDS"] = tempfile.mkdtemp(prefix="pymc_bdmc_records_")
+
+# PyTensor records on every variable it builds the 8 Python frames that built it, for its
+# error messages. Building graphs is much of what these tests cost (measured: 9 % of the CPU of
+# test_scale_moves.py and test_reparameterize.py), and the traces only help to debug a failing
+# graph, so tests build without them. The graphs, and so the numbers, are the same.
+# PYTENSOR_FLAGS=traceback__limit=8 (or any value) brings them back.
+if "traceback__limit" not in os.environ.get("PYTENSOR_FLAGS", ""):
+    pytensor.config.traceback__limit = 0
 
 
 def pytest_addoption(parser):
