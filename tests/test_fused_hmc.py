@@ -160,8 +160,14 @@ def test_fused_transition_on_a_regression(seed=5):
     _assert_same_transition(density, x, 0.7, params, seed=seed)
 
 
-def test_fused_kernel_on_the_fitted_path_gives_the_same_bounds():
-    am = known_evidence.normal_inverse_gamma_regression(20, 2, seed=3)
+@pytest.fixture(scope="module")
+def regression_20_2():
+    # One model for both runs below: its densities compile once (the compile cache).
+    return known_evidence.normal_inverse_gamma_regression(20, 2, seed=3)
+
+
+def test_fused_kernel_on_the_fitted_path_gives_the_same_bounds(regression_20_2):
+    am = regression_20_2
     with am.model:
         runs = {fused: pmb.sample_bdmc(n_steps=60, chains=16, random_seed=4, progressbar=False,
                                        fused_kernel=fused)
@@ -173,8 +179,8 @@ def test_fused_kernel_on_the_fitted_path_gives_the_same_bounds():
         np.testing.assert_allclose(float(on[bound]), float(off[bound]), rtol=1e-9)
 
 
-def test_sampling_with_the_fused_kernel_gives_the_same_bounds():
-    am = known_evidence.normal_inverse_gamma_regression(20, 2, seed=3)
+def test_sampling_with_the_fused_kernel_gives_the_same_bounds(regression_20_2):
+    am = regression_20_2
     with am.model:
         # The compiled kernel runs the prior's path (a fitted base's has none).
         runs = {fused: pmb.sample_bdmc(n_steps=60, chains=16, random_seed=4, progressbar=False,

@@ -40,6 +40,44 @@ def _attributes_model(n_obs=6, n_attributes=3, n_dim=4):
     return binary_attributes(n_obs, n_dim, n_attributes=n_attributes, discrete=True, seed=2)
 
 
+def _attributes():
+    return _attributes_model().model
+
+
+def _mixture_of_five():
+    return known_evidence.categorical_mixture(n_obs=5, n_components=3, seed=4).model
+
+
+# Compiling a model's densities and simulator is most of what the tests below cost, and several
+# of them check the same model: these module-scoped fixtures build and compile each one once.
+@pytest.fixture(scope="module")
+def gibbs_of():
+    """``_gibbs_for(build())``, once per model builder."""
+    built = {}
+
+    def get(build):
+        if build not in built:
+            built[build] = _gibbs_for(build())
+        return built[build]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def attributes_3():
+    return binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+
+
+@pytest.fixture(scope="module")
+def mixture_of_six():
+    return known_evidence.categorical_mixture(n_obs=6, n_components=3, seed=1)
+
+
+@pytest.fixture(scope="module")
+def attributes_4():
+    return binary_attributes(5, 3, n_attributes=2, discrete=True, seed=4)
+
+
 # -- supports ----------------------------------------------------------------------------------
 def test_supports_of_finite_discrete_distributions():
     with pm.Model() as model:
@@ -74,18 +112,17 @@ def test_unsupported_supports_are_reported(make):
 
 
 # -- dependencies and colors -------------------------------------------------------------------
-def test_elementwise_terms_add_up_to_the_densities():
-    problem = _attributes_model()
-    density, _, _, points = _gibbs_for(problem.model)
+def test_elementwise_terms_add_up_to_the_densities(gibbs_of):
+    density, _, _, points = gibbs_of(_attributes)
     prior, lik = density.terms(points)
     parts = density.parts(points)
     np.testing.assert_allclose(prior.sum(1), parts.log_prior, rtol=1e-12)
     np.testing.assert_allclose(lik.sum(1), parts.log_likelihood, rtol=1e-12)
 
 
-def test_rows_of_binary_attributes_are_one_color_per_attribute():
+def test_rows_of_binary_attributes_are_one_color_per_attribute(gibbs_of):
     # Given A, the rows of Z are independent; the attributes of one row are not.
-    _, coordinates, gibbs, _ = _gibbs_for(_attributes_model(n_obs=6, n_attributes=3).model)
+    _, coordinates, gibbs, _ = gibbs_of(_attributes)  # 6 rows, 3 attributes
     assert len(gibbs.colors) == 3 and gibbs.n_coordinates == 18
     for color in gibbs.colors:  # Z is (rows, attributes), row-major in the flat vector
         rows, attributes = np.divmod(color.coords - coordinates.index[0], 3)
@@ -117,9 +154,8 @@ def test_independent_coordinates_share_one_color():
 
 # -- exactness of the conditionals -------------------------------------------------------------
 @pytest.mark.parametrize("beta", [0.0, 0.37, 1.0])
-def test_conditionals_equal_brute_force(beta):
-    problem = known_evidence.categorical_mixture(n_obs=5, n_components=3, seed=4)
-    density, _, gibbs, points = _gibbs_for(problem.model)
+def test_conditionals_equal_brute_force(beta, gibbs_of):
+    density, _, gibbs, points = gibbs_of(_mixture_of_five)
     x = points[2:6]
     for color in gibbs.colors:
         logits = ChromaticGibbs.conditional_logits(color, x, beta, density.terms)
@@ -195,11 +231,11 @@ def _mixed_supports_model():
 
 @pytest.mark.parametrize("make", [
     _mixed_supports_model,
-    lambda: known_evidence.categorical_mixture(n_obs=5, n_components=3, seed=4).model,
-    lambda: _attributes_model().model,
+    _mixture_of_five,
+    _attributes,
 ], ids=["mixed supports", "categorical mixture", "binary attributes"])
-def test_compiled_color_updates_make_the_numpy_sweeps_draws(make):
-    density, _, gibbs, points = _gibbs_for(make())
+def test_compiled_color_updates_make_the_numpy_sweeps_draws(make, gibbs_of):
+    density, _, gibbs, points = gibbs_of(make)
     assert gibbs.fusable
     update = density.fused_gibbs(gibbs.max_size)
     assert update is not None and density.fused_gibbs(gibbs.max_size) is update  # compiled once
@@ -232,8 +268,8 @@ def test_unbalanced_colors_keep_the_numpy_update():
     assert len(gibbs.colors) == 1 and not gibbs.fusable
 
 
-def test_fused_and_numpy_kernels_give_the_same_bounds_on_a_discrete_model():
-    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+def test_fused_and_numpy_kernels_give_the_same_bounds_on_a_discrete_model(attributes_3):
+    problem = attributes_3
     runs = []
     for fused in (False, True):
         with problem.model:
@@ -261,8 +297,8 @@ def _assert_sandwich(lower, truth, upper):
                                                                                 upper)
 
 
-def test_binary_attributes_sandwich_encloses_enumerated_evidence():
-    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+def test_binary_attributes_sandwich_encloses_enumerated_evidence(attributes_3):
+    problem = attributes_3
     with problem.model:
         result = pmb.sample_bdmc(n_steps=200, chains=16, random_seed=7, progressbar=False)
     ev = result["evidence"]
@@ -274,8 +310,9 @@ def test_binary_attributes_sandwich_encloses_enumerated_evidence():
     ("ais", dict(n_steps=150, chains=16, random_seed=11)),
     ("smc", dict(n_steps=30, particles=64, random_seed=3)),
 ])
-def test_categorical_mixture_sandwich_encloses_enumerated_evidence(method, settings):
-    problem = known_evidence.categorical_mixture(n_obs=6, n_components=3, seed=1)
+def test_categorical_mixture_sandwich_encloses_enumerated_evidence(method, settings,
+                                                                  mixture_of_six):
+    problem = mixture_of_six
     with problem.model:
         result = pmb.sample_bdmc(method=method, progressbar=False, **settings)
     ev = result["evidence"]
@@ -283,8 +320,8 @@ def test_categorical_mixture_sandwich_encloses_enumerated_evidence(method, setti
     _assert_sandwich(float(ev.lower), problem.log_evidence_of(result), float(ev.upper))
 
 
-def test_ais_on_real_data_matches_enumeration():
-    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=4)
+def test_ais_on_real_data_matches_enumeration(attributes_4):
+    problem = attributes_4
     with problem.model:
         result = pmb.sample_ais(n_steps=200, chains=32, random_seed=2, progressbar=False)
     truth = _collapsed_log_evidence(problem, result)
@@ -295,8 +332,8 @@ def test_ais_on_real_data_matches_enumeration():
     assert np.issubdtype(z.dtype, np.integer) and set(np.unique(z)) <= {0, 1}
 
 
-def test_same_seed_same_numbers_in_batches():
-    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+def test_same_seed_same_numbers_in_batches(attributes_3):
+    problem = attributes_3
     runs = []
     for batch in (None, 8):
         with problem.model:
@@ -326,8 +363,8 @@ def test_given_step_methods_are_used_for_finite_discrete_variables():
     assert "step_methods" in result.children
 
 
-def test_smc_evidence_on_real_data_with_discrete_variables_matches_enumeration():
-    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=4)
+def test_smc_evidence_on_real_data_with_discrete_variables_matches_enumeration(attributes_4):
+    problem = attributes_4
     with problem.model:
         result = pmb.sample_smc_evidence(n_steps=30, particles=64, random_seed=2,
                                          progressbar=False)
@@ -347,8 +384,8 @@ def test_smc_refuses_data_tempering_and_step_methods_for_discrete_models_before_
                         step=pm.BinaryGibbsMetropolis([problem.model["Z"]]))
 
 
-def test_plan_is_reused_on_a_discrete_model():
-    problem = binary_attributes(5, 3, n_attributes=2, discrete=True, seed=3)
+def test_plan_is_reused_on_a_discrete_model(attributes_3):
+    problem = attributes_3
     with problem.model:
         first = pmb.sample_ais(n_steps=20, chains=8, random_seed=1, progressbar=False)
         plan = pmb.AnnealingPlan.from_result(first)

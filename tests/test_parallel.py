@@ -188,15 +188,10 @@ def test_workers_that_cannot_start_leave_the_chains_in_this_process(regression, 
                                   fallback["evidence"]["log_weight_forward"].values)
 
 
-def test_a_local_dask_cluster_gives_the_same_chains(regression):
-    distributed = pytest.importorskip("distributed")
+def test_a_local_dask_cluster_gives_the_same_chains(regression, dask_client):
     with regression:
         reference = pmb.sample_ais(cores=1, **RUN)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        with regression:
-            on_dask = pmb.sample_ais(executor=client, **RUN)
+        on_dask = pmb.sample_ais(executor=dask_client, **RUN)
     assert on_dask["evidence"].attrs["workers"].startswith("Dask cluster (2")
     _assert_same_chains(reference, on_dask)
 
@@ -221,7 +216,8 @@ SMC_RUN = dict(method="smc", n_steps=12, particles=16, chains=4, random_seed=5,
                progressbar=False, compile_kwargs=FAST)
 
 
-def test_smc_populations_give_the_same_numbers_in_batches_processes_and_on_dask(regression):
+def test_smc_populations_give_the_same_numbers_in_batches_processes_and_on_dask(regression,
+                                                                               dask_client):
     # Each population draws from its own streams and resamples with them, so the split of
     # populations into groups (in batches here, on worker processes, on a Dask cluster)
     # changes nothing but round-off.
@@ -229,16 +225,11 @@ def test_smc_populations_give_the_same_numbers_in_batches_processes_and_on_dask(
         reference = pmb.sample_bdmc(cores=1, **SMC_RUN)
         batched = pmb.sample_bdmc(cores=1, chains_per_batch=32, **SMC_RUN)
         local = pmb.sample_bdmc(cores=2, **SMC_RUN)
+        on_dask = pmb.sample_bdmc(executor=dask_client, **SMC_RUN)
     assert reference["evidence"].attrs["chain_groups"] == 1
     assert batched["evidence"].attrs["chain_groups"] == 2
     assert local["evidence"].attrs["workers"] == "2 local processes"
-    others = [batched, local]
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client, regression:
-        others.append(pmb.sample_bdmc(executor=client, **SMC_RUN))
-    for other in others:
+    for other in (batched, local, on_dask):
         _assert_same_chains(reference, other)
         np.testing.assert_allclose(float(other["evidence"]["upper"]),
                                    float(reference["evidence"]["upper"]), rtol=1e-12)

@@ -15,16 +15,37 @@ from pymc_bdmc.verification import Verifier
 ALPHA = 1e-3
 
 
-def _groups(model):
-    density = ModelDensity(model)
+@pytest.fixture(scope="module")
+def verifier_of():
+    """One :class:`Verifier` per model builder, shared by this module's tests.
+
+    Compiling a model's density, simulator and scale map is most of what these tests cost, and
+    several tests check the same model: each builder's model is built and compiled once.
+    """
+    verifiers = {}
+
+    def get(build):
+        if build not in verifiers:
+            verifiers[build] = Verifier(build())
+        return verifiers[build]
+
+    return get
+
+
+def _groups(model_or_density):
+    density = (model_or_density if isinstance(model_or_density, ModelDensity)
+               else ModelDensity(model_or_density))
     return {g.hyper: g.children for g in density.location_scale_groups}, density
 
 
-def test_scale_groups_are_found_in_centred_hierarchies_and_walks_only():
+def _centred_schools():
+    return known_evidence.eight_schools(centered=True).model
+
+
+def test_scale_groups_are_found_in_centred_hierarchies_and_walks_only(verifier_of):
     walk = known_evidence.gaussian_random_walk(20).model
     assert _groups(walk)[0] == {"sigma_log__": ("x",)}
-    assert _groups(known_evidence.eight_schools(centered=True).model)[0] == {
-        "tau_log__": ("theta",)}
+    assert _groups(verifier_of(_centred_schools).density)[0] == {"tau_log__": ("theta",)}
     # Non-centred: the children are standard normals with fixed scales; nothing to move.
     assert _groups(known_evidence.eight_schools(centered=False).model)[0] == {}
     with pm.Model() as nested:
@@ -55,8 +76,9 @@ def _robust_hierarchy():
     return model
 
 
-def test_heavy_tailed_children_and_walks_move_with_their_scale():
-    assert _groups(_robust_hierarchy())[0] == {"tau_log__": ("theta", "walk")}
+def test_heavy_tailed_children_and_walks_move_with_their_scale(verifier_of):
+    assert _groups(verifier_of(_robust_hierarchy).density)[0] == {
+        "tau_log__": ("theta", "walk")}
 
 
 def _map_and_jacobian(density, group, x, delta):
@@ -82,8 +104,9 @@ def _centred_gp(n=6):
     return model
 
 
-def test_a_centred_latent_gp_moves_with_its_amplitude_and_lengthscale():
-    assert _groups(_centred_gp())[0] == {"eta_log__": ("f",), "ell_log__": ("f",)}
+def test_a_centred_latent_gp_moves_with_its_amplitude_and_lengthscale(verifier_of):
+    assert _groups(verifier_of(_centred_gp).density)[0] == {"eta_log__": ("f",),
+                                                            "ell_log__": ("f",)}
 
 
 @pytest.mark.parametrize("build", [
@@ -92,8 +115,9 @@ def test_a_centred_latent_gp_moves_with_its_amplitude_and_lengthscale():
     _centred_gp,
     _robust_hierarchy,
 ])
-def test_the_map_is_undone_by_the_opposite_move_and_its_log_jacobian_is_exact(build):
-    density = ModelDensity(build())
+def test_the_map_is_undone_by_the_opposite_move_and_its_log_jacobian_is_exact(build,
+                                                                             verifier_of):
+    density = verifier_of(build).density
     rng = np.random.default_rng(1)
     for group in density.location_scale_groups:
         x = rng.normal(size=density.n_dim)
@@ -146,18 +170,18 @@ def _moves_kernel(density, beta, scale_map=None):
 
 
 @pytest.fixture(scope="module")
-def schools():
-    model = known_evidence.eight_schools(centered=True).model
-    return model, Verifier(model)
+def schools(verifier_of):
+    verifier = verifier_of(_centred_schools)
+    return verifier.model, verifier
 
 
 @pytest.mark.parametrize("build", [
-    lambda: known_evidence.eight_schools(centered=True).model,  # the prior funnel
+    _centred_schools,  # the prior funnel
     _centred_gp,
     _robust_hierarchy,
 ])
-def test_scale_moves_leave_the_prior_invariant_and_are_reversible(build):
-    verifier = Verifier(build())
+def test_scale_moves_leave_the_prior_invariant_and_are_reversible(build, verifier_of):
+    verifier = verifier_of(build)
     kernel = _moves_kernel(verifier.density, 0.0)
     result = verifier.invariance(kernel, t=1, beta=0.0, alpha=ALPHA, random_seed=3)
     assert result.passed, str(result)

@@ -56,7 +56,13 @@ def test_mixture_sandwich_nuts_gibbs(mixture, mixture_nuts_gibbs):
     _check_sandwich(mixture_nuts_gibbs, mixture.log_evidence_of(mixture_nuts_gibbs))
 
 
+@pytest.mark.slow
 def test_mixture_sandwich_metropolis_gibbs(mixture):
+    # In --runslow only. By default the same mixture's sandwich with user step methods and
+    # CategoricalGibbsMetropolis is test_mixture_sandwich_nuts_gibbs, Metropolis's sandwich is
+    # test_continuous_kernels_agree_with_closed_form[metropolis-300], and the Metropolis +
+    # CategoricalGibbsMetropolis sweep runs (forward, reverse, on workers) in the tests of
+    # _mixture_run below.
     m = mixture.model
     with m:
         step = [pm.Metropolis([m["w"], m["mu"]]), pm.CategoricalGibbsMetropolis([m["z"]])]
@@ -281,12 +287,8 @@ def test_runs_predicted_long_use_all_cores_with_the_same_results(mixture, mixtur
     assert long["evidence"].attrs["cores"] >= 2
     _assert_same_run(mixture_here, long)
 
-def test_step_method_chains_run_on_a_local_dask_cluster(mixture, mixture_here):
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        on_dask = _mixture_run(mixture, executor=client)
+def test_step_method_chains_run_on_a_local_dask_cluster(mixture, mixture_here, dask_client):
+    on_dask = _mixture_run(mixture, executor=dask_client)
     assert on_dask["evidence"].attrs["workers"].startswith("Dask cluster (2")
     _assert_same_run(mixture_here, on_dask)
 
