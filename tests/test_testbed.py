@@ -41,6 +41,20 @@ def test_problem_from_analytic_truth_is_closed_form(regression):
     assert set(regression.generating_point) == {"w"}
 
 
+@pytest.mark.parametrize("n_obs, n_coef", [(50, 5), (3, 5), (400, 20)])
+def test_regression_evidence_without_the_n_by_n_covariance_is_the_dense_density(n_obs, n_coef):
+    # The closed form avoids the n x n covariance (10^5 observations need 75 GiB for it).
+    from scipy import stats
+
+    from pymc_bdmc.known_evidence.closed_form import gaussian_regression_log_evidence
+
+    rng = np.random.default_rng(n_obs)
+    x, y = rng.normal(size=(n_obs, n_coef)), 3.0 * rng.normal(size=n_obs)
+    dense = stats.multivariate_normal(np.zeros(n_obs), 0.7**2 * np.eye(n_obs)
+                                      + 1.3**2 * x @ x.T).logpdf(y)
+    assert gaussian_regression_log_evidence(y, x, 1.3, 0.7) == pytest.approx(dense, rel=1e-12)
+
+
 def test_laplace_exact_on_gaussian_posterior(regression):
     result = est.laplace(regression, 1, seed=0)
     assert result.log_evidence == pytest.approx(regression.log_evidence, abs=1e-3)
