@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import pytensor
 import xarray as xr
 
 from pymc_bdmc.methods.protocol import EvidenceMethod, Job, Outcome, Problem, SharedPilot
@@ -123,7 +124,10 @@ def run(method: EvidenceMethod, job: Job) -> xr.DataTree:
     -------
     xarray.DataTree
     """
-    with call_scope(job.progressbar) as (bar, outermost), call_clock() as clock:
+    with call_scope(job.progressbar) as (bar, outermost), call_clock() as clock, \
+            pytensor.config.change_flags(traceback__limit=0):
+        # The graphs built and rewritten here are ours, not the user's: recording each new
+        # variable's creation stack (for PyTensor's error messages) only costs compile time.
         result = _run(method, job, bar)
         record_time(result, clock, time.perf_counter() - job.started)
         if outermost:
