@@ -15,13 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import xarray as xr
 from scipy.special import logsumexp
 
 __all__ = [
+    "TRANSFER_MIN_BIAS_SCALE",
+    "TRANSFER_SPREAD_FACTOR",
     "EvidenceBounds",
     "bootstrap_se",
     "certifies",
     "evidence_bounds",
+    "forward_spread",
+    "harder_than_certified",
     "importance_ess",
     "log_mean_exp",
 ]
@@ -88,6 +93,33 @@ def certifies(gap: float, gap_se: float, tolerance: float) -> bool:
     """
     return bool(np.isfinite(gap) and abs(gap) <= tolerance
                 and np.isfinite(gap_se) and gap_se <= tolerance)
+
+
+#: The real data are flagged as harder than the simulated data where the spread (sd) of their
+#: forward log weights exceeds the certified run's by this factor ...
+TRANSFER_SPREAD_FACTOR = 2.0
+#: ... and the bias it allows (``sd^2 / 2`` nats for log-normal weights) exceeds the tolerance.
+TRANSFER_MIN_BIAS_SCALE = 1.0
+
+
+def forward_spread(result: xr.DataTree) -> float:
+    """Standard deviation of a run's finite forward log weights (NaN if fewer than two)."""
+    log_w = np.asarray(result["evidence"]["log_weight_forward"].values, dtype=float)
+    log_w = log_w[np.isfinite(log_w)]
+    return float(np.std(log_w)) if log_w.size >= 2 else float("nan")
+
+
+def harder_than_certified(real_sd: float, simulated_sd: float, tolerance: float) -> bool:
+    """Whether a real-data run looks harder than the certified simulated one.
+
+    Its forward log weights spread more than :data:`TRANSFER_SPREAD_FACTOR` times the
+    certified run's, and the bias that spread allows (``sd^2 / 2`` for log-normal weights)
+    exceeds :data:`TRANSFER_MIN_BIAS_SCALE` times ``tolerance`` (:func:`pymc_bdmc.calibrate`).
+    """
+    if not np.isfinite(real_sd):
+        return True
+    return bool(real_sd > TRANSFER_SPREAD_FACTOR * simulated_sd
+                and real_sd**2 / 2 > TRANSFER_MIN_BIAS_SCALE * tolerance)
 
 
 def bootstrap_se(rng: np.random.Generator, log_w: np.ndarray,

@@ -238,22 +238,22 @@ def _pilot(length, log_z):
 
 
 def test_the_pilots_estimates_decide_first_then_the_lengths():
-    from pymc_bdmc.pipeline.pilot import prefer_fitted_base
+    from pymc_bdmc.pipeline.pilot import prefer_second_path
 
     BASE_LOG_Z_GAIN = DEFAULT_TUNING.base_log_z_gain
 
     prior = _pilot(12.0, -170.0)
     assert _pilot(12.0, 0.0).thermodynamic_length == pytest.approx(12.0)
     # The clustering pattern: half as long, but the pilot finds 15 nats less mass.
-    assert not prefer_fitted_base(prior, _pilot(6.0, -185.0))
+    assert not prefer_second_path(prior, _pilot(6.0, -185.0))
     # The random walk's pattern: the prior's pilot loses mass in its funnel (and so its path
     # looks short); the fitted one's estimate is 8 nats higher, whatever the lengths say.
-    assert prefer_fitted_base(prior, _pilot(13.0, -162.0))
+    assert prefer_second_path(prior, _pilot(13.0, -162.0))
     # Comparable estimates: the length decides.
-    assert prefer_fitted_base(prior, _pilot(8.0, -170.0 - 0.9 * BASE_LOG_Z_TOLERANCE))
-    assert prefer_fitted_base(prior, _pilot(BASE_PATH_GAIN * 12.0, -170.0 + BASE_LOG_Z_GAIN))
-    assert not prefer_fitted_base(prior, _pilot(10.0, -169.5))
-    assert not prefer_fitted_base(prior, _pilot(8.0, float("nan")))
+    assert prefer_second_path(prior, _pilot(8.0, -170.0 - 0.9 * BASE_LOG_Z_TOLERANCE))
+    assert prefer_second_path(prior, _pilot(BASE_PATH_GAIN * 12.0, -170.0 + BASE_LOG_Z_GAIN))
+    assert not prefer_second_path(prior, _pilot(10.0, -169.5))
+    assert not prefer_second_path(prior, _pilot(8.0, float("nan")))
 
 
 def _noisy_pilot(length, log_z, n_steps=30, n_particles=64):
@@ -267,18 +267,18 @@ def _noisy_pilot(length, log_z, n_steps=30, n_particles=64):
 
 
 def test_estimates_closer_than_their_noise_leave_the_choice_to_the_lengths():
-    from pymc_bdmc.pipeline.pilot import prefer_fitted_base
+    from pymc_bdmc.pipeline.pilot import prefer_second_path
 
     prior = _noisy_pilot(14.15, -111.18)
     assert prior.log_z_sd == pytest.approx(np.sqrt(30 * (14.15 / 30) ** 2 / 64))
     assert 0.25 < prior.log_z_sd < 0.5
     # The demo's pattern: a prior pilot 0.5 nats high by chance, a fitted path 15x shorter.
-    assert prefer_fitted_base(prior, _noisy_pilot(0.96, -111.68))
+    assert prefer_second_path(prior, _noisy_pilot(0.96, -111.68))
     # Beyond the noise the estimates still decide, both ways.
-    assert not prefer_fitted_base(prior, _noisy_pilot(0.96, -111.18 - 1.2))
-    assert prefer_fitted_base(prior, _noisy_pilot(14.0, -111.18 + 1.2))
+    assert not prefer_second_path(prior, _noisy_pilot(0.96, -111.18 - 1.2))
+    assert prefer_second_path(prior, _noisy_pilot(14.0, -111.18 + 1.2))
     # Within the noise and no shorter: the prior's path.
-    assert not prefer_fitted_base(prior, _noisy_pilot(14.0, -111.18 + 0.6))
+    assert not prefer_second_path(prior, _noisy_pilot(14.0, -111.18 + 0.6))
     # Without a population size there is no noise estimate: the fixed margins alone.
     assert _pilot(12.0, 0.0).log_z_sd == 0.0
 

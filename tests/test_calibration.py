@@ -154,7 +154,7 @@ def test_real_data_harder_than_the_simulated_data_are_flagged(shift, flagged, ca
 
 
 def test_the_transfer_rule():
-    from pymc_bdmc.evidence.calibration import harder_than_certified
+    from pymc_bdmc.estimators import harder_than_certified
 
     assert harder_than_certified(3.0, 1.0, 0.5)       # 3x the spread, bias scale 4.5 nats
     assert not harder_than_certified(1.9, 1.0, 0.5)   # within twice the spread
@@ -192,8 +192,8 @@ def test_holding_the_hard_parameter_fixed_is_flagged_too():
 
 def test_the_real_data_run_takes_the_certified_form_chains_and_length(monkeypatch):
     # A search that certified the other form from a fitted base with more chains: the real
-    # data re-tune (a fitted base is refitted), at the certified length, in that form, with
-    # those chains; from the prior, the plan itself transfers.
+    # data re-tune (a fitted base is refitted, and a fitted path is kept), at the certified
+    # length, in that form, with those chains; from the prior, the plan itself transfers.
     import pymc_bdmc.evidence.calibration as calibration
 
     calls = []
@@ -206,7 +206,10 @@ def test_the_real_data_run_takes_the_certified_form_chains_and_length(monkeypatc
                                                            {"chains": 32})
     assert (real, transferred) == ("real", False)
     assert calls[-1] == dict(n_steps=2000, model="model", random_seed=7, chains=64,
-                             reparameterize=True)
+                             reparameterize=True, base="fitted")
+    # A base the user chose is theirs.
+    calibration._estimate_on_real_data(result, "model", None, 7, {"chains": 32, "base": "prior"})
+    assert calls[-1]["base"] == "prior"
     ev.attrs["path_start"] = "prior"
     calibration._estimate_on_real_data(xr.DataTree.from_dict({"evidence": ev}), "model", None,
                                        7, {"chains": 32})

@@ -10,16 +10,23 @@ import xarray as xr
 
 import pymc_bdmc as pmb
 from pymc_bdmc import known_evidence
+from pymc_bdmc.pipeline.auto_steps import FormSwitch
 from pymc_bdmc.pipeline.lower_bound_search import CertifiedLength, LowerBoundSearch
 
 
-def _fake(bias: float, calls: list, se: float = 0.01, log_z: float = -10.0):
-    """Runs whose lower bound is ``log_z - bias / n_steps`` (the 1/n decay), with ``se``."""
+def _fake(bias: float, calls: list, se: float = 0.01, log_z: float = -10.0,
+          spread: float = 0.1):
+    """Runs whose lower bound is ``log_z - bias / n_steps`` (the 1/n decay), with ``se``.
+
+    Their forward log weights spread with standard deviation ``spread``.
+    """
 
     def run(attempt):
         calls.append(attempt.n_steps if attempt.chains is None
                      else (attempt.n_steps, attempt.chains))
-        ev = xr.Dataset({"lower": log_z - bias / attempt.n_steps, "lower_se": se})
+        log_w = spread * np.array([-1.0, 1.0] * 4)
+        ev = xr.Dataset({"lower": log_z - bias / attempt.n_steps, "lower_se": se,
+                         "log_weight_forward": ("chain", log_w)})
         ev.attrs.update(n_steps=attempt.n_steps, chains=attempt.chains or 32, pilot_time=0.0)
         return xr.DataTree.from_dict({"evidence": ev})
 
@@ -67,6 +74,54 @@ def test_a_length_certified_by_bdmc_runs_once():
     assert attrs["converged"] == 1 and "certified by BDMC" in attrs["auto_stop"]
 
 
+def test_real_data_harder_than_the_certified_run_lengthen_past_its_length():
+    # The certified run's log weights spread with sd 0.1, these with sd 2 (bias up to 2 nats):
+    # the certified 300 steps are a start, not the answer. 500 / n: 600 steps leave 0.83 nats,
+    # so 1/n decay asks for 1000 (in units of the first 300: 1200), where 0.42 are left.
+    calls = []
+    result = _search(_fake(500.0, calls, spread=2.0),
+                     known=CertifiedLength(300, 64, False, forward_sd=0.1))
+    assert calls == [(300, 64), 600, 1200]
+    attrs = result["evidence"].attrs
+    assert attrs["converged"] == 1 and attrs["auto_stop"] == "converged"
+    # Spread like the certified run's: its length is kept.
+    calls = []
+    _search(_fake(500.0, calls, spread=0.15), known=CertifiedLength(300, 64, False, 0.1))
+    assert calls == [(300, 64)]
+
+
+def _forms(log_z_other: float, calls: list):
+    """A switch between two forms whose runs differ: the other's bound is ``log_z_other``."""
+    switch = FormSwitch("as written", lambda: "other")
+    runs = {"as written": _fake(500.0, [], log_z=-13.0, spread=2.0),
+            "other": _fake(500.0, [], log_z=log_z_other, spread=0.1)}
+
+    def run(attempt):
+        calls.append((switch.current, attempt.n_steps))
+        return runs[switch.current](attempt)
+
+    return switch, run
+
+
+def test_widely_spread_log_weights_try_the_other_form_and_keep_the_higher_bound():
+    calls = []
+    switch, run = _forms(-10.0, calls)
+    result = _search(run, switch=switch)
+    # 1000 steps as written spread widely; the other form's bound is 3 nats higher: kept, and
+    # the search goes on there (its record starts afresh).
+    assert calls == [("as written", 1000), ("other", 1000), ("other", 2000)]
+    attrs = result["evidence"].attrs
+    assert attrs["auto_form"].startswith("reparameterized kept")
+    np.testing.assert_array_equal(attrs["auto_n_steps"], [1000, 2000])
+    # Not higher beyond noise: back to the form as written, tried once only.
+    calls = []
+    switch, run = _forms(-13.0, calls)
+    result = _search(run, switch=switch)
+    assert calls[:3] == [("as written", 1000), ("other", 1000), ("as written", 2000)]
+    assert all(form == "as written" for form, _ in calls[2:])
+    assert result["evidence"].attrs["auto_form"].startswith("reparameterized tried")
+
+
 def test_the_budget_stops_the_search_and_the_warning_says_what_to_do(caplog):
     def slow(attempt):
         time.sleep(attempt.n_steps * 1e-4)
@@ -111,3 +166,40 @@ def test_after_a_certified_bdmc_search_sample_ais_runs_its_length():
     with other:  # another model has no certified length
         assert "certified" not in pmb.sample_ais(random_seed=3, progressbar=False)[
             "evidence"].attrs["auto_stop"]
+
+
+def test_after_bdmc_certified_a_fitted_path_sample_ais_anneals_from_a_fitted_gaussian(
+        monkeypatch):
+    # The certificate is about the path from a fitted Gaussian; the real-data pilot's estimate
+    # (noisy at high dimension) must not swap in the prior's. Here the pilot is made to prefer
+    # the prior path after the certified run: sample_ais keeps the fitted one all the same.
+    import pymc_bdmc.pipeline.pilot as pilot
+
+    am = known_evidence.linear_regression(n_obs=200, n_coef=10, seed=2)
+    with am.model:
+        bdmc = pmb.sample_bdmc(chains=16, random_seed=1, progressbar=False)
+        assert bdmc["evidence"].attrs["path_start"] == "fitted gaussian"
+        monkeypatch.setattr(pilot, "prefer_second_path", lambda *args, **kwargs: False)
+        ais = pmb.sample_ais(random_seed=2, progressbar=False)
+        prior = pmb.sample_ais(random_seed=2, progressbar=False, base="prior")
+    assert ais["evidence"].attrs["path_start"] == "fitted gaussian"
+    assert prior["evidence"].attrs["path_start"] == "prior"
+    # Nothing certified: the pilot's (here rigged) preference decides.
+    with known_evidence.linear_regression(n_obs=200, n_coef=10, seed=3).model:
+        assert pmb.sample_ais(random_seed=2, progressbar=False)[
+            "evidence"].attrs["path_start"] == "prior"
+
+
+def test_without_a_certificate_the_pilots_of_both_forms_choose_where_to_search():
+    # 40 centred groups whose data have no spread between groups (tau near 0, the funnel's
+    # neck): the non-centred pilot's path is 4 times shorter at the same estimate, so the
+    # search runs there. Measured at random_seed=0: error +0.06 (as written: +0.06 at 6 times
+    # the steps).
+    am = known_evidence.group_intercepts(40, 20, observed=np.random.default_rng(0).normal(
+        size=800))
+    with am.model:
+        result = pmb.sample_ais(random_seed=0, progressbar=False)
+    attrs = result["evidence"].attrs
+    assert attrs["auto_form"].startswith("reparameterized chosen by the pilots")
+    assert "reparameterized" in attrs and attrs["converged"] == 1
+    assert abs(float(result["evidence"]["lower"]) - am.log_evidence()) < 0.5

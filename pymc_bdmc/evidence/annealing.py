@@ -127,15 +127,18 @@ COMMON_DOC = """
         (records beside PyTensor's cache, :mod:`pymc_bdmc.model.compile_record`; the
         ``PYMC_BDMC_COMPILE_RECORDS`` environment variable moves them); the chosen setting is
         stored in ``evidence.attrs``.
-    base : {"auto", "prior"}, default "auto"
+    base : {"auto", "prior", "fitted"}, default "auto"
         Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian ``q0`` to
         its final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta``, fitting
         a new Gaussian to that pilot's final population while its estimate of ``log p(y)``
-        gains more than 1 nat (at most 3 fits). The best fitted path is kept where its
-        estimate is more than 0.5 nats above the prior pilot's or, within 0.5 nats of it,
-        where its thermodynamic length is at most 0.75 times the prior path's
-        (``evidence.attrs``: ``path_start`` and both paths' numbers). The bounds stay exact:
-        ``q0`` is normalised and sampled exactly. ``"prior"``: always from the prior. AIS on
+        gains more than ``Tuning.base_refit_gain`` (at most ``Tuning.max_base_fits`` fits).
+        The best fitted path is kept where its estimate is more than 0.5 nats above the prior
+        pilot's or, within 0.5 nats of it, where its thermodynamic length is at most 0.75
+        times the prior path's (``evidence.attrs``: ``path_start`` and both paths' numbers).
+        Where BDMC certified this model earlier in the process from a fitted Gaussian,
+        ``sample_ais`` anneals from one too (the path the certificate is about). The bounds
+        stay exact: ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
+        prior. ``"fitted"``: from the best fitted Gaussian wherever the pilot fits one. AIS on
         the vectorized kernels of continuous models with an adaptive schedule only.
 """
 
@@ -170,8 +173,8 @@ def sample_ais(
     executor=None,
     chains_per_batch: int | None = None,
     fused_kernel: bool | None = None,
-    base: Literal["auto", "prior"] = "auto",
-    reparameterize: bool = False,
+    base: Literal["auto", "prior", "fitted"] = "auto",
+    reparameterize: bool | None = None,
     target_gap: float = 0.5,
     max_time: float | None = 60.0,
     tuning: Tuning | None = None,
@@ -192,13 +195,17 @@ def sample_ais(
         the plan certified on simulated data). Its schedule and kernels replace ``n_steps``,
         ``schedule`` and the kernel settings. A plan frozen on the model's other
         parameterisation (by ``sample_bdmc``'s search) runs on that parameterisation.
-    reparameterize : bool, default False
-        Run the model's Gaussian hierarchies in their other parameterisation (centred ones,
-        Gaussian random walks and ``pm.AR`` non-centred, non-centred ones centred;
+    reparameterize : bool or None, default None
+        ``True`` runs the model's Gaussian hierarchies in their other parameterisation (centred
+        ones, Gaussian random walks and ``pm.AR`` non-centred, non-centred ones centred;
         :mod:`pymc_bdmc.model.reparameterize`): the same evidence, with the kernels
         ``sample_bdmc`` certified where its search swapped (its
         ``evidence.attrs["reparameterized"]`` says so). The posterior then holds your
-        variables and the new ones. Refused for a model with nothing to swap.
+        variables and the new ones. Refused for a model with nothing to swap. ``False`` runs
+        the model as written. ``None``: as written, except that the ``n_steps="auto"`` search
+        starts in the form BDMC certified earlier in this process, and tries the other form
+        at the same length where a run's forward log weights spread widely (see
+        ``target_gap``).
     target_gap : float, default 0.5
         With ``n_steps="auto"``: the bias (nats) the lower bound may have left. The length
         starts where the pilot's thermodynamic length says a run can be short, doubles, and
@@ -207,8 +214,13 @@ def sample_ais(
         (:mod:`pymc_bdmc.pipeline.lower_bound_search`; ``evidence.attrs``: ``auto_n_steps``,
         ``auto_lowers``, ``auto_bias_left``, ``converged``, ``auto_stop``). Where this process
         certified the same model by BDMC (``sample_bdmc`` or ``calibrate``), that length is run
-        once. This is a measurement on your data, not a certificate: only BDMC, on data
-        simulated from the model, certifies (:func:`pymc_bdmc.calibrate`).
+        first, in the certified form and from the certified path's start, and kept unless your
+        data's forward log weights spread much more than the certified run's. Where a run's
+        log weights spread so widely that their variance allows more than ``target_gap`` of
+        bias, a model with another parameterisation runs it there too, and the search keeps
+        the form whose bound is higher beyond noise (``auto_form``). This is a
+        measurement on your data, not a certificate: only BDMC, on data simulated from the
+        model, certifies (:func:`pymc_bdmc.calibrate`).
     max_time : float or None, default 60
         With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
     tuning : Tuning, optional
@@ -265,7 +277,10 @@ def sample_ais(
               parallel=parallel, progressbar=progressbar, compile_kwargs=compile_kwargs,
               potentials_in_likelihood=potentials_in_likelihood, plan=plan,
               reparameterize=bool(reparameterize),
-              search=Search(target_gap, max_time, lower_bound=True) if search else None)
+              search=Search(target_gap, max_time, lower_bound=True,
+                            other_form=(specs is None and reparameterize is None
+                                        and plan is None and has_other_form(model)))
+              if search else None)
     return run(annealing_method(specs, pilot_chains), job)
 
 
@@ -323,7 +338,7 @@ def sample_bdmc(
     fused_kernel: bool | None = None,
     target_gap: float = 0.5,
     max_time: float | None = 60.0,
-    base: Literal["auto", "prior"] = "auto",
+    base: Literal["auto", "prior", "fitted"] = "auto",
     reparameterize: bool | None = None,
     match_data: bool | int | None = None,
     tuning: Tuning | None = None,

@@ -16,39 +16,16 @@ import pymc as pm
 import xarray as xr
 
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.estimators import certifies
+from pymc_bdmc.estimators import certifies, forward_spread, harder_than_certified
 from pymc_bdmc.evidence.annealing import sample_ais, sample_bdmc
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.checks import check_positive_int
 from pymc_bdmc.model.resolve import resolve_model
 from pymc_bdmc.pipeline.driver import call_scope
 
-__all__ = ["TRANSFER_MIN_BIAS_SCALE", "TRANSFER_SPREAD_FACTOR", "calibrate", "forward_spread",
-           "harder_than_certified"]
+__all__ = ["calibrate"]
 
 logger = logging.getLogger(__name__)
-
-
-#: The real data are flagged as harder than the simulated data where the spread (sd) of their
-#: forward log weights exceeds the certified run's by this factor ...
-TRANSFER_SPREAD_FACTOR = 2.0
-#: ... and the bias it allows (``sd^2 / 2`` nats for log-normal weights) exceeds the tolerance.
-TRANSFER_MIN_BIAS_SCALE = 1.0
-
-
-def forward_spread(result: xr.DataTree) -> float:
-    """Standard deviation of a run's finite forward log weights (NaN if fewer than two)."""
-    log_w = np.asarray(result["evidence"]["log_weight_forward"].values, dtype=float)
-    log_w = log_w[np.isfinite(log_w)]
-    return float(np.std(log_w)) if log_w.size >= 2 else float("nan")
-
-
-def harder_than_certified(real_sd: float, simulated_sd: float, tolerance: float) -> bool:
-    """Whether the real-data run looks harder than the certified simulated one (see notes)."""
-    if not np.isfinite(real_sd):
-        return True
-    return bool(real_sd > TRANSFER_SPREAD_FACTOR * simulated_sd
-                and real_sd**2 / 2 > TRANSFER_MIN_BIAS_SCALE * tolerance)
 
 
 def calibrate(
@@ -90,9 +67,9 @@ def calibrate(
         certified model then differs from ``model``, so its plan cannot be transferred: the
         real-data run tunes its own plan with the certified ``n_steps``. The same holds where
         the certified run annealed from a Gaussian fitted to the simulated data's posterior
-        (``base="auto"``): the real-data run fits its own. Variables held fixed are not
-        annealed on the simulated data, so the certificate says nothing about them (the
-        transfer check in the notes flags a real-data run they make harder).
+        (``base="auto"``): the real-data run fits its own (``base="fitted"``). Variables held
+        fixed are not annealed on the simulated data, so the certificate says nothing about
+        them (the transfer check in the notes flags a real-data run they make harder).
     match_data : bool, int or None, default None
         ``True`` or a number certifies on the simulated data set, of this many (``True``: 100),
         nearest the real data; ``None`` on one draw unless its data are far out, ``False`` on
@@ -256,6 +233,8 @@ def _estimate_on_real_data(result, model, fix, estimation_seed,
     else:
         if "reparameterized" in attrs and "reparameterize" not in settings and not fix:
             settings["reparameterize"] = True  # certified in the other form: run it there too
+        if attrs.get("path_start", "prior") != "prior" and settings.get("base", "auto") == "auto":
+            settings["base"] = "fitted"  # certified from a fitted Gaussian: fit one here too
         real = sample_ais(n_steps=int(attrs["n_steps"]), model=model,
                           random_seed=estimation_seed, **settings)
     return real, transferable

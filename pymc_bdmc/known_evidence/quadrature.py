@@ -27,6 +27,7 @@ __all__ = [
     "autoregression",
     "eight_schools",
     "gaussian_random_walk",
+    "group_intercepts",
     "latent_gp",
     "local_scales_regression",
     "log_integral",
@@ -280,6 +281,65 @@ def random_intercepts(n_groups: int = 15, per_group: int = 6, *, seed: int = 0) 
         sigma_y_rv = pm.HalfNormal("sigma_y", 1.0)
         pm.Normal("y", a_rv[group] + b * x, sigma_y_rv, observed=y)
     return AnalyticModel(model, log_evidence, {"y": y}, constants={"x": x, "group": group})
+
+
+def group_intercepts(n_groups: int = 500, per_group: int = 20, *, seed: int = 0,
+                     observed: np.ndarray | None = None) -> AnalyticModel:
+    """Build centred group intercepts with a known noise scale, for hundreds of groups.
+
+    ``mu ~ N(0, 2)``, ``tau ~ HalfNormal(1)``, ``a_j ~ N(mu, tau)``, ``y_ij ~ N(a_j, 1)``: a
+    funnel in ``n_groups + 2`` coordinates. Each group's mean ``ybar_j`` is sufficient for
+    ``a_j``; given ``tau`` the means are ``N(0, v I + 4 11^T)`` with ``v = tau^2 + 1/n``
+    (Sherman-Morrison), so the evidence is a one-dimensional integral at any size.
+
+    Parameters
+    ----------
+    n_groups : int, default 500
+    per_group : int, default 20
+    seed : int, default 0
+        Seeds the data, drawn from the model unless ``observed`` is given.
+    observed : numpy.ndarray, optional
+        Data of ``n_groups * per_group`` values, group by group (e.g. data the model did not
+        generate).
+
+    Returns
+    -------
+    AnalyticModel
+        The model with its data, and the exact log evidence of any data set.
+    """
+    n, m = per_group, n_groups
+    group = np.repeat(np.arange(m), n)
+
+    def log_evidence(data) -> float:
+        y = np.asarray(data["y"], dtype=float).reshape(m, n)
+        means = y.mean(axis=1)
+        # Each group's likelihood given a_j: its scatter about its mean, times N(ybar_j; a_j, 1/n).
+        within = (-0.5 * ((y - means[:, None]) ** 2).sum() - 0.5 * m * (n - 1) * np.log(2 * np.pi)
+                  - 0.5 * m * np.log(n))
+        total, squares = means.sum(), means @ means
+
+        def log_f(u):
+            v = np.exp(2 * u) + 1.0 / n
+            quadratic = (squares - 4.0 * total**2 / (v + 4.0 * m)) / v
+            log_det = (m - 1) * np.log(v) + np.log(v + 4.0 * m)
+            return (-0.5 * (quadratic + log_det + m * np.log(2 * np.pi))
+                    + _half_normal_log_scale(1.0)(u))
+
+        return within + log_integral(log_f, 1)
+
+    if observed is None:
+        rng = np.random.default_rng(seed)
+        a = rng.normal(0.0, 2.0) + abs(rng.normal()) * rng.normal(size=m)
+        observed = a[group] + rng.normal(size=m * n)
+    y = np.asarray(observed, dtype=float)
+    if y.shape != (m * n,):
+        raise ValueError(f"`observed` must hold n_groups * per_group = {m * n} values.")
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 2.0)
+        tau = pm.HalfNormal("tau", 1.0)
+        a_rv = pm.Normal("a", mu, tau, shape=m)
+        pm.Normal("y", a_rv[group], 1.0, observed=y)
+    return AnalyticModel(model, log_evidence, {"y": y.copy()}, constants={"group": group})
 
 
 def latent_gp(n_points: int = 30, *, noise_sd: float = 0.3, seed: int = 0,

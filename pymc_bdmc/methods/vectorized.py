@@ -132,7 +132,8 @@ class VectorizedAIS:
                            pinned=None if gibbs is None else gibbs.pinned,
                            draw_pilot=lambda n: prior_start(simulator, density, n,
                                                             streams["pilot_init"]),
-                           fit_base=s.base == "auto" and gibbs is None and s.adaptive,
+                           fit_base=s.base != "prior" and gibbs is None and s.adaptive,
+                           keep_fitted=s.base == "fitted",
                            moves=scale_moves_for(density))
         if job.search is not None:
             memo.tuned = Tuned(plan, pilot, None)

@@ -99,7 +99,8 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
     model : pm.Model
     density : ModelDensity
         The model as written, which simulated ``truth``.
-    truth : JointDraw
+    truth : JointDraw or None
+        None on the model's own data (a lower bound only): the other form keeps them.
     compile_kwargs : dict or None
 
     Returns
@@ -114,6 +115,8 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
     other = compiled.density
     if not other.reparameterized:
         return None
+    if truth is None:
+        return other, compiled.simulator, None, compiled.compile_time
     other.set_observed(truth.observed)
     return (other, compiled.simulator, draw_in_other_form(truth, density, other),
             compiled.compile_time)

@@ -10,6 +10,7 @@ inside another (``calibrate``'s two runs) shares the outer call's.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from pymc_bdmc.pipeline.lower_bound_search import (
     certified_length,
     remember_certified,
 )
+from pymc_bdmc.pipeline.pilot import prefer_second_path
 from pymc_bdmc.pipeline.progress import StageProgress, StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import short_summary, summary_line
 from pymc_bdmc.pipeline.runs import forward_and_reverse
@@ -152,15 +154,28 @@ def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
         return Form(other, compile_seconds)
 
     held = {}  # each attempt's warnings, by its result: only the returned one's are logged
+    switch = FormSwitch(form, make_other) if job.search.other_form else None
     if job.search.lower_bound:
+        known = certified_length(model_key(job.model), job.reparameterize)
+        if known is None and switch is not None:  # certified in the other form: start there
+            known = certified_length(model_key(job.model), not job.reparameterize)
+            if known is not None and not switch.use(True):
+                known = None
+        form_choice = "" if known is not None or switch is None else _choose_form(
+            method, job, switch, bar)
+        if known is not None and known.fitted and job.settings.base == "auto":
+            # The certificate is about annealing from a fitted Gaussian: anneal from one here
+            # too, rather than let a pilot's noisy estimate pick the prior's path.
+            logger.debug("BDMC certified this model from a fitted Gaussian: so does this run.")
+            job = dataclasses.replace(job, settings=dataclasses.replace(job.settings,
+                                                                        base="fitted"))
         search = LowerBoundSearch(
-            lambda request: _search_attempt(method, job, form, request, bar, held),
+            lambda request: _search_attempt(method, job, form if switch is None
+                                            else switch.current, request, bar, held),
             target_gap=job.search.target_gap, max_time=job.search.max_time,
             started=job.started, tuning=job.settings.tuning,
-            known=certified_length(model_key(job.model), job.reparameterize),
-            chains=job.settings.chains)
+            known=known, chains=job.settings.chains, switch=switch, form_choice=form_choice)
     else:
-        switch = FormSwitch(form, make_other) if job.search.other_form else None
         search = LengthSearch(
             lambda request: _search_attempt(method, job, form if switch is None
                                             else switch.current, request, bar, held),
@@ -173,6 +188,38 @@ def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
     if not job.search.lower_bound:
         remember_certified(model_key(job.model), result)
     return result
+
+
+def _choose_form(method: EvidenceMethod, job: Job, switch: FormSwitch,
+                 bar: StageProgress) -> str:
+    """Pilot the model as written and in its other form; leave ``switch`` on the better one.
+
+    Both pilots estimate the same ``log p(y)`` along their forms' chosen paths, and are kept
+    for the search's attempts (:func:`~pymc_bdmc.pipeline.pilot.prefer_second_path` ranks
+    them). Returns what was compared, or "" where there was nothing to compare.
+    """
+    attempt = Attempt(job.settings.n_steps)
+    settings = settings_for(job.settings, attempt)
+    pilots = []
+    for other in (False, True):
+        if not switch.use(other):
+            switch.use(False)
+            return ""
+        with timed("pilot"):
+            tuned = method.tune(job, switch.current.problem, attempt, settings, bar,
+                                switch.current.memo)
+        pilots.append(getattr(tuned, "pilot", None))
+    if any(pilot is None for pilot in pilots):
+        switch.use(False)
+        return ""
+    keep_other = prefer_second_path(*pilots, job.settings.tuning)
+    switch.use(keep_other)
+    choice = (f"{'reparameterized' if keep_other else 'as written'} chosen by the pilots: "
+              f"log p(y) {pilots[0].log_z:.2f} as written (path length "
+              f"{pilots[0].thermodynamic_length:.2f}), {pilots[1].log_z:.2f} reparameterized "
+              f"({pilots[1].thermodynamic_length:.2f})")
+    logger.debug("The model's two forms: %s.", choice)
+    return choice
 
 
 def _search_attempt(method, job, form, request, bar, held) -> xr.DataTree:

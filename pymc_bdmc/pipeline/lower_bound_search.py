@@ -16,7 +16,10 @@ b / n``), so between two lengths ``k < m`` it moves by ``b (m - k) / (k m)``, an
   ``max_time``.
 
 Where this process certified the same model by BDMC (an earlier :func:`~pymc_bdmc.sample_bdmc`
-or :func:`~pymc_bdmc.calibrate`), that length is run once instead (:func:`remember_certified`).
+or :func:`~pymc_bdmc.calibrate`), that length is run first, on the certified path (prior or
+fitted Gaussian), and kept unless the real data's forward log weights spread much more than the
+certified run's (:func:`~pymc_bdmc.estimators.harder_than_certified`); then the search goes on
+from it (:func:`remember_certified`).
 Every attempt re-freezes the first attempt's pilot, which never sees a measured chain, so each
 attempt's lower bound is valid on its own; the estimate of the bias is a measurement, not a
 bound: only BDMC certifies.
@@ -33,8 +36,14 @@ import numpy as np
 import xarray as xr
 
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
-from pymc_bdmc.estimators import certifies
-from pymc_bdmc.pipeline.auto_steps import Attempt, first_length, more_chains, path_needs
+from pymc_bdmc.estimators import certifies, forward_spread, harder_than_certified
+from pymc_bdmc.pipeline.auto_steps import (
+    Attempt,
+    FormSwitch,
+    first_length,
+    more_chains,
+    path_needs,
+)
 
 __all__ = ["CertifiedLength", "LowerBoundSearch", "certified_length", "remember_certified"]
 
@@ -43,11 +52,18 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CertifiedLength:
-    """A length (and chains) BDMC certified for a model in this process, and in which form."""
+    """A length (and chains) BDMC certified for a model in this process, in which form and path.
+
+    ``fitted``: the certified runs annealed from a fitted Gaussian, not from the prior.
+    ``forward_sd``: the spread of the certified forward log weights, against which a real-data
+    run is checked (:func:`~pymc_bdmc.estimators.harder_than_certified`).
+    """
 
     n_steps: int
     chains: int
     reparameterized: bool
+    fitted: bool = False
+    forward_sd: float = float("nan")
 
 
 #: Certified lengths of this process, by model structure (:func:`pymc_bdmc.model.cache.model_key`).
@@ -59,7 +75,9 @@ def remember_certified(key: tuple, result: xr.DataTree) -> None:
     attrs = result["evidence"].attrs
     if attrs.get("certified"):
         _CERTIFIED[key] = CertifiedLength(int(attrs["n_steps"]), int(attrs["chains"]),
-                                          "reparameterized" in attrs)
+                                          "reparameterized" in attrs,
+                                          attrs.get("path_start", "prior") != "prior",
+                                          forward_spread(result))
 
 
 def certified_length(key: tuple, reparameterized: bool) -> CertifiedLength | None:
@@ -83,17 +101,25 @@ class LowerBoundSearch:
         ``time.perf_counter()`` when the call started.
     tuning : Tuning, optional
     known : CertifiedLength, optional
-        A length BDMC certified for this model: run once, at it (with its chains where they
+        A length BDMC certified for this model: run first, at it (with its chains where they
         are more than ``chains``).
     chains : int, default 32
         The call's chains.
+    switch : FormSwitch, optional
+        The model's two parameterisations, where the search may try the other one; ``run``
+        runs on ``switch.current``.
+    form_choice : str, optional
+        How the form was chosen before the search (the pilots of both): then it is not tried
+        again.
     """
 
     def __init__(self, run: Callable[[Attempt], xr.DataTree], *, target_gap: float,
                  max_time: float | None, started: float, tuning: Tuning = DEFAULT_TUNING,
-                 known: CertifiedLength | None = None, chains: int = 32):
+                 known: CertifiedLength | None = None, chains: int = 32,
+                 switch: FormSwitch | None = None, form_choice: str = ""):
         self._run, self.target_gap, self.max_time = run, target_gap, max_time
         self.started, self.tuning, self.known, self.call_chains = started, tuning, known, chains
+        self.switch, self.form_trial = switch, form_choice
         self.tried, self.lowers, self.lower_se, self.chains, self.bias = [], [], [], [], []
         self.next_chains, self.converged, self.reason = None, False, "converged"
         self.result = None
@@ -110,13 +136,26 @@ class LowerBoundSearch:
 
     def run(self) -> xr.DataTree:
         """Run attempts until the lower bound stops moving or the budget ends; annotate it."""
+        n_steps = self.tuning.first_n_steps
         if self.known is not None:
             chains = self.known.chains if self.known.chains > self.call_chains else None
+            attempt_start = time.perf_counter()
             self.result = self._run(Attempt(self.known.n_steps, chains=chains))
             self._record(self.result)
-            self.reason, self.converged = "certified by BDMC in this process", True
-            return self._finish()
-        n_steps = self.tuning.first_n_steps
+            real_sd = forward_spread(self.result)
+            if not harder_than_certified(real_sd, self.known.forward_sd, self.target_gap):
+                self.reason, self.converged = "certified by BDMC in this process", True
+                return self._finish()
+            # The real data look harder than the certified simulated data: the certified
+            # length need not do here, so the search goes on from it.
+            logger.debug("The real data's forward log weights spread more (sd %.2f) than the "
+                         "certified run's (sd %.2f): lengthening past the certified %d steps.",
+                         real_sd, self.known.forward_sd, self.known.n_steps)
+            self.converged = False
+            seconds = self._try_other_form(self._run_seconds(self.result, attempt_start))
+            n_steps = self._next(seconds)
+            if n_steps is None:
+                return self._finish()
         while True:
             attempt_start = time.perf_counter()
             try:
@@ -129,12 +168,55 @@ class LowerBoundSearch:
                 break
             self.result = result
             self._record(result)
-            seconds = (time.perf_counter() - attempt_start
-                       - float(result["evidence"].attrs.get("pilot_time", 0.0)))
+            seconds = self._run_seconds(result, attempt_start)
+            if not self.converged and forward_spread(result) ** 2 / 2 > self.target_gap:
+                seconds = self._try_other_form(seconds)
             n_steps = self._next(seconds)
             if n_steps is None:
                 break
         return self._finish()
+
+    def _try_other_form(self, seconds: float) -> float:
+        """Run the last length in the other form, once; keep the form whose bound is higher.
+
+        Both runs are lower bounds of the same ``log p(y)``: the other form is kept only where
+        its bound is above this one's by more than twice their combined standard error (its
+        attempt then starts the search's record afresh). ``seconds``: the last attempt's runs;
+        returns the kept form's.
+        """
+        if self.switch is None or self.form_trial:
+            return seconds
+        remaining = self.remaining()
+        if remaining is not None and remaining < 2 * seconds:
+            return seconds
+        was_other = self.switch.other
+        if not self.switch.use(not was_other):
+            return seconds
+        started = time.perf_counter()
+        result = self._run(Attempt(self.tried[-1], chains=self.next_chains))
+        ev = result["evidence"]
+        lower, se = float(ev["lower"]), float(ev["lower_se"])
+        margin = 2.0 * float(np.hypot(se, self.lower_se[-1]))
+        better = bool(np.isfinite(lower) and lower > self.lowers[-1] + margin)
+        logger.debug("The other parameterisation at %d steps: lower %.3f (standard error %.3f) "
+                     "against %.3f; %s.", self.tried[-1], lower, se, self.lowers[-1],
+                     "switching to it" if better else "keeping this one")
+        self.form_trial = (f"{'reparameterized' if not was_other else 'as written'} "
+                           f"{'kept' if better else 'tried'}: {lower:.3f} against "
+                           f"{self.lowers[-1]:.3f} at {self.tried[-1]} steps")
+        if not better:
+            self.switch.use(was_other)
+            return seconds
+        self.tried, self.lowers, self.lower_se, self.chains, self.bias = [], [], [], [], []
+        self.result = result
+        self._record(result)
+        return self._run_seconds(result, started)
+
+    @staticmethod
+    def _run_seconds(result: xr.DataTree, attempt_start: float) -> float:
+        """Seconds an attempt's runs took (its pilot left out)."""
+        return (time.perf_counter() - attempt_start
+                - float(result["evidence"].attrs.get("pilot_time", 0.0)))
 
     def _record(self, result: xr.DataTree) -> None:
         ev = result["evidence"]
@@ -211,4 +293,6 @@ class LowerBoundSearch:
             "max_time": float("nan") if self.max_time is None else float(self.max_time),
             "converged": int(self.converged), "auto_stop": self.reason,
         })
+        if self.form_trial:
+            attrs["auto_form"] = self.form_trial
         return self.result

@@ -15,7 +15,7 @@ the measured chains or ``theta*``, so the bounds stay valid whatever the pilot c
   pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta`` from it. Each pilot estimates
   ``log p(y)`` by SMC; a path its particles cannot follow falls short, while its measured
   thermodynamic length looks *shorter*. So the estimates decide first
-  (:func:`prefer_fitted_base`), the lengths only between close estimates.
+  (:func:`prefer_second_path`), the lengths only between close estimates.
 * **Fitting a good Gaussian.** A population that lags the posterior first makes
   :attr:`~pymc_bdmc.config.Tuning.base_fit_moves` transitions at ``beta = 1``
   (:func:`equilibrate`), and while a fitted path's pilot gains more than
@@ -51,7 +51,7 @@ from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.pipeline.timing import timed
 from pymc_bdmc.schedules import ADAPTIVE
 
-__all__ = ["choose_path", "enlarged_pilot_size", "equilibrate", "fit_base", "prefer_fitted_base",
+__all__ = ["choose_path", "enlarged_pilot_size", "equilibrate", "fit_base", "prefer_second_path",
            "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
@@ -84,7 +84,7 @@ def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int,
 
 def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
          discrete=None, pinned=None, draw_pilot: Callable | None = None,
-         fit_base: bool = False, moves: ScaleMoves | None = None):
+         fit_base: bool = False, moves: ScaleMoves | None = None, keep_fitted: bool = False):
     """Run the pilot (with its progress row) and freeze the plan on ``schedule``.
 
     Parameters
@@ -108,10 +108,13 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         population (see the module docstring).
     fit_base : bool, default False
         Also pilot the path from a Gaussian fitted to the pilot's final population, and keep
-        it where :func:`prefer_fitted_base` says so. Only for continuous models.
+        it where :func:`prefer_second_path` says so. Only for continuous models.
     moves : ScaleMoves, optional
         The model's scale moves, for the pilots, the equilibration before each fit and the
         plan (:mod:`pymc_bdmc.kernels.scale_moves`).
+    keep_fitted : bool, default False
+        With ``fit_base``: keep the best fitted path whenever one was piloted, without
+        weighing it against the prior's (``base="fitted"``).
 
     Returns
     -------
@@ -141,7 +144,8 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
                 plan, pilot = run(x_pilot, parts_pilot, report)
         if fit_base and pilot.final_x is not None:
             plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
-                                      rng, parts_fn, moves, s.equilibration_seconds, s.tuning)
+                                      rng, parts_fn, moves, s.equilibration_seconds, s.tuning,
+                                      keep_fitted)
     logger.debug("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
     factors = [f for f in pilot.mass_factor if f is not None]
@@ -177,21 +181,22 @@ def refreeze(plan: AnnealingPlan, pilot: PilotResult, s: Settings) -> AnnealingP
     return dataclasses.replace(fresh, base=plan.base, scale_moves=plan.scale_moves)
 
 
-def prefer_fitted_base(prior: PilotResult, fitted: PilotResult,
+def prefer_second_path(first: PilotResult, second: PilotResult,
                        tuning: Tuning = DEFAULT_TUNING) -> bool:
-    """Whether the path from a fitted base beats the prior's.
+    """Whether the path piloted second beats the first, both ending at the same posterior.
 
-    The fitted path is refused where its pilot's estimate is more than
-    ``tuning.base_log_z_tolerance`` below the prior pilot's, and taken where it is more than
-    ``tuning.base_log_z_gain`` above; both margins widen to twice the two estimates' combined
-    noise where that is larger. In between, it is taken where its thermodynamic length is at
-    most ``tuning.base_path_gain`` times the prior path's (for a fixed number of steps the
-    variance of the log weights grows as its square).
+    The paths are the prior's and a fitted base's (:func:`choose_path`), or the model's as
+    written and in its other parameterisation (the lower-bound search's choice of form). The
+    second is refused where its pilot's estimate is more than ``tuning.base_log_z_tolerance``
+    below the first's, and taken where it is more than ``tuning.base_log_z_gain`` above; both
+    margins widen to twice the two estimates' combined noise where that is larger. In between,
+    it is taken where its thermodynamic length is at most ``tuning.base_path_gain`` times the
+    first's (for a fixed number of steps the variance of the log weights grows as its square).
 
     Parameters
     ----------
-    prior, fitted : PilotResult
-        The pilots of the path from the prior and of the path from the fitted base.
+    first, second : PilotResult
+        The pilots of the two paths (e.g. from the prior, and from the fitted base).
     tuning : Tuning, optional
 
     Returns
@@ -199,15 +204,15 @@ def prefer_fitted_base(prior: PilotResult, fitted: PilotResult,
     bool
     """
     # Two pilots' estimates closer than twice their noise do not rank the paths.
-    noise = 2.0 * float(np.hypot(prior.log_z_sd, fitted.log_z_sd))
-    if (not np.isfinite(fitted.log_z)
-            or fitted.log_z < prior.log_z - max(tuning.base_log_z_tolerance, noise)):
+    noise = 2.0 * float(np.hypot(first.log_z_sd, second.log_z_sd))
+    if (not np.isfinite(second.log_z)
+            or second.log_z < first.log_z - max(tuning.base_log_z_tolerance, noise)):
         return False
-    if (fitted.log_z > prior.log_z + max(tuning.base_log_z_gain, noise)
-            or not np.isfinite(prior.log_z)):
+    if (second.log_z > first.log_z + max(tuning.base_log_z_gain, noise)
+            or not np.isfinite(first.log_z)):
         return True
-    return bool(fitted.thermodynamic_length
-                <= tuning.base_path_gain * prior.thermodynamic_length)
+    return bool(second.thermodynamic_length
+                <= tuning.base_path_gain * first.thermodynamic_length)
 
 
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
@@ -296,7 +301,7 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable,
 
 
 def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
-                tuning: Tuning = DEFAULT_TUNING):
+                tuning: Tuning = DEFAULT_TUNING, keep_fitted: bool = False):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -315,6 +320,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         Wall time each equilibration may take (:func:`equilibrate`).
     tuning : Tuning, optional
         How many fits at most, and what gain makes another one.
+    keep_fitted : bool, default False
+        Keep the best fitted path whatever the prior path's pilot says.
 
     Returns
     -------
@@ -359,7 +366,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     choice = {"thermodynamic_length_prior": pilot.thermodynamic_length,
               "thermodynamic_length_fitted": base_length,
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z}
-    keep_base = prefer_fitted_base(pilot, based_pilot, tuning)
+    keep_base = keep_fitted or prefer_second_path(pilot, based_pilot, tuning)
     logger.debug("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "
                 "length %.2f and log Z %.2f; annealing from the %s.", pilot.thermodynamic_length,
                 pilot.log_z, base_length, based_pilot.log_z,

@@ -16,7 +16,7 @@ from pymc_bdmc.schedules import ADAPTIVE, make_schedule
 __all__ = ["BASES", "Parallel", "Settings", "parallel_settings", "validate"]
 
 #: Accepted values of ``base`` (where AIS paths start).
-BASES = ("auto", "prior")
+BASES = ("auto", "prior", "fitted")
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,10 @@ class Settings:
     confidence : float
     adaptive : bool
         Whether the schedule is placed from the pilot.
-    base : {"auto", "prior"}
+    base : {"auto", "prior", "fitted"}
         Where AIS paths start: ``"auto"`` lets the pilot choose between the prior and a fitted
-        Gaussian (:mod:`pymc_bdmc.pipeline.pilot`); ``"prior"`` always starts at the prior.
+        Gaussian (:mod:`pymc_bdmc.pipeline.pilot`); ``"prior"`` always starts at the prior;
+        ``"fitted"`` at a fitted Gaussian wherever the pilot can fit one.
     pilot_chains_given : bool
         Whether the user fixed ``pilot_chains``; otherwise the pilot may enlarge its population
         where it measures a dense metric on more coordinates than it has particles for
