@@ -19,6 +19,7 @@ import xarray as xr
 from scipy.special import logsumexp
 
 __all__ = [
+    "SEARCH_ON_BIAS_SCALE",
     "TRANSFER_MIN_BIAS_SCALE",
     "TRANSFER_SPREAD_FACTOR",
     "EvidenceBounds",
@@ -100,6 +101,10 @@ def certifies(gap: float, gap_se: float, tolerance: float) -> bool:
 TRANSFER_SPREAD_FACTOR = 2.0
 #: ... and the bias it allows (``sd^2 / 2`` nats for log-normal weights) exceeds the tolerance.
 TRANSFER_MIN_BIAS_SCALE = 1.0
+#: A search on real data does not stop at a certified length where the spread is over the
+#: factor and allows a quarter of the tolerance: the log-normal estimate of the bias is rough
+#: (on 500 centred groups, 0.44 nats estimated at a tolerance of 0.5, 0.58 measured).
+SEARCH_ON_BIAS_SCALE = 0.25
 
 
 def forward_spread(result: xr.DataTree) -> float:
@@ -109,17 +114,20 @@ def forward_spread(result: xr.DataTree) -> float:
     return float(np.std(log_w)) if log_w.size >= 2 else float("nan")
 
 
-def harder_than_certified(real_sd: float, simulated_sd: float, tolerance: float) -> bool:
+def harder_than_certified(real_sd: float, simulated_sd: float, tolerance: float,
+                          min_bias_scale: float = TRANSFER_MIN_BIAS_SCALE) -> bool:
     """Whether a real-data run looks harder than the certified simulated one.
 
     Its forward log weights spread more than :data:`TRANSFER_SPREAD_FACTOR` times the
     certified run's, and the bias that spread allows (``sd^2 / 2`` for log-normal weights)
-    exceeds :data:`TRANSFER_MIN_BIAS_SCALE` times ``tolerance`` (:func:`pymc_bdmc.calibrate`).
+    exceeds ``min_bias_scale`` times ``tolerance``: by default
+    :data:`TRANSFER_MIN_BIAS_SCALE`, the flag :func:`pymc_bdmc.calibrate` reports; the
+    lower-bound search looks again at a quarter of that (:data:`SEARCH_ON_BIAS_SCALE`).
     """
     if not np.isfinite(real_sd):
         return True
     return bool(real_sd > TRANSFER_SPREAD_FACTOR * simulated_sd
-                and real_sd**2 / 2 > TRANSFER_MIN_BIAS_SCALE * tolerance)
+                and real_sd**2 / 2 > min_bias_scale * tolerance)
 
 
 def bootstrap_se(rng: np.random.Generator, log_w: np.ndarray,

@@ -190,6 +190,45 @@ def test_holding_the_hard_parameter_fixed_is_flagged_too():
     assert cal["real_data_harder"] == 1
 
 
+def test_after_a_certified_search_real_data_that_look_harder_are_searched(monkeypatch):
+    # The plan transfers; where its run's log weights spread far more than the certified
+    # run's, sample_ais's own search follows (it starts at the certified length and form).
+    # A path from a fitted base goes straight to that search.
+    import pymc_bdmc.evidence.calibration as calibration
+
+    def run_with(spread):
+        return xr.DataTree.from_dict({"evidence": xr.Dataset(
+            {"log_weight_forward": ("chain", spread * np.array([-1.0, 1.0] * 4))})})
+
+    calls = []
+
+    def fake_ais(**kw):
+        calls.append(kw)
+        return run_with(3.0 if "plan" in kw else 0.2)
+
+    monkeypatch.setattr(calibration, "sample_ais", fake_ais)
+    monkeypatch.setattr(calibration.AnnealingPlan, "from_result", lambda result: "the plan")
+    certified = run_with(0.1)
+    certified["evidence"].attrs.update(kernel="hmc", path_start="prior", n_steps=300)
+    search = dict(target_gap=0.5, max_time=60.0)
+    real, transferred = calibration._estimate_on_real_data(certified, "model", None, 7,
+                                                           {"chains": 32}, search=search)
+    assert transferred is False and [("plan" in kw, kw.get("target_gap")) for kw in calls] == [
+        (True, None), (False, 0.5)]
+    assert calls[-1] == dict(model="model", random_seed=7, chains=32, **search)
+    # Spread like the certified run's: the transferred plan's run is the answer.
+    monkeypatch.setattr(calibration, "sample_ais", lambda **kw: calls.append(kw) or run_with(0.15))
+    calls.clear()
+    real, transferred = calibration._estimate_on_real_data(certified, "model", None, 7,
+                                                           {"chains": 32}, search=search)
+    assert transferred is True and len(calls) == 1 and "plan" in calls[0]
+    # From a fitted base: the search at once.
+    certified["evidence"].attrs["path_start"] = "fitted gaussian"
+    calls.clear()
+    calibration._estimate_on_real_data(certified, "model", None, 7, {"chains": 32}, search=search)
+    assert calls == [dict(model="model", random_seed=7, chains=32, **search)]
+
+
 def test_the_real_data_run_takes_the_certified_form_chains_and_length(monkeypatch):
     # A search that certified the other form from a fitted base with more chains: the real
     # data re-tune (a fitted base is refitted, and a fitted path is kept), at the certified

@@ -16,7 +16,12 @@ import pymc as pm
 import xarray as xr
 
 from pymc_bdmc.errors import BDMCInputError
-from pymc_bdmc.estimators import certifies, forward_spread, harder_than_certified
+from pymc_bdmc.estimators import (
+    SEARCH_ON_BIAS_SCALE,
+    certifies,
+    forward_spread,
+    harder_than_certified,
+)
 from pymc_bdmc.evidence.annealing import sample_ais, sample_bdmc
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.checks import check_positive_int
@@ -102,12 +107,15 @@ def calibrate(
     simulated data. The one measurement both runs share is the spread of their forward log
     weights, whose variance bounds the lower bound's bias for log-normal weights (``E log w =
     log E w - var / 2``). Where the real data's spread is more than twice the certified run's
-    and its ``sd^2 / 2`` exceeds ``tolerance``, the result says ``real_data_harder=1`` and a
-    warning names what to do: simulate data closer to the real data (``match_data=True``, or
-    ``fix=``, e.g. at posterior means, in the spirit of Grosse, Ancha & Roy 2016) or raise
-    ``n_steps``. The check
-    can miss a harder data set whose difficulty the forward chains never see (mass they do not
-    reach); it does not widen the certificate.
+    and its ``sd^2 / 2`` exceeds ``tolerance``, a certified ``"auto"`` search does not stop
+    at the certified length on the real data: ``sample_ais``'s own search goes on from it,
+    lengthening and trying the model's other parameterisation (its ``auto_*`` attributes say
+    what it did). Where the final real-data run still spreads that much, the result says
+    ``real_data_harder=1`` and a warning names what to do: simulate data closer to the real
+    data (``match_data=True``, or ``fix=``, e.g. at posterior means, in the spirit of Grosse,
+    Ancha & Roy 2016) or raise ``n_steps``. The check can miss a harder data set whose
+    difficulty the forward chains never see (mass they do not reach); it does not widen the
+    certificate.
     """
     model = resolve_model(model)
     search = isinstance(n_steps, str)
@@ -146,7 +154,10 @@ def calibrate(
                                       match_data, common)
             result = rows.pop()
         bar.prefix = "Estimating on your data: "
-        real, transferable = _estimate_on_real_data(result, model, fix, estimation_seed, common)
+        real, transferable = _estimate_on_real_data(
+            result, model, fix, estimation_seed, common,
+            search=dict(target_gap=tolerance, max_time=max_time) if search and certified
+            and not fix else None)
         bar.prefix = ""
         line = (f"log p(y) >= {float(real['evidence']['lower']):.3f} on your data; "
                 + (f"certified on simulated data, gap {rows[-1][3]:.3f} nats at {rows[-1][0]} "
@@ -212,14 +223,18 @@ def _search_rows(result: xr.DataTree) -> list[tuple]:
     return rows
 
 
-def _estimate_on_real_data(result, model, fix, estimation_seed,
-                           common) -> tuple[xr.DataTree, bool]:
+def _estimate_on_real_data(result, model, fix, estimation_seed, common,
+                           search: dict | None = None) -> tuple[xr.DataTree, bool]:
     """``sample_ais`` on the real data with the certified run's plan, chains and form.
 
     A frozen HMC plan from the prior transfers to the real data; PyMC step-method runs
     (discrete models), pm.do-fixed simulation models and paths from a base fitted to the
     simulated data's posterior re-tune with the certified n_steps (and form) instead.
-    Returns the result and whether the plan was transferred.
+    ``search`` (``target_gap``, ``max_time``; after a certified search on the model itself):
+    where a re-tuned run is needed, it is ``sample_ais``'s own search, which starts at the
+    certified length, form and path and goes on where the real data look harder; a
+    transferred plan whose run looks harder is followed by that search too. Returns the
+    result and whether the plan was transferred (and kept).
     """
     attrs = result["evidence"].attrs
     settings = dict(common)
@@ -230,11 +245,17 @@ def _estimate_on_real_data(result, model, fix, estimation_seed,
     if transferable:
         real = sample_ais(model=model, plan=AnnealingPlan.from_result(result),
                           random_seed=estimation_seed, **settings)
-    else:
-        if "reparameterized" in attrs and "reparameterize" not in settings and not fix:
-            settings["reparameterize"] = True  # certified in the other form: run it there too
-        if attrs.get("path_start", "prior") != "prior" and settings.get("base", "auto") == "auto":
-            settings["base"] = "fitted"  # certified from a fitted Gaussian: fit one here too
-        real = sample_ais(n_steps=int(attrs["n_steps"]), model=model,
-                          random_seed=estimation_seed, **settings)
-    return real, transferable
+        if search is None or not harder_than_certified(
+                forward_spread(real), forward_spread(result), search["target_gap"],
+                SEARCH_ON_BIAS_SCALE):
+            return real, True
+        logger.debug("The real data look harder than the certified simulated data: "
+                     "searching on them from the certified length.")
+    if search is not None:  # the certified length, form and path are this process's record
+        return sample_ais(model=model, random_seed=estimation_seed, **search, **settings), False
+    if "reparameterized" in attrs and "reparameterize" not in settings and not fix:
+        settings["reparameterize"] = True  # certified in the other form: run it there too
+    if attrs.get("path_start", "prior") != "prior" and settings.get("base", "auto") == "auto":
+        settings["base"] = "fitted"  # certified from a fitted Gaussian: fit one here too
+    return sample_ais(n_steps=int(attrs["n_steps"]), model=model, random_seed=estimation_seed,
+                      **settings), False

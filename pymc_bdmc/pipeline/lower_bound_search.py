@@ -36,7 +36,12 @@ import numpy as np
 import xarray as xr
 
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
-from pymc_bdmc.estimators import certifies, forward_spread, harder_than_certified
+from pymc_bdmc.estimators import (
+    SEARCH_ON_BIAS_SCALE,
+    certifies,
+    forward_spread,
+    harder_than_certified,
+)
 from pymc_bdmc.pipeline.auto_steps import (
     Attempt,
     FormSwitch,
@@ -143,7 +148,8 @@ class LowerBoundSearch:
             self.result = self._run(Attempt(self.known.n_steps, chains=chains))
             self._record(self.result)
             real_sd = forward_spread(self.result)
-            if not harder_than_certified(real_sd, self.known.forward_sd, self.target_gap):
+            if not harder_than_certified(real_sd, self.known.forward_sd, self.target_gap,
+                                         SEARCH_ON_BIAS_SCALE):
                 self.reason, self.converged = "certified by BDMC in this process", True
                 return self._finish()
             # The real data look harder than the certified simulated data: the certified
@@ -277,7 +283,14 @@ class LowerBoundSearch:
 
     def _finish(self) -> xr.DataTree:
         attrs = self.result["evidence"].attrs
-        if not self.converged and self.reason != "interrupted":
+        if not self.converged and self.reason != "interrupted" and len(self.tried) < 2:
+            logger.warning(
+                "One length only (%d steps, lower %.2f%s): how far the lower bound still is "
+                "from converging was not measured; stopped because %s. Raise `max_time` or pass "
+                "a larger `n_steps`; `pmb.calibrate()` measures the estimator's error on data "
+                "simulated from the model (a BDMC certificate).", self.tried[-1], self.lowers[-1],
+                f"; {self.form_trial}" if self.form_trial else "", self.reason)
+        elif not self.converged and self.reason != "interrupted":
             logger.warning(
                 "The lower bound still moved as the path lengthened (%s; last %d steps, about "
                 "%.2f nats of bias left, target %.2f); stopped because %s. Raise `max_time` or "
