@@ -79,3 +79,19 @@ def test_the_package_never_calls_numpy_global_random_functions():
                     and node.value.value.id in ("np", "numpy")):
                 offenders.append(f"{path.name}:{node.lineno} np.random.{node.attr}")
     assert not offenders, offenders
+
+
+def test_a_search_certified_at_its_first_attempt_is_replayed_by_its_recorded_settings():
+    # What the search chose is in the result: the same seed at the recorded length and chains
+    # gives the same bounds bit for bit. (Later attempts share the first attempt's pilot and
+    # streams, so a longer search is not replayed this way: docs/explanation/how-it-works.md.)
+    from pymc_bdmc import known_evidence
+
+    with known_evidence.linear_regression(50, 5, seed=1).model:
+        searched = pmb.sample_bdmc(random_seed=3, progressbar=False)["evidence"]
+        assert list(searched.attrs["auto_n_steps"]) == [searched.attrs["n_steps"]]
+        replayed = pmb.sample_bdmc(n_steps=int(searched.attrs["n_steps"]),
+                                   chains=int(searched.attrs["chains"]), random_seed=3,
+                                   progressbar=False)["evidence"]
+    for bound in ("lower", "upper"):
+        assert float(replayed[bound]) == float(searched[bound])
