@@ -26,10 +26,10 @@ def model():
     return m
 
 
-#: Wall-clock attributes: the only part of a result allowed to differ between identical runs
-#: (with every ``time_<stage>``).
+#: Wall-clock and memory attributes: the only part of a result allowed to differ between
+#: identical runs (with every ``time_<stage>``).
 TIMING = ("sampling_time", "compile_time", "pilot_time", "created_at", "model_call_seconds",
-          "limit_seconds", "distance_to_limit")
+          "limit_seconds", "distance_to_limit", "peak_memory_mb", "peak_worker_memory_mb")
 
 
 def _assert_identical(a, b, groups=GROUPS):
@@ -95,3 +95,14 @@ def test_a_search_certified_at_its_first_attempt_is_replayed_by_its_recorded_set
                                    progressbar=False)["evidence"]
     for bound in ("lower", "upper"):
         assert float(replayed[bound]) == float(searched[bound])
+
+
+def test_results_report_the_peak_memory(model):
+    with model:
+        attrs = pmb.sample_ais(**FAST)["evidence"].attrs
+    resident_now = next(int(line.split()[1]) for line in
+                        pathlib.Path("/proc/self/status").read_text().splitlines()
+                        if line.startswith("VmRSS:")) / 1024  # kB -> MB
+    # A high-water mark: at least what this process holds now, and a sane size.
+    assert resident_now * 0.99 <= attrs["peak_memory_mb"] < 64 * 1024
+    assert attrs["peak_worker_memory_mb"] >= 0.0

@@ -34,7 +34,7 @@ from pymc_bdmc.pipeline.progress import StageProgress, StepCounter, progress_ena
 from pymc_bdmc.pipeline.results import short_summary, summary_line
 from pymc_bdmc.pipeline.runs import forward_and_reverse
 from pymc_bdmc.pipeline.settings import Settings
-from pymc_bdmc.pipeline.timing import call_clock, timed
+from pymc_bdmc.pipeline.timing import call_clock, peak_memory_mb, timed
 
 __all__ = ["Form", "call_scope", "run", "run_attempt", "settings_for"]
 
@@ -281,13 +281,16 @@ def run_attempt(method: EvidenceMethod, job: Job, form: Form, attempt: Attempt,
 def record_time(result: xr.DataTree, clock: dict, seconds: float) -> None:
     """Record where the call's time went, and how far it was from its runs' evaluations alone.
 
-    ``time_<stage>`` for every timed stage, ``time_total``, and where the runs' evaluations
-    were counted, ``limit_seconds`` (the final runs' batched model evaluations times the
-    seconds of one) and ``distance_to_limit`` (the call's time over that).
+    ``time_<stage>`` for every timed stage, ``time_total``, where the runs' evaluations were
+    counted, ``limit_seconds`` (the final runs' batched model evaluations times the seconds of
+    one) and ``distance_to_limit`` (the call's time over that), and the peak resident memory
+    so far of this process and of its largest finished worker (``peak_memory_mb``,
+    ``peak_worker_memory_mb``; :func:`~pymc_bdmc.pipeline.timing.peak_memory_mb`).
     """
     group = result["heldout" if "heldout" in result.children else "evidence"]
     attrs = {f"time_{stage}": float(value) for stage, value in sorted(clock.items())}
     attrs["time_total"] = float(seconds)
+    attrs["peak_memory_mb"], attrs["peak_worker_memory_mb"] = peak_memory_mb()
     if "run_model_evaluations" in group.attrs:
         limit = group.attrs["run_model_evaluations"] * group.attrs["model_call_seconds"]
         attrs.update(limit_seconds=float(limit),

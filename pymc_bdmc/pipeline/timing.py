@@ -8,11 +8,13 @@ kernels, the forward and reverse runs), and the result's ``evidence`` attributes
 
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["call_clock", "timed"]
+__all__ = ["call_clock", "peak_memory_mb", "timed"]
 
 _CLOCK: ContextVar[dict | None] = ContextVar("pymc_bdmc_clock", default=None)
 
@@ -38,3 +40,15 @@ def timed(stage: str):
     finally:
         if clock is not None:
             clock[stage] = clock.get(stage, 0.0) + time.perf_counter() - start
+
+
+def peak_memory_mb() -> tuple[float, float]:
+    """Peak resident memory (MB) of this process, and of its largest finished child process.
+
+    Both are high-water marks since the process started (``getrusage``), not of one call alone;
+    workers that are still alive (a reused pool) are not counted until they end.
+    """
+    scale = 1.0 / 2**20 if sys.platform == "darwin" else 1.0 / 2**10  # bytes on macOS, KiB
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale
+    return float(own), float(children)
