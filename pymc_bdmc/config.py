@@ -75,6 +75,13 @@ class Tuning:
     base_path_gain : float, default 0.75
         ... and otherwise taken when its thermodynamic length is at most this fraction of the
         prior path's.
+    laplace_min_observations : int, default 10000
+        With ``base="auto"``, models with at least this many observed values first pilot the
+        path from the posterior's Laplace fit (where it has a mode) ...
+    laplace_path_length : float, default 1.0
+        ... and take it, without piloting the prior's path (which many observations make
+        long), where its thermodynamic length is at most this. On small models and the latent
+        GP the Laplace path saved nothing or cost steps, hence the size threshold.
     reverse_spread : int, default 10
         Transitions at ``beta = 1`` that spread reverse chains out from the exact sample.
     auto_parallel_seconds : float, default 10.0
@@ -104,6 +111,8 @@ class Tuning:
     base_log_z_tolerance: float = 0.5
     base_log_z_gain: float = 0.5
     base_path_gain: float = 0.75
+    laplace_min_observations: int = 10_000
+    laplace_path_length: float = 1.0
     reverse_spread: int = 10
     auto_parallel_seconds: float = 10.0
     step_auto_parallel_seconds: float = 20.0

@@ -223,6 +223,54 @@ def test_calibrate_refits_the_base_on_the_real_data():
     assert abs(float(real["evidence"]["lower"]) - am.log_evidence()) < 0.3
 
 
+def test_the_laplace_fit_is_the_exact_posterior_of_a_gaussian_model_and_none_in_a_funnel():
+    # A conjugate regression's posterior is Gaussian: the Laplace fit is it, to the finite
+    # differences' error. A centred hierarchy whose data put its scale at zero has no mode.
+    from pymc_bdmc.kernels.base_distribution import laplace_base
+
+    am = known_evidence.linear_regression(n_obs=40, n_coef=4, seed=2)
+    density = ModelDensity(am.model)
+    starts = np.random.default_rng(0).normal(size=(8, 4))
+    base = laplace_base(starts, density.parts, max_dim=100)
+    x, s2, t2 = am.constants["x"], am.constants["noise_sd"] ** 2, am.constants["prior_sd"] ** 2
+    covariance = np.linalg.inv(np.eye(4) / t2 + x.T @ x / s2)
+    np.testing.assert_allclose(base.mean, covariance @ (x.T @ am.data["y"] / s2), rtol=1e-6)
+    root = np.diag(base.scale) @ base.basis @ np.diag(np.sqrt(base.eigenvalues))
+    np.testing.assert_allclose(root @ root.T, covariance, rtol=1e-5)
+    assert laplace_base(starts, density.parts, max_dim=3) is None  # too many coordinates
+    funnel = known_evidence.group_intercepts(10, 5, observed=np.zeros(50))
+    funnel_density = ModelDensity(funnel.model)
+    assert laplace_base(np.random.default_rng(1).normal(size=(8, 12)), funnel_density.parts,
+                        max_dim=100) is None
+
+
+def test_a_fitted_base_on_the_real_data_starts_from_the_laplace_fit():
+    # base="fitted" (as after a certificate from a fitted Gaussian) skips the prior's path,
+    # long where the data are many; its Gaussian posterior is then the path's start exactly.
+    am = known_evidence.linear_regression(n_obs=2000, n_coef=5, seed=4)
+    with am.model:
+        result = pmb.sample_ais(n_steps=20, chains=8, base="fitted", random_seed=1,
+                                progressbar=False)
+    attrs = result["evidence"].attrs
+    assert attrs["base_from_laplace"] == 1.0 and attrs["path_start"] == "fitted gaussian"
+    assert "time_pilot_prior_path" not in attrs
+    assert abs(float(result["evidence"]["lower"]) - am.log_evidence()) < 0.01
+
+
+def test_with_many_observations_base_auto_takes_a_short_laplace_path_alone():
+    # 10,000 observations: the Laplace path (exact here, length ~0) is taken and the prior's
+    # is never piloted; below Tuning.laplace_min_observations the prior's path is piloted.
+    am = known_evidence.linear_regression(n_obs=10_000, n_coef=3, seed=4)
+    run = dict(n_steps=20, chains=8, random_seed=1, progressbar=False)
+    with am.model:
+        many = pmb.sample_bdmc(**run)["evidence"]
+        few = pmb.sample_bdmc(tuning=pmb.Tuning(laplace_min_observations=10_001), **run)[
+            "evidence"]
+    assert many.attrs["base_from_laplace"] == 1.0 and "time_pilot_prior_path" not in many.attrs
+    assert abs(float(many["gap"])) < 0.05
+    assert "base_from_laplace" not in few.attrs and few.attrs["time_pilot_prior_path"] > 0
+
+
 def test_an_unknown_base_is_refused_before_sampling():
     am = known_evidence.linear_regression(n_obs=5, n_coef=1, seed=0)
     with am.model, pytest.raises(BDMCInputError, match="base"):

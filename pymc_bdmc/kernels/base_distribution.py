@@ -28,15 +28,20 @@ was most of a run's time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from scipy import optimize
 
 from pymc_bdmc.kernels.mass import low_rank_shrunk_correlation
 from pymc_bdmc.model.layout import DensityParts
 
-__all__ = ["GaussianBase", "RebasedParts"]
+__all__ = ["LAPLACE_MAX_ITERATIONS", "GaussianBase", "RebasedParts", "laplace_base"]
+
+#: Most L-BFGS iterations the Laplace fit may take (about one model evaluation each).
+LAPLACE_MAX_ITERATIONS = 400
 
 #: Smallest variance of a fitted coordinate (guards a collapsed pilot population).
 MIN_BASE_VARIANCE = 1e-12
@@ -302,3 +307,61 @@ class RebasedParts:
             return beta * (parts.grad_log_prior + parts.grad_log_likelihood)
 
         return gradient, -(1.0 - beta) * self.base.precision
+
+
+def laplace_base(starts: np.ndarray, parts_fn: Callable[[np.ndarray], DensityParts],
+                 max_dim: int) -> GaussianBase | None:
+    """``N(mode, -H^-1)`` at the posterior's mode (Laplace), or None where it has none.
+
+    The mode by L-BFGS on the unconstrained log posterior from the best of ``starts`` (exact
+    prior draws); the Hessian ``H`` by central differences of its gradient, all ``2 d``
+    points in one batched call. None where the optimiser does not converge (a density without
+    a maximum: a centred funnel whose scale can shrink to zero), where ``H`` is not negative
+    definite, or above ``max_dim`` coordinates (the ``2 d`` points would not fit one call).
+
+    Parameters
+    ----------
+    starts : numpy.ndarray, shape (n, n_dim)
+    parts_fn : callable
+        The model's batched densities.
+    max_dim : int
+
+    Returns
+    -------
+    GaussianBase or None
+    """
+    n_dim = starts.shape[1]
+    if n_dim > max_dim:
+        return None
+    with np.errstate(all="ignore"):
+        log_p = parts_fn(starts).tempered_logp(1.0)
+    if not np.any(np.isfinite(log_p)):
+        return None
+
+    def negative_log_p(x):
+        with np.errstate(all="ignore"):
+            parts = parts_fn(x[None, :])
+            value, grad = float(parts.tempered_logp(1.0)[0]), parts.tempered_grad(1.0)[0]
+        if not (np.isfinite(value) and np.all(np.isfinite(grad))):
+            return np.inf, np.zeros(n_dim)
+        return -value, -grad
+
+    start = starts[int(np.argmax(np.where(np.isfinite(log_p), log_p, -np.inf)))]
+    found = optimize.minimize(negative_log_p, start, jac=True, method="L-BFGS-B",
+                              options={"maxiter": LAPLACE_MAX_ITERATIONS})
+    if not (found.success and np.isfinite(found.fun)):
+        return None
+    mode = found.x
+    step = 1e-5 * np.maximum(1.0, np.abs(mode))
+    with np.errstate(all="ignore"):
+        grads = parts_fn(np.concatenate([mode + np.diag(step), mode - np.diag(step)])
+                         ).tempered_grad(1.0)
+    hessian = (grads[:n_dim] - grads[n_dim:]) / (2 * step)[:, None]
+    precision = -(hessian + hessian.T) / 2
+    if not np.all(np.isfinite(precision)):
+        return None
+    try:
+        np.linalg.cholesky(precision)
+        return GaussianBase.from_covariance(mode, np.linalg.inv(precision))
+    except np.linalg.LinAlgError:
+        return None

@@ -53,6 +53,11 @@ __all__ = ["VectorizedAIS", "check_plan_fits"]
 logger = logging.getLogger("pymc_bdmc")
 
 
+def observed_values(density) -> int:
+    """How many observed values the density's data hold."""
+    return int(sum(np.size(value) for value in density.observed_data().values()))
+
+
 @dataclass(frozen=True)
 class Tuned:
     """The frozen plan, the pilot that froze it (None for a given plan), the Gibbs kernel."""
@@ -134,6 +139,8 @@ class VectorizedAIS:
                                                             streams["pilot_init"]),
                            fit_base=s.base != "prior" and gibbs is None and s.adaptive,
                            keep_fitted=s.base == "fitted",
+                           laplace_first=s.base == "auto" and observed_values(density)
+                           >= s.tuning.laplace_min_observations,
                            moves=scale_moves_for(density))
         if job.search is not None:
             memo.tuned = Tuned(plan, pilot, None)

@@ -35,7 +35,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
-from pymc_bdmc.kernels.base_distribution import GaussianBase
+from pymc_bdmc.kernels.base_distribution import GaussianBase, laplace_base
 from pymc_bdmc.kernels.hmc import hmc_step
 from pymc_bdmc.kernels.mass import curvature_correlation
 from pymc_bdmc.kernels.plan import AnnealingPlan
@@ -84,7 +84,8 @@ def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int,
 
 def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
          discrete=None, pinned=None, draw_pilot: Callable | None = None,
-         fit_base: bool = False, moves: ScaleMoves | None = None, keep_fitted: bool = False):
+         fit_base: bool = False, moves: ScaleMoves | None = None, keep_fitted: bool = False,
+         laplace_first: bool = False):
     """Run the pilot (with its progress row) and freeze the plan on ``schedule``.
 
     Parameters
@@ -114,7 +115,11 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         plan (:mod:`pymc_bdmc.kernels.scale_moves`).
     keep_fitted : bool, default False
         With ``fit_base``: keep the best fitted path whenever one was piloted, without
-        weighing it against the prior's (``base="fitted"``).
+        weighing it against the prior's (``base="fitted"``); it starts from a Laplace fit
+        where the posterior has a mode.
+    laplace_first : bool, default False
+        With ``fit_base``: pilot the path from a Laplace fit first, and keep it without the
+        prior's where it is at most ``tuning.laplace_path_length`` long.
 
     Returns
     -------
@@ -132,22 +137,21 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
 
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
-        with timed("pilot_prior_path"):
-            plan, pilot = run(x_pilot, parts_pilot, report)
-        n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
-        wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
-        if wanted is not None and draw_pilot is not None and not s.pilot_chains_given:
-            logger.debug("The pilot measured a dense metric on %d coordinates with %d particles; "
-                        "running it again with %d.", n_movable, len(x_pilot), wanted)
-            x_pilot, parts_pilot = draw_pilot(wanted)
-            with timed("pilot_prior_path"):
-                plan, pilot = run(x_pilot, parts_pilot, report)
-        if fit_base and pilot.final_x is not None:
-            plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
-                                      rng, parts_fn, moves, s.equilibration_seconds, s.tuning,
-                                      keep_fitted)
+        tuned = None
+        if fit_base and (keep_fitted or laplace_first):
+            # From a Laplace fit where the posterior has a mode (and, unless the fitted path
+            # is asked for, where that path is short).
+            tuned = _from_laplace(x_pilot, parts_fn, rng, lambda x, p, f: run(x, p, report, f),
+                                  moves, s, None if keep_fitted else s.tuning.laplace_path_length)
+        if tuned is not None:
+            plan, pilot = tuned
+            n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
+        else:
+            plan, pilot, n_movable = _from_the_prior(
+                run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn, moves, s,
+                fit_base, keep_fitted)
     logger.debug("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
-                "frozen.", len(x_pilot), pilot.n_steps, pilot.n_resampled, pilot.log_z)
+                "frozen.", pilot.n_particles, pilot.n_steps, pilot.n_resampled, pilot.log_z)
     factors = [f for f in pilot.mass_factor if f is not None]
     if factors and factors[0].ndim == 1:
         logger.debug("Metrics diagonal in the fitted base's principal coordinates at %d of %d "
@@ -158,6 +162,60 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
                     "model's curvature" if n_movable > s.tuning.dense_max_dim
                     else "pilot population")
     return plan, pilot
+
+
+def _from_the_prior(run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn, moves,
+                    s: Settings, fit_base: bool, keep_fitted: bool):
+    """The prior path's pilot (re-run larger where it asks), then the fitted paths' if asked.
+
+    Returns ``(plan, pilot, n_movable)``.
+    """
+    with timed("pilot_prior_path"):
+        plan, pilot = run(x_pilot, parts_pilot, report)
+    n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
+    wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
+    if wanted is not None and draw_pilot is not None and not s.pilot_chains_given:
+        logger.debug("The pilot measured a dense metric on %d coordinates with %d particles; "
+                     "running it again with %d.", n_movable, len(x_pilot), wanted)
+        x_pilot, parts_pilot = draw_pilot(wanted)
+        with timed("pilot_prior_path"):
+            plan, pilot = run(x_pilot, parts_pilot, report)
+    if fit_base and pilot.final_x is not None:
+        plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
+                                  rng, parts_fn, moves, s.equilibration_seconds, s.tuning,
+                                  keep_fitted)
+    return plan, pilot, n_movable
+
+
+def _from_laplace(x_pilot, parts_fn, rng, run, moves, s: Settings,
+                  longest: float | None = None):
+    """The path from a Laplace fit, and refits from its pilot, without the prior's path.
+
+    Skips the prior path's pilot, the longest stage where the data are many (its likelihood
+    makes the path from the prior long). None where the posterior has no mode to fit
+    (:func:`~pymc_bdmc.kernels.base_distribution.laplace_base`), where the Laplace path's pilot
+    fails, or where its thermodynamic length exceeds ``longest`` (None: any length, for
+    ``base="fitted"``): then the prior's path starts as usual.
+    """
+    with timed("pilot_laplace"):
+        start = laplace_base(x_pilot, parts_fn, s.tuning.curvature_max_dim)
+    if start is None:
+        logger.debug("No Laplace fit (no mode, or not a negative definite Hessian there).")
+        return None
+    based_parts = start.parts_fn(parts_fn)
+    x = start.sample(rng, len(x_pilot))
+    with timed("pilot_fitted_paths"):
+        plan, pilot = run(x, based_parts(x), based_parts)
+    logger.debug("Pilot from the Laplace fit: log Z %.2f (sd %.2f).", pilot.log_z,
+                 pilot.log_z_sd)
+    if not np.isfinite(pilot.log_z) or pilot.final_x is None:
+        return None
+    if longest is not None and not pilot.thermodynamic_length <= longest:
+        logger.debug("The Laplace fit's path is %.2f long: piloting the prior's path too.",
+                     pilot.thermodynamic_length)
+        return None
+    return choose_path(plan, pilot, run, rng, parts_fn, moves, s.equilibration_seconds,
+                       s.tuning, keep_fitted=True, start=start)
 
 
 def refreeze(plan: AnnealingPlan, pilot: PilotResult, s: Settings) -> AnnealingPlan:
@@ -301,7 +359,8 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable,
 
 
 def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
-                tuning: Tuning = DEFAULT_TUNING, keep_fitted: bool = False):
+                tuning: Tuning = DEFAULT_TUNING, keep_fitted: bool = False,
+                start: GaussianBase | None = None):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -322,6 +381,9 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         How many fits at most, and what gain makes another one.
     keep_fitted : bool, default False
         Keep the best fitted path whatever the prior path's pilot says.
+    start : GaussianBase, optional
+        The base ``plan`` and ``pilot`` came from, instead of the prior (a Laplace fit): its
+        path is the first fitted candidate, and no prior path was piloted.
 
     Returns
     -------
@@ -329,8 +391,9 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         ``(plan, pilot)`` of the path kept, the plan carrying its base if it is a fitted one;
         ``pilot.path_choice`` records both paths' lengths and estimates.
     """
-    fitted = None
-    source, source_plan, source_parts = pilot, plan, parts_fn
+    fitted, source, source_plan, source_parts = None, pilot, plan, parts_fn
+    if start is not None:
+        fitted, source_parts = (start, plan, pilot), start.parts_fn(parts_fn)
     for fit in range(tuning.max_base_fits):
         with timed("pilot_equilibration"):
             population = equilibrate(rng, source.final_x, source_plan, source_parts,
@@ -363,12 +426,18 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         return plan, pilot
     base, based_plan, based_pilot = fitted
     base_length = based_pilot.thermodynamic_length
-    choice = {"thermodynamic_length_prior": pilot.thermodynamic_length,
+    prior_piloted = start is None
+    choice = {"thermodynamic_length_prior": pilot.thermodynamic_length if prior_piloted
+              else float("nan"),
               "thermodynamic_length_fitted": base_length,
-              "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z}
+              "pilot_log_z_prior": pilot.log_z if prior_piloted else float("nan"),
+              "pilot_log_z_fitted": based_pilot.log_z}
+    if not prior_piloted:
+        choice["base_from_laplace"] = 1.0
     keep_base = keep_fitted or prefer_second_path(pilot, based_pilot, tuning)
-    logger.debug("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "
-                "length %.2f and log Z %.2f; annealing from the %s.", pilot.thermodynamic_length,
+    logger.debug("Pilot paths: from the %s length %.2f and log Z %.2f, from a fitted Gaussian "
+                "length %.2f and log Z %.2f; annealing from the %s.",
+                "prior" if prior_piloted else "Laplace fit", pilot.thermodynamic_length,
                 pilot.log_z, base_length, based_pilot.log_z,
                 "fitted Gaussian" if keep_base else "prior")
     if keep_base:
