@@ -5,6 +5,7 @@ Run from the repository root::
     python3 benchmarks/time_to_certificate.py                      # closed-form + suite models
     python3 benchmarks/time_to_certificate.py --only "random walk"
     python3 benchmarks/time_to_certificate.py --large               # 500+ coordinates, 10^5 obs
+    python3 benchmarks/time_to_certificate.py --huge --no-exact --no-smc --max-time 900
     python3 benchmarks/time_to_certificate.py --gallery --no-exact  # models as users write them
 
 For each model, in one process and in this order, at the defaults: ``pmb.sample_bdmc()`` (the
@@ -77,16 +78,25 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
-def run_model(name: str, build, seed: int, smc: bool, tuning: pmb.Tuning | None = None) -> dict:
+#: 5,000 coordinates (``--huge``; the issue's target is a certificate with a raised max_time).
+HUGE = {
+    "centred hierarchy, 5000 groups x 20 (data from the model)":
+        lambda: known_evidence.group_intercepts(5000, 20, seed=0),
+}
+
+
+def run_model(name: str, build, seed: int, smc: bool, tuning: pmb.Tuning | None = None,
+              max_time: float = 60.0) -> dict:
     built = build()
     analytic = built if isinstance(built, known_evidence.AnalyticModel) else None
     model = built.model if analytic is not None else built
     row = {"model": name, "seed": seed}
     with model:
         bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False,
-                                                           tuning=tuning))
+                                                           tuning=tuning, max_time=max_time))
         ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed + 100,
-                                                          progressbar=False, tuning=tuning))
+                                                          progressbar=False, tuning=tuning,
+                                                          max_time=max_time))
     ev, ea = bd["evidence"], ais["evidence"]
     row.update(gap=float(ev["gap"]), certified=int(ev.attrs.get("certified", 0)),
                attempts=list(map(int, np.atleast_1d(ev.attrs.get("auto_n_steps", [])))),
@@ -135,6 +145,10 @@ def main(argv=None) -> None:
     parser.add_argument("--no-smc", action="store_true", help="skip pm.sample_smc")
     parser.add_argument("--no-exact", action="store_true",
                         help="skip the closed-form and quadrature models")
+    parser.add_argument("--huge", action="store_true",
+                        help="also a 5000-group hierarchy (5002 coordinates)")
+    parser.add_argument("--max-time", type=float, default=60.0,
+                        help="max_time of both pymc_bdmc calls (default: theirs, 60 s)")
     parser.add_argument("--large", action="store_true",
                         help="also the 500-step walk, a 500-group hierarchy, a 100k regression")
     parser.add_argument("--gallery", action="store_true",
@@ -148,13 +162,14 @@ def main(argv=None) -> None:
     logging.getLogger("pymc").setLevel(logging.ERROR)
     models = {} if args.no_exact else {**CLOSED_FORM, **SUITE}
     models |= LARGE if args.large else {}
+    models |= HUGE if args.huge else {}
     models |= GALLERY if args.gallery else {}
     print(f"# {time.strftime('%Y-%m-%d')}, pymc_bdmc {pmb.__version__}, {tuning}", flush=True)
     for seed in range(args.seeds):
         for name, build in models.items():
             if not args.only or any(s.lower() in name.lower() for s in args.only):
-                print(format_row(run_model(name, build, seed, not args.no_smc, tuning)),
-                      flush=True)
+                row = run_model(name, build, seed, not args.no_smc, tuning, args.max_time)
+                print(format_row(row), flush=True)
 
 
 if __name__ == "__main__":
