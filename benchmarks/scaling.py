@@ -3,6 +3,7 @@
 Run from the repository root::
 
     python3 benchmarks/scaling.py            # about 2-4 minutes on 2 cores
+    python3 benchmarks/scaling.py --coordinates 500,1000,2000,5000 --only-coordinates
 
 All runs use one frozen plan per model (``sample_ais(plan=...)``, no pilot) and report the
 sampling time stored in the result, so compilation is excluded; the model is compiled once.
@@ -14,7 +15,11 @@ sampling time stored in the result, so compilation is excluded; the model is com
   timed alone on the same batch (target <= 1.3), with the NumPy HMC kernel and with the fused
   (compiled) kernel, whose compilation is excluded like the model's;
 * processes: a long AIS run with ``cores=1`` and ``cores=2`` (same seed, same numbers), the
-  second ``cores=2`` call reusing the started workers and their compiled model.
+  second ``cores=2`` call reusing the started workers and their compiled model;
+* coordinates (``--coordinates``): seconds per step of AIS on centred group intercepts
+  (``known_evidence.group_intercepts``, run non-centred from the prior, 32 chains, 100 steps)
+  per leapfrog step and per coordinate, and one batched model call, from 500 to 5,000 groups
+  (flat = linear in the dimension).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_bdmc as pmb
+from pymc_bdmc import known_evidence
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.cache import compiled_model
 
@@ -68,13 +74,40 @@ def seconds_per_call(model, chains: int, repeats: int = 2000) -> float:
     return (time.perf_counter() - start) / repeats
 
 
+def per_coordinate(groups: list[int], n_steps: int = 100, chains: int = 32) -> None:
+    print(f"## coordinates (group intercepts x 20, non-centred, {chains} chains, {n_steps} "
+          "steps)")
+    for n_groups in groups:
+        model = known_evidence.group_intercepts(n_groups, 20, seed=0).model
+        with model:
+            result = pmb.sample_ais(n_steps=n_steps, chains=chains, random_seed=0, cores=1,
+                                    progressbar=False, max_time=None, reparameterize=True,
+                                    base="prior")
+        attrs = result["evidence"].attrs
+        n_leapfrog = int(result["annealing"].attrs["n_leapfrog"])
+        per_gradient = attrs["time_forward"] / n_steps / n_leapfrog
+        n_dim = n_groups + 2
+        print(f"coordinates={n_dim:5d}  seconds per step={attrs['time_forward'] / n_steps:.4f} "
+              f"(n_leapfrog {n_leapfrog})  per leapfrog step and coordinate="
+              f"{per_gradient / n_dim * 1e6:.2f} us  one batched call="
+              f"{attrs['model_call_seconds'] * 1e3:.2f} ms "
+              f"({attrs['model_call_seconds'] / n_dim * 1e6:.3f} us per coordinate)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--parallel-steps", type=int, default=1000)
     parser.add_argument("--parallel-obs", type=int, default=10000)
+    parser.add_argument("--coordinates", default="",
+                        help="comma-separated numbers of groups, e.g. 500,1000,2000,5000")
+    parser.add_argument("--only-coordinates", action="store_true")
     args = parser.parse_args()
     logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)
+    if args.coordinates:
+        per_coordinate([int(g) for g in args.coordinates.split(",")])
+        if args.only_coordinates:
+            return
 
     model = regression(200)
     plan = frozen_plan(model, args.steps)

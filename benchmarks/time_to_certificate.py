@@ -69,7 +69,7 @@ LARGE = {
 }
 
 STAGES = ("compile", "simulate", "pilot", "pilot_prior_path", "pilot_fitted_paths",
-          "pilot_equilibration", "kernel_timing", "forward", "reverse")
+          "pilot_frozen_estimates", "pilot_equilibration", "kernel_timing", "forward", "reverse")
 
 
 def _timed(fn):

@@ -305,6 +305,40 @@ def test_the_pilots_estimates_decide_first_then_the_lengths():
     assert not prefer_second_path(prior, _pilot(8.0, float("nan")))
 
 
+def test_frozen_kernel_estimates_are_unbiased_in_z_space(small_regression):
+    from pymc_bdmc.pipeline.pilot import frozen_log_z
+
+    am, density, simulator = small_regression
+    rng = np.random.default_rng(sum(map(ord, "frozen")))
+    x = simulator.draw_prior(64, rng)
+    plan, pilot = tune_plan(rng, x, density.parts(x), density.parts, schedule="adaptive",
+                            n_steps=20)
+    log_z = am.log_evidence()
+    # Many small populations: exp(estimate) averages to p(y) (one population: not in general).
+    w = np.exp([frozen_log_z(rng, plan, pilot, simulator.draw_prior(32, rng), density.parts)
+                - log_z for _ in range(300)])
+    assert abs(w.mean() - 1) < N_SE * w.std() / np.sqrt(len(w))
+    # One large population: consistent.
+    big = frozen_log_z(rng, plan, pilot, simulator.draw_prior(20_000, rng), density.parts)
+    assert abs(big - log_z) < 0.05
+
+
+def test_a_pilot_estimate_biased_high_does_not_choose_the_longer_path():
+    # 200 non-centred groups whose data (simulated at seed 5) put the group scale high: the
+    # prior path's pilot (46 long) overshoots the exact log p(y*) by 1.9 nats and so beat a
+    # fitted path 5 times shorter. Estimated again with frozen kernels, it does not.
+    am = known_evidence.group_intercepts(200, 20, seed=0)
+    with am.model:
+        result = pmb.sample_bdmc(n_steps=10, chains=4, random_seed=5, progressbar=False,
+                                 cores=1, reparameterize=True, max_time=None)
+    attrs, exact = result["evidence"].attrs, am.log_evidence_of(result)
+    assert attrs["thermodynamic_length_fitted"] < attrs["thermodynamic_length_prior"] / 4
+    assert attrs["pilot_log_z_prior"] - exact > 1.0  # the pilot's own estimate: biased high
+    assert attrs["frozen_log_z_prior"] - exact < 0.5
+    assert abs(attrs["frozen_log_z_fitted"] - exact) < 1.5
+    assert attrs["pilot_log_z"] == attrs["pilot_log_z_fitted"]  # the fitted path is taken
+
+
 def _noisy_pilot(length, log_z, n_steps=30, n_particles=64):
     from pymc_bdmc.kernels.tuning import PilotResult
 

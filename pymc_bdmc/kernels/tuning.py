@@ -93,7 +93,8 @@ class PilotResult:
         Where both paths were piloted (:func:`pymc_bdmc.pipeline.pilot.tune`): their
         thermodynamic lengths and pilot estimates of ``log p(y)``
         (``thermodynamic_length_prior``, ``thermodynamic_length_fitted``,
-        ``pilot_log_z_prior``, ``pilot_log_z_fitted``); empty otherwise.
+        ``pilot_log_z_prior``, ``pilot_log_z_fitted``, and where those estimates were checked
+        with frozen kernels ``frozen_log_z_prior``, ``frozen_log_z_fitted``); empty otherwise.
     """
 
     log_z: float

@@ -12,6 +12,11 @@ brings its kernels and its loop, in four steps:
 3. :meth:`EvidenceMethod.launch`: the exact starts and where the chains run, as one forward
    and (for BDMC) one reverse run function;
 4. :meth:`EvidenceMethod.result`: the bounds and the result's groups.
+
+A method may also offer ``frozen_estimate(job, problem, tuned) -> float | None``: ``log p(y)``
+along a tuned path with the pilot's kernels frozen, which the driver uses to check the pilots'
+estimates where they would choose the longer of the model's two forms
+(:func:`pymc_bdmc.pipeline.pilot.prefer_second_checked`).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from pymc_bdmc.pipeline.execution import (
     predicted_wall_seconds,
     use_fused_kernel,
 )
-from pymc_bdmc.pipeline.pilot import refreeze, tune
+from pymc_bdmc.pipeline.pilot import frozen_log_z, refreeze, tune
 from pymc_bdmc.pipeline.problem import model_problem
 from pymc_bdmc.pipeline.results import run_attrs
 from pymc_bdmc.pipeline.runs import start_runner
@@ -145,6 +145,22 @@ class VectorizedAIS:
         if job.search is not None:
             memo.tuned = Tuned(plan, pilot, None)
         return Tuned(plan, pilot, gibbs)
+
+    def frozen_estimate(self, job: Job, problem: Problem, tuned: Tuned) -> float | None:
+        """``log p(y)`` by SMC along the pilot's path with its kernels frozen, from fresh draws.
+
+        Checks a pilot's estimate (:func:`~pymc_bdmc.pipeline.pilot.frozen_log_z`); None for
+        a model with discrete coordinates or without a pilot.
+        """
+        if tuned.pilot is None or tuned.gibbs is not None:
+            return None
+        plan, pilot, density = tuned.plan, tuned.pilot, problem.density
+        x = plan.start(job.streams["pilot"], pilot.n_particles)
+        if x is None:
+            x, _ = prior_start(problem.simulator, density, pilot.n_particles,
+                               job.streams["pilot_init"])
+        return frozen_log_z(job.streams["pilot"], plan, pilot, x,
+                            plan.path_parts(density.parts), scale_moves_for(density))
 
     def launch(self, job: Job, problem: Problem, tuned: Tuned, attempt: Attempt,
                s: Settings) -> Launch:

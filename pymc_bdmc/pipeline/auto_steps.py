@@ -24,7 +24,7 @@ search stops at the first attempt within the target, which slightly favours atte
 noise narrowed the gap: a certificate is a measured gap, not a proof. The result is the last
 attempt's, with every attempt recorded in its ``evidence`` attributes (``auto_*``,
 ``certified``, ``auto_stop``) and a log message saying what to change when the target was not
-reached. docs/decisions.md gives the measurements behind each rule.
+reached. docs/explanation/automatic-choices.md gives the measurements behind each rule.
 """
 
 from __future__ import annotations

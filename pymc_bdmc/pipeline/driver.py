@@ -29,7 +29,7 @@ from pymc_bdmc.pipeline.lower_bound_search import (
     certified_length,
     remember_certified,
 )
-from pymc_bdmc.pipeline.pilot import prefer_second_path
+from pymc_bdmc.pipeline.pilot import prefer_second_checked
 from pymc_bdmc.pipeline.progress import StageProgress, StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import short_summary, summary_line
 from pymc_bdmc.pipeline.runs import forward_and_reverse
@@ -195,12 +195,12 @@ def _choose_form(method: EvidenceMethod, job: Job, switch: FormSwitch,
     """Pilot the model as written and in its other form; leave ``switch`` on the better one.
 
     Both pilots estimate the same ``log p(y)`` along their forms' chosen paths, and are kept
-    for the search's attempts (:func:`~pymc_bdmc.pipeline.pilot.prefer_second_path` ranks
+    for the search's attempts (:func:`~pymc_bdmc.pipeline.pilot.prefer_second_checked` ranks
     them). Returns what was compared, or "" where there was nothing to compare.
     """
     attempt = Attempt(job.settings.n_steps)
     settings = settings_for(job.settings, attempt)
-    pilots = []
+    pilots, tuned_forms = [], []
     for other in (False, True):
         if not switch.use(other):
             switch.use(False)
@@ -209,15 +209,29 @@ def _choose_form(method: EvidenceMethod, job: Job, switch: FormSwitch,
             tuned = method.tune(job, switch.current.problem, attempt, settings, bar,
                                 switch.current.memo)
         pilots.append(getattr(tuned, "pilot", None))
+        tuned_forms.append((switch.current.problem, tuned))
     if any(pilot is None for pilot in pilots):
         switch.use(False)
         return ""
-    keep_other = prefer_second_path(*pilots, job.settings.tuning)
+    # Where the pilots' estimates would choose the longer path, the method (if it can)
+    # estimates both forms again with frozen kernels (pipeline/pilot.py says why).
+    frozen, rechecked = getattr(method, "frozen_estimate", None), []
+
+    def recheck():
+        with timed("pilot_frozen_estimates"):
+            rechecked.extend(frozen(job, problem, tuned) for problem, tuned in tuned_forms)
+        return tuple(rechecked)
+
+    keep_other = prefer_second_checked(*pilots, job.settings.tuning,
+                                       None if frozen is None else recheck)
     switch.use(keep_other)
     choice = (f"{'reparameterized' if keep_other else 'as written'} chosen by the pilots: "
               f"log p(y) {pilots[0].log_z:.2f} as written (path length "
               f"{pilots[0].thermodynamic_length:.2f}), {pilots[1].log_z:.2f} reparameterized "
               f"({pilots[1].thermodynamic_length:.2f})")
+    if rechecked and None not in rechecked:
+        choice += (f"; with frozen kernels {rechecked[0]:.2f} as written, {rechecked[1]:.2f} "
+                   f"reparameterized")
     logger.debug("The model's two forms: %s.", choice)
     return choice
 

@@ -2,7 +2,8 @@
 
 Every run's kernels come from a pilot on its own population of exact prior draws, never from
 the measured chains or ``theta*``, so the bounds stay valid whatever the pilot chooses
-(docs/decisions.md explains each choice and what it was measured against):
+(docs/explanation/automatic-choices.md explains each choice and what it was measured
+against):
 
 * **Population size.** A dense metric estimated from fewer particles than coordinates is mostly
   shrinkage, so a pilot that chose one runs again with
@@ -16,6 +17,12 @@ the measured chains or ``theta*``, so the bounds stay valid whatever the pilot c
   ``log p(y)`` by SMC; a path its particles cannot follow falls short, while its measured
   thermodynamic length looks *shorter*. So the estimates decide first
   (:func:`prefer_second_path`), the lengths only between close estimates.
+* **Estimates the pilot cannot be trusted with.** A pilot tunes its metric, step size and next
+  temperature on the particles those kernels then move, so its estimate is no unbiased SMC
+  estimate: along long paths in many coordinates it came out nats *high* (a 200-group
+  hierarchy: +2 to +6 nats at 64-256 particles; 5,000 groups: +528), and would choose the
+  longer path. Where the estimates would do so, both paths are estimated again by SMC with
+  the pilot's kernels frozen, from fresh draws (:func:`frozen_log_z`), and those decide.
 * **Fitting a good Gaussian.** A population that lags the posterior first makes
   :attr:`~pymc_bdmc.config.Tuning.base_fit_moves` transitions at ``beta = 1``
   (:func:`equilibrate`), and while a fitted path's pilot gains more than
@@ -34,6 +41,7 @@ from collections.abc import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from pymc_bdmc.algorithms.smc import TemperingPath, smc_forward
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.kernels.base_distribution import GaussianBase, laplace_base
 from pymc_bdmc.kernels.hmc import hmc_step
@@ -51,8 +59,8 @@ from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.pipeline.timing import timed
 from pymc_bdmc.schedules import ADAPTIVE
 
-__all__ = ["choose_path", "enlarged_pilot_size", "equilibrate", "fit_base", "prefer_second_path",
-           "refreeze", "tune"]
+__all__ = ["choose_path", "enlarged_pilot_size", "equilibrate", "fit_base", "frozen_log_z",
+           "prefer_second_checked", "prefer_second_path", "rank_by_estimates", "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -183,7 +191,7 @@ def _from_the_prior(run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, 
     if fit_base and pilot.final_x is not None:
         plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
                                   rng, parts_fn, moves, s.equilibration_seconds, s.tuning,
-                                  keep_fitted)
+                                  keep_fitted, draw_prior=draw_pilot)
     return plan, pilot, n_movable
 
 
@@ -245,11 +253,10 @@ def prefer_second_path(first: PilotResult, second: PilotResult,
 
     The paths are the prior's and a fitted base's (:func:`choose_path`), or the model's as
     written and in its other parameterisation (the lower-bound search's choice of form). The
-    second is refused where its pilot's estimate is more than ``tuning.base_log_z_tolerance``
-    below the first's, and taken where it is more than ``tuning.base_log_z_gain`` above; both
-    margins widen to twice the two estimates' combined noise where that is larger. In between,
-    it is taken where its thermodynamic length is at most ``tuning.base_path_gain`` times the
-    first's (for a fixed number of steps the variance of the log weights grows as its square).
+    estimates rank the paths first (:func:`rank_by_estimates`); between close estimates, the
+    second is taken where its thermodynamic length is at most ``tuning.base_path_gain`` times
+    the first's (for a fixed number of steps the variance of the log weights grows as its
+    square).
 
     Parameters
     ----------
@@ -261,6 +268,22 @@ def prefer_second_path(first: PilotResult, second: PilotResult,
     -------
     bool
     """
+    ranked = rank_by_estimates(first, second, tuning)
+    if ranked is not None:
+        return ranked
+    return bool(second.thermodynamic_length
+                <= tuning.base_path_gain * first.thermodynamic_length)
+
+
+def rank_by_estimates(first: PilotResult, second: PilotResult,
+                      tuning: Tuning = DEFAULT_TUNING) -> bool | None:
+    """Whether the second path wins on its pilot's estimate, or None where they are close.
+
+    The second is refused where its estimate is more than ``tuning.base_log_z_tolerance``
+    below the first's, and taken where it is more than ``tuning.base_log_z_gain`` above; both
+    margins widen to twice the two estimates' combined noise where that is larger. A failed
+    pilot (a non-finite estimate) loses.
+    """
     # Two pilots' estimates closer than twice their noise do not rank the paths.
     noise = 2.0 * float(np.hypot(first.log_z_sd, second.log_z_sd))
     if (not np.isfinite(second.log_z)
@@ -269,8 +292,41 @@ def prefer_second_path(first: PilotResult, second: PilotResult,
     if (second.log_z > first.log_z + max(tuning.base_log_z_gain, noise)
             or not np.isfinite(first.log_z)):
         return True
-    return bool(second.thermodynamic_length
-                <= tuning.base_path_gain * first.thermodynamic_length)
+    return None
+
+
+def frozen_log_z(rng: np.random.Generator, plan: AnnealingPlan, pilot: PilotResult,
+                 x: np.ndarray, path_parts: Callable, moves: ScaleMoves | None = None) -> float:
+    """``log p(y)`` by SMC along ``pilot``'s temperatures with its kernels frozen beforehand.
+
+    The pilot's own estimate comes from kernels (metric, step size, next temperature) tuned on
+    the very particles they move, and can be biased high by nats where a long path meets many
+    coordinates (module docstring). The same kernels frozen into a plan and run on the fresh
+    exact draws ``x`` of the path's start give an estimate whose exponential is unbiased.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    plan : AnnealingPlan
+        The plan frozen from ``pilot`` (its base and scale moves are kept).
+    pilot : PilotResult
+    x : numpy.ndarray, shape (n, n_dim)
+        Exact draws from the path's start (the prior, or the plan's base).
+    path_parts : callable
+        The batched densities of the path.
+    moves : ScaleMoves, optional
+        The model's scale moves (made where the plan makes them).
+
+    Returns
+    -------
+    float
+    """
+    frozen = dataclasses.replace(
+        freeze_plan(pilot, pilot.betas, pilot.n_steps, plan.jitter, plan.transitions_per_step),
+        base=plan.base, scale_moves=plan.scale_moves)
+    transition = frozen.transition(path_parts, moves=moves if frozen.scale_moves else None)
+    run = smc_forward(rng, x, path_parts(x), TemperingPath(frozen.betas), transition)
+    return float(run.log_weight[0])
 
 
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
@@ -360,7 +416,7 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable,
 
 def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
                 tuning: Tuning = DEFAULT_TUNING, keep_fitted: bool = False,
-                start: GaussianBase | None = None):
+                start: GaussianBase | None = None, draw_prior: Callable | None = None):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -384,6 +440,10 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     start : GaussianBase, optional
         The base ``plan`` and ``pilot`` came from, instead of the prior (a Laplace fit): its
         path is the first fitted candidate, and no prior path was piloted.
+    draw_prior : callable, optional
+        ``n -> (x, parts)``: fresh exact prior draws. Where the pilots' estimates would choose
+        the longer path, both paths are then estimated again with frozen kernels
+        (:func:`frozen_log_z`), and those estimates rank them instead.
 
     Returns
     -------
@@ -434,7 +494,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
               "pilot_log_z_fitted": based_pilot.log_z}
     if not prior_piloted:
         choice["base_from_laplace"] = 1.0
-    keep_base = keep_fitted or prefer_second_path(pilot, based_pilot, tuning)
+    keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
+                                              choice, rng, parts_fn, moves, tuning, draw_prior)
     logger.debug("Pilot paths: from the %s length %.2f and log Z %.2f, from a fitted Gaussian "
                 "length %.2f and log Z %.2f; annealing from the %s.",
                 "prior" if prior_piloted else "Laplace fit", pilot.thermodynamic_length,
@@ -444,3 +505,57 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         return (dataclasses.replace(based_plan, base=base),
                 dataclasses.replace(based_pilot, path_choice=choice))
     return plan, dataclasses.replace(pilot, path_choice=choice)
+
+
+def _prefer_fitted(plan, pilot, fitted, choice, rng, parts_fn, moves, tuning, draw_prior):
+    """:func:`prefer_second_path` for the prior's path and the fitted one, its estimates checked
+    with frozen kernels (:func:`prefer_second_checked`; recorded in ``choice``)."""
+    base, based_plan, based_pilot = fitted
+
+    def recheck():
+        with timed("pilot_frozen_estimates"):
+            x_prior, _ = draw_prior(pilot.n_particles)
+            prior_log_z = frozen_log_z(rng, plan, pilot, x_prior, parts_fn, moves)
+            fitted_log_z = frozen_log_z(rng, based_plan, based_pilot,
+                                        base.sample(rng, based_pilot.n_particles),
+                                        base.parts_fn(parts_fn), moves)
+        choice.update(frozen_log_z_prior=prior_log_z, frozen_log_z_fitted=fitted_log_z)
+        logger.debug("Pilot estimates with frozen kernels: %.2f from the prior, %.2f from the "
+                     "fitted Gaussian.", prior_log_z, fitted_log_z)
+        return prior_log_z, fitted_log_z
+
+    return prefer_second_checked(pilot, based_pilot, tuning,
+                                 None if draw_prior is None else recheck)
+
+
+def prefer_second_checked(first: PilotResult, second: PilotResult, tuning: Tuning,
+                          recheck: Callable[[], tuple[float | None, float | None]] | None
+                          ) -> bool:
+    """:func:`prefer_second_path`, unless the pilots' estimates would choose the longer path.
+
+    That estimate is the one most exposed to the pilot's adaptive bias (module docstring):
+    there ``recheck()`` estimates both paths again with their kernels frozen
+    (:func:`frozen_log_z`), and those estimates replace the pilots' (where it gives both).
+
+    Parameters
+    ----------
+    first, second : PilotResult
+    tuning : Tuning
+    recheck : callable or None
+        ``() -> (first's, second's)`` estimates with frozen kernels; None: no check.
+
+    Returns
+    -------
+    bool
+    """
+    ranked = rank_by_estimates(first, second, tuning)
+    if ranked is None or recheck is None:
+        return prefer_second_path(first, second, tuning)
+    chosen, other = (second, first) if ranked else (first, second)
+    if not chosen.thermodynamic_length > other.thermodynamic_length:
+        return ranked
+    first_log_z, second_log_z = recheck()
+    if first_log_z is None or second_log_z is None:
+        return ranked
+    return prefer_second_path(dataclasses.replace(first, log_z=first_log_z),
+                              dataclasses.replace(second, log_z=second_log_z), tuning)
