@@ -6,6 +6,7 @@ Run from the repository root::
     python3 benchmarks/time_to_certificate.py --only "random walk"
     python3 benchmarks/time_to_certificate.py --large               # 500+ coordinates, 10^5 obs
     python3 benchmarks/time_to_certificate.py --huge --no-exact --no-smc --max-time 900
+    python3 benchmarks/time_to_certificate.py --million --no-exact --no-smc --max-time 900
     python3 benchmarks/time_to_certificate.py --gallery --no-exact  # models as users write them
 
 For each model, in one process and in this order, at the defaults: ``pmb.sample_bdmc()`` (the
@@ -84,6 +85,9 @@ HUGE = {
         lambda: known_evidence.group_intercepts(5000, 20, seed=0),
 }
 
+#: 10^6 observations (``--million``).
+MILLION = {"regression, 20 coefficients, N=1000000": lambda: big_regression(1_000_000)}
+
 
 def run_model(name: str, build, seed: int, smc: bool, tuning: pmb.Tuning | None = None,
               max_time: float = 60.0) -> dict:
@@ -104,7 +108,9 @@ def run_model(name: str, build, seed: int, smc: bool, tuning: pmb.Tuning | None 
                stages={s: ev.attrs.get(f"time_{s}", 0.0) + ea.attrs.get(f"time_{s}", 0.0)
                        for s in STAGES},
                distance=(ev.attrs.get("distance_to_limit", np.nan),
-                         ea.attrs.get("distance_to_limit", np.nan)))
+                         ea.attrs.get("distance_to_limit", np.nan)),
+               peak_mb=(ea.attrs.get("peak_memory_mb", np.nan),
+                        ea.attrs.get("peak_worker_memory_mb", np.nan)))
     if analytic is not None:
         truth = analytic.log_evidence()
         row["ais_error"] = float(ea["lower"]) - truth
@@ -134,7 +140,8 @@ def format_row(row: dict) -> str:
         text += f" | pm.sample_smc {label} {values} {row['smc_s']:.1f} s | ratio {ratio:.2f}"
     stages = ", ".join(f"{s} {v:.1f}" for s, v in row["stages"].items() if v >= 0.05)
     text += f"\n    time: {stages}; distance to the limit: bdmc {row['distance'][0]:.1f}, "
-    text += f"ais {row['distance'][1]:.1f}"
+    text += f"ais {row['distance'][1]:.1f}; peak memory {row['peak_mb'][0]:.0f} MB "
+    text += f"(workers {row['peak_mb'][1]:.0f} MB)"
     return text
 
 
@@ -147,6 +154,8 @@ def main(argv=None) -> None:
                         help="skip the closed-form and quadrature models")
     parser.add_argument("--huge", action="store_true",
                         help="also a 5000-group hierarchy (5002 coordinates)")
+    parser.add_argument("--million", action="store_true",
+                        help="also a regression on 10^6 observations")
     parser.add_argument("--max-time", type=float, default=60.0,
                         help="max_time of both pymc_bdmc calls (default: theirs, 60 s)")
     parser.add_argument("--large", action="store_true",
@@ -163,6 +172,7 @@ def main(argv=None) -> None:
     models = {} if args.no_exact else {**CLOSED_FORM, **SUITE}
     models |= LARGE if args.large else {}
     models |= HUGE if args.huge else {}
+    models |= MILLION if args.million else {}
     models |= GALLERY if args.gallery else {}
     print(f"# {time.strftime('%Y-%m-%d')}, pymc_bdmc {pmb.__version__}, {tuning}", flush=True)
     for seed in range(args.seeds):

@@ -339,6 +339,55 @@ def test_a_pilot_estimate_biased_high_does_not_choose_the_longer_path():
     assert attrs["pilot_log_z"] == attrs["pilot_log_z_fitted"]  # the fitted path is taken
 
 
+def test_only_estimates_that_would_choose_the_longer_path_are_checked():
+    from pymc_bdmc.pipeline.pilot import prefer_second_checked
+
+    calls = []
+
+    def recheck(values):
+        return lambda: calls.append(values) or values
+
+    prior = _pilot(12.0, -170.0)
+    # The longer prior path ahead by 5 nats: checked, and the frozen estimates decide.
+    assert prefer_second_checked(prior, _pilot(4.0, -175.0), DEFAULT_TUNING,
+                                 recheck((-176.0, -175.2)))
+    assert not prefer_second_checked(prior, _pilot(4.0, -175.0), DEFAULT_TUNING,
+                                     recheck((-170.0, -175.2)))
+    assert len(calls) == 2
+    # Estimates that agree with the lengths, or are close, or no check: none made.
+    assert prefer_second_checked(prior, _pilot(4.0, -165.0), DEFAULT_TUNING, recheck((0, 0)))
+    assert not prefer_second_checked(prior, _pilot(14.0, -175.0), DEFAULT_TUNING,
+                                     recheck((0, 0)))
+    assert prefer_second_checked(prior, _pilot(4.0, -170.2), DEFAULT_TUNING, recheck((0, 0)))
+    assert not prefer_second_checked(prior, _pilot(4.0, -175.0), DEFAULT_TUNING, None)
+    assert len(calls) == 2
+    # A check that cannot estimate a path leaves the pilots' ranking.
+    assert not prefer_second_checked(prior, _pilot(4.0, -175.0), DEFAULT_TUNING,
+                                     recheck((None, -160.0)))
+
+
+def test_the_form_choice_checks_both_forms_with_frozen_kernels(monkeypatch):
+    from pymc_bdmc.model.cache import model_key
+    from pymc_bdmc.pipeline import driver, pilot
+    from pymc_bdmc.pipeline.lower_bound_search import certified_length
+
+    checked = []
+
+    def always_check(first, second, tuning, recheck):
+        checked.append(recheck())
+        return pilot.prefer_second_checked(first, second, tuning, None)
+
+    monkeypatch.setattr(driver, "prefer_second_checked", always_check)
+    am = known_evidence.group_intercepts(30, 5, seed=1)
+    assert certified_length(model_key(am.model), False) is None
+    with am.model:
+        result = pmb.sample_ais(random_seed=3, progressbar=False, max_time=None, cores=1)
+    (as_written, reparameterized), = checked
+    exact = am.log_evidence()
+    assert abs(as_written - exact) < 1.5 and abs(reparameterized - exact) < 1.5
+    assert "with frozen kernels" in result["evidence"].attrs["auto_form"]
+
+
 def _noisy_pilot(length, log_z, n_steps=30, n_particles=64):
     from pymc_bdmc.kernels.tuning import PilotResult
 
