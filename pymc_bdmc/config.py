@@ -81,7 +81,8 @@ class Tuning:
     laplace_path_length : float, default 1.0
         ... and take it, without piloting the prior's path (which many observations make
         long), where its thermodynamic length is at most this. On small models and the latent
-        GP the Laplace path saved nothing or cost steps, hence the size threshold.
+        GP the Laplace path saved nothing or cost steps, hence the size threshold. A Laplace
+        path this short (from any number of observations) is also not refitted.
     reverse_spread : int, default 10
         Transitions at ``beta = 1`` that spread reverse chains out from the exact sample.
     auto_parallel_seconds : float, default 10.0

@@ -452,9 +452,14 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         ``pilot.path_choice`` records both paths' lengths and estimates.
     """
     fitted, source, source_plan, source_parts = None, pilot, plan, parts_fn
+    n_fits = tuning.max_base_fits
     if start is not None:
         fitted, source_parts = (start, plan, pilot), start.parts_fn(parts_fn)
-    for fit in range(tuning.max_base_fits):
+        # A Laplace path this short already needs no more than the fewest steps a search runs:
+        # refitting (an equilibration and a pilot each) could not save any.
+        if pilot.thermodynamic_length <= tuning.laplace_path_length:
+            n_fits = 0
+    for fit in range(n_fits):
         with timed("pilot_equilibration"):
             population = equilibrate(rng, source.final_x, source_plan, source_parts,
                                      tuning.base_fit_moves, moves, equilibration_seconds)
