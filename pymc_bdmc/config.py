@@ -80,9 +80,9 @@ class Tuning:
         path from the posterior's Laplace fit (where it has a mode) ...
     laplace_path_length : float, default 1.0
         ... and take it, without piloting the prior's path (which many observations make
-        long), where its thermodynamic length is at most this. On small models and the latent
-        GP the Laplace path saved nothing or cost steps, hence the size threshold. A Laplace
-        path this short (from any number of observations) is also not refitted.
+        long) and without refits, where its thermodynamic length is at most this (so does
+        ``base="fitted"`` at any size). On small models and the latent GP the Laplace path
+        saved nothing or cost steps, hence the size threshold.
     reverse_spread : int, default 10
         Transitions at ``beta = 1`` that spread reverse chains out from the exact sample.
     auto_parallel_seconds : float, default 10.0

@@ -257,6 +257,21 @@ def test_a_fitted_base_on_the_real_data_starts_from_the_laplace_fit():
     assert abs(float(result["evidence"]["lower"]) - am.log_evidence()) < 0.01
 
 
+def test_a_long_laplace_path_gives_way_to_the_priors_and_its_fits():
+    # The non-centred form of 300 groups whose data put the group scale near zero has a mode,
+    # but its Gaussian is far from the posterior: the Laplace path is ~46 long and its pilot
+    # ~150 nats short. base="fitted" then fits its Gaussians from the prior's path instead.
+    am = known_evidence.group_intercepts(
+        300, 20, observed=np.random.default_rng(0).normal(size=300 * 20))
+    with am.model:
+        result = pmb.sample_ais(n_steps=10, chains=4, base="fitted", reparameterize=True,
+                                random_seed=1, progressbar=False, cores=1, max_time=None)
+    attrs = result["evidence"].attrs
+    assert "base_from_laplace" not in attrs and attrs["time_pilot_laplace"] > 0
+    assert attrs["thermodynamic_length_fitted"] < attrs["thermodynamic_length_prior"]
+    assert abs(attrs["pilot_log_z"] - am.log_evidence()) < 1.0
+
+
 def test_with_many_observations_base_auto_takes_a_short_laplace_path_alone():
     # From Tuning.laplace_min_observations observed values (10,000 by default; 1,000 here, to
     # keep the test short) the Laplace path (exact here, length ~0) is taken and the prior's is

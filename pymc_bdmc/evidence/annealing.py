@@ -138,11 +138,11 @@ COMMON_DOC = """
         Where BDMC certified this model earlier in the process from a fitted Gaussian,
         ``sample_ais`` anneals from one too (the path the certificate is about). The bounds
         stay exact: ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
-        prior. ``"fitted"``: from the best fitted Gaussian wherever the pilot fits one, the
-        first fitted at the posterior's mode (Laplace) where it has one, without piloting the
-        prior's path; ``"auto"`` does the same from ``Tuning.laplace_min_observations``
-        observed values where that path is short. AIS on the vectorized kernels of continuous
-        models with an adaptive schedule only.
+        prior. ``"fitted"``: from the best fitted Gaussian wherever the pilot fits one; where
+        the posterior has a mode and the path from its Gaussian (Laplace) is at most
+        ``Tuning.laplace_path_length`` long, from that one without piloting the prior's path;
+        ``"auto"`` does the same from ``Tuning.laplace_min_observations`` observed values.
+        AIS on the vectorized kernels of continuous models with an adaptive schedule only.
 """
 
 PARALLEL_NOTES = """
