@@ -149,7 +149,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         if fit_base and (keep_fitted or laplace_first):
             # From a Laplace fit where the posterior has a mode and its path is short.
             tuned = _from_laplace(x_pilot, parts_fn, rng, lambda x, p, f: run(x, p, report, f),
-                                  moves, s)
+                                  s)
         if tuned is not None:
             plan, pilot = tuned
             n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
@@ -194,7 +194,7 @@ def _from_the_prior(run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, 
     return plan, pilot, n_movable
 
 
-def _from_laplace(x_pilot, parts_fn, rng, run, moves, s: Settings):
+def _from_laplace(x_pilot, parts_fn, rng, run, s: Settings):
     """The path from a Laplace fit, without the prior's path (nor refits: it is short).
 
     Skips the prior path's pilot, the longest stage where the data are many (its likelihood
@@ -222,8 +222,12 @@ def _from_laplace(x_pilot, parts_fn, rng, run, moves, s: Settings):
         logger.debug("The Laplace fit's path is %.2f long: piloting the prior's path too.",
                      pilot.thermodynamic_length)
         return None
-    return choose_path(plan, pilot, run, rng, parts_fn, moves, s.equilibration_seconds,
-                       s.tuning, keep_fitted=True, start=start)
+    choice = {"thermodynamic_length_prior": float("nan"),
+              "thermodynamic_length_fitted": pilot.thermodynamic_length,
+              "pilot_log_z_prior": float("nan"), "pilot_log_z_fitted": pilot.log_z,
+              "base_from_laplace": 1.0}
+    return (dataclasses.replace(plan, base=start),
+            dataclasses.replace(pilot, path_choice=choice))
 
 
 def refreeze(plan: AnnealingPlan, pilot: PilotResult, s: Settings) -> AnnealingPlan:
@@ -416,7 +420,7 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable,
 
 def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
                 tuning: Tuning = DEFAULT_TUNING, keep_fitted: bool = False,
-                start: GaussianBase | None = None, draw_prior: Callable | None = None):
+                draw_prior: Callable | None = None):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -437,9 +441,6 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         How many fits at most, and what gain makes another one.
     keep_fitted : bool, default False
         Keep the best fitted path whatever the prior path's pilot says.
-    start : GaussianBase, optional
-        The base ``plan`` and ``pilot`` came from, instead of the prior (a Laplace fit): its
-        path is the first fitted candidate, and no prior path was piloted.
     draw_prior : callable, optional
         ``n -> (x, parts)``: fresh exact prior draws. Where the pilots' estimates would choose
         the longer path, both paths are then estimated again with frozen kernels
@@ -452,14 +453,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         ``pilot.path_choice`` records both paths' lengths and estimates.
     """
     fitted, source, source_plan, source_parts = None, pilot, plan, parts_fn
-    n_fits = tuning.max_base_fits
-    if start is not None:
-        fitted, source_parts = (start, plan, pilot), start.parts_fn(parts_fn)
-        # A Laplace path this short already needs no more than the fewest steps a search runs:
-        # refitting (an equilibration and a pilot each) could not save any.
-        if pilot.thermodynamic_length <= tuning.laplace_path_length:
-            n_fits = 0
-    for fit in range(n_fits):
+    for fit in range(tuning.max_base_fits):
         with timed("pilot_equilibration"):
             population = equilibrate(rng, source.final_x, source_plan, source_parts,
                                      tuning.base_fit_moves, moves, equilibration_seconds)
@@ -491,19 +485,13 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         return plan, pilot
     base, based_plan, based_pilot = fitted
     base_length = based_pilot.thermodynamic_length
-    prior_piloted = start is None
-    choice = {"thermodynamic_length_prior": pilot.thermodynamic_length if prior_piloted
-              else float("nan"),
+    choice = {"thermodynamic_length_prior": pilot.thermodynamic_length,
               "thermodynamic_length_fitted": base_length,
-              "pilot_log_z_prior": pilot.log_z if prior_piloted else float("nan"),
-              "pilot_log_z_fitted": based_pilot.log_z}
-    if not prior_piloted:
-        choice["base_from_laplace"] = 1.0
+              "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z}
     keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
                                               choice, rng, parts_fn, moves, tuning, draw_prior)
-    logger.debug("Pilot paths: from the %s length %.2f and log Z %.2f, from a fitted Gaussian "
-                "length %.2f and log Z %.2f; annealing from the %s.",
-                "prior" if prior_piloted else "Laplace fit", pilot.thermodynamic_length,
+    logger.debug("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "
+                "length %.2f and log Z %.2f; annealing from the %s.", pilot.thermodynamic_length,
                 pilot.log_z, base_length, based_pilot.log_z,
                 "fitted Gaussian" if keep_base else "prior")
     if keep_base:
@@ -513,8 +501,10 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
 
 
 def _prefer_fitted(plan, pilot, fitted, choice, rng, parts_fn, moves, tuning, draw_prior):
-    """:func:`prefer_second_path` for the prior's path and the fitted one, its estimates checked
-    with frozen kernels (:func:`prefer_second_checked`; recorded in ``choice``)."""
+    """:func:`prefer_second_checked` for the prior's path and the fitted one.
+
+    The frozen-kernel estimates, where made, are recorded in ``choice``.
+    """
     base, based_plan, based_pilot = fitted
 
     def recheck():
