@@ -208,6 +208,12 @@ class GaussianBase:
         # -(u + (u U) diag(1 / eigenvalues - 1) U^T) / scale: two products with U, not four.
         # Divergent proposals may hold non-finite values: they get a NaN density, as the
         # model's own densities do there, and are rejected.
+        # Where the basis has more than half the dimension's columns, one product with the
+        # dense precision costs less than those two.
+        if 2 * self.basis.shape[1] > self.n_dim:
+            step = x - self.mean
+            grad = -(step @ self.precision)
+            return self.log_norm + 0.5 * np.sum(step * grad, axis=1), grad
         u = (x - self.mean) / self.scale
         projected = u @ self.basis
         quadratic = np.sum(u**2, axis=1) + (projected**2) @ self._inverse
