@@ -181,7 +181,7 @@ def _principal_hmc_step(rng, x, parts, beta, params, parts_fn):
     metric diagonal: a move is ``z += eps w r``, a kick adds ``eps w A^T grad`` with
     ``A^T grad log f_beta = beta A^T grad log(p(x) p(y|x)) - (1 - beta) z``. The same
     trajectories as the dense form with that ``L`` (exact arithmetic), at two products with the
-    base's basis per leapfrog step instead of four (two for ``L``, two for the base's density).
+    base's basis per leapfrog step instead of three (two for ``L``, one for the base's density).
     ``parts_fn`` must be a :class:`~pymc_bdmc.kernels.base_distribution.RebasedParts` over a
     full-rank base.
     """

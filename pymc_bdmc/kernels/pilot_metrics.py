@@ -18,7 +18,7 @@ The last is what the fitted path is for. The base is the Gaussian of the posteri
 curvature, so along the whole path from it (``beta = 0``: the base exactly; ``beta = 1``: the
 posterior it was fitted to) the targets are close to standard normal in ``z``, and a diagonal
 there does the work of a dense metric per temperature. A leapfrog step then multiplies by the
-base's basis twice, not four times (twice for a dense ``L``, twice for the base's density), and
+base's basis twice, not three times (twice for a dense ``L``, once for the base's density), and
 the pilot measures no curvature along that path: on the 1000-step random walk (1001 coordinates)
 those products and that curvature were most of the time.
 """
