@@ -20,7 +20,7 @@ __all__ = ["Tuning"]
 class Tuning:
     """Settings of the length search, the pilot and the execution, with their defaults.
 
-    The first ten attributes steer the length search (``sample_bdmc(n_steps="auto")``,
+    The first eleven attributes steer the length search (``sample_bdmc(n_steps="auto")``,
     ``calibrate``), the next ten the pilot and its choice of path, the last three how runs
     execute.
 
@@ -51,6 +51,10 @@ class Tuning:
     swap_gap : float, default 2.0
         A first attempt whose gap is within this many times the target is lengthened before the
         model's other parameterisation is tried.
+    harder_path_ratio : float, default 2.0
+        A lower bound after a certificate: where the real data's pilot path is more than this
+        many times as long as the certified run's, both parameterisations are piloted and the
+        better one runs (the certified length needs the ratio squared more steps there).
     dense_max_dim : int, default 400
         Up to this many movable coordinates, dense metrics are estimated from the pilot's
         population; above it, from the model's curvature at a few particles ...
@@ -102,6 +106,7 @@ class Tuning:
     pilot_growth: int = 4
     max_pilot_chains: int = 1024
     swap_gap: float = 2.0
+    harder_path_ratio: float = 2.0
     dense_max_dim: int = 400
     curvature_max_dim: int = 1200
     particles_per_coordinate: float = 1.25

@@ -19,7 +19,9 @@ Where this process certified the same model by BDMC (an earlier :func:`~pymc_bdm
 or :func:`~pymc_bdmc.calibrate`), that length is run first, on the certified path (prior or
 fitted Gaussian), and kept unless the real data's forward log weights spread much more than the
 certified run's (:func:`~pymc_bdmc.estimators.harder_than_certified`); then the search goes on
-from it (:func:`remember_certified`).
+from it (:func:`remember_certified`). Where the real data's pilot path is already far longer
+than the certified run's, the driver pilots both forms first, and a form other than the
+certified one searches as if nothing were certified.
 Every attempt re-freezes the first attempt's pilot, which never sees a measured chain, so each
 attempt's lower bound is valid on its own; the estimate of the bias is a measurement, not a
 bound: only BDMC certifies.
@@ -61,7 +63,8 @@ class CertifiedLength:
 
     ``fitted``: the certified runs annealed from a fitted Gaussian, not from the prior.
     ``forward_sd``: the spread of the certified forward log weights, against which a real-data
-    run is checked (:func:`~pymc_bdmc.estimators.harder_than_certified`).
+    run is checked (:func:`~pymc_bdmc.estimators.harder_than_certified`); ``path_length``: the
+    thermodynamic length of the certified run's path, against which a real-data pilot's is.
     """
 
     n_steps: int
@@ -69,6 +72,7 @@ class CertifiedLength:
     reparameterized: bool
     fitted: bool = False
     forward_sd: float = float("nan")
+    path_length: float = float("nan")
 
 
 #: Certified lengths of this process, by model structure (:func:`pymc_bdmc.model.cache.model_key`).
@@ -82,7 +86,8 @@ def remember_certified(key: tuple, result: xr.DataTree) -> None:
         _CERTIFIED[key] = CertifiedLength(int(attrs["n_steps"]), int(attrs["chains"]),
                                           "reparameterized" in attrs,
                                           attrs.get("path_start", "prior") != "prior",
-                                          forward_spread(result))
+                                          forward_spread(result),
+                                          float(attrs.get("pilot_path_length", np.nan)))
 
 
 def certified_length(key: tuple, reparameterized: bool) -> CertifiedLength | None:

@@ -37,6 +37,7 @@ def run_attrs(settings: Settings, density: ModelDensity, pilot, sampling_time: f
         "pilot_chains": settings.pilot_chains if pilot is None else pilot.n_particles,
         "pilot_log_z": np.nan if pilot is None else pilot.log_z,
         "pilot_steps": 0 if pilot is None else pilot.n_steps,
+        "pilot_path_length": np.nan if pilot is None else float(pilot.thermodynamic_length),
         **_path_attrs(pilot),
         "target_accept": settings.target_accept,
         "sampling_time": sampling_time,
