@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pymc as pm
+
 # Numba's import (about 0.7 s) is paid once per process by whichever call compiles a function
 # first: imported here, it is in neither side's timing (else the first model's first call).
 import pytensor.link.numba.dispatch  # noqa: F401
