@@ -489,6 +489,27 @@ def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_
     assert pilot.path_choice["pilot_log_z_prior"] == -200.0
 
 
+@pytest.mark.parametrize(("limit", "n_runs"), [(4.0, 1), (6.0, 3), (None, 3)])
+def test_a_fitted_path_longer_than_the_limit_ends_the_refits(limit, n_runs):
+    # The scripted fits gain 2, 8 and 0.5 nats (3 pilots without a limit) along paths 5 long:
+    # a limit below that ends the refits after the first, and says so in the choice.
+    from pymc_bdmc.pipeline.pilot import choose_path
+
+    run, calls = _scripted_runs((-198.0, -190.0, -189.5))
+    prior_plan, _ = _scripted_runs([0.0])[0](np.zeros((32, 2)), None, None)
+    prior_pilot = _scripted_runs([-200.0])[0](np.random.default_rng(1).normal(size=(32, 2)),
+                                              None, None)[1]
+
+    def flat(x):
+        zeros = np.zeros(len(x))
+        return DensityParts(zeros, zeros, np.zeros_like(x), np.zeros_like(x))
+
+    plan, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat,
+                              tuning=pmb.Tuning(base_fit_moves=0), length_limit=limit)
+    assert len(calls) == n_runs and pilot.thermodynamic_length == 5.0
+    assert pilot.path_choice.get("refits_cut", 0.0) == (1.0 if n_runs == 1 else 0.0)
+
+
 def test_equilibration_moves_the_population_and_keeps_the_posterior(small_regression):
     from pymc_bdmc.kernels.tuning import tune_plan
     from pymc_bdmc.pipeline.pilot import equilibrate

@@ -171,14 +171,17 @@ def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
             logger.debug("BDMC certified this model from a fitted Gaussian: so does this run.")
             job = dataclasses.replace(job, settings=dataclasses.replace(job.settings,
                                                                         base="fitted"))
-        if known is not None and switch is not None and _path_outgrew(method, job, switch,
-                                                                      known, bar):
+        outgrew, cut = ((False, False) if known is None or switch is None
+                        else _path_outgrew(method, job, switch, known, bar))
+        if outgrew:
             known_form = switch.other
             form_choice = _choose_form(method, job, switch, bar)
             if not form_choice:
                 switch.use(known_form)
-            elif switch.other != known_form:  # the certificate was for the form left
+            if switch.other != known_form:  # the certificate was for the form left
                 known = None
+            elif cut:  # kept after all: its pilot gets the refits it was spared
+                switch.current.memo.clear()
         search = LowerBoundSearch(
             lambda request: _search_attempt(method, job, form if switch is None
                                             else switch.current, request, bar, held),
@@ -247,27 +250,31 @@ def _choose_form(method: EvidenceMethod, job: Job, switch: FormSwitch,
 
 
 def _path_outgrew(method: EvidenceMethod, job: Job, switch: FormSwitch, known: CertifiedLength,
-                  bar: StageProgress) -> bool:
+                  bar: StageProgress) -> tuple[bool, bool]:
     """Whether the real data's pilot path, in the certified form, far outgrew the certified one.
 
     The pilot is kept for the search's attempts. Steps needed grow as the path's length
     squared, so a path more than ``tuning.harder_path_ratio`` times as long as the certified
     run's says, before any run, that the certified length will not do here: on 500 centred
-    groups whose real data put the group scale near zero, 16.5 against 3.9.
+    groups whose real data put the group scale near zero, 12-18 against 3.9. A fitted path
+    already that long ends the pilot's refits (the other form is piloted next). Returns
+    ``(outgrew, refits cut)``.
     """
     attempt = Attempt(known.n_steps)
+    limit = job.settings.tuning.harder_path_ratio * known.path_length
+    settings = dataclasses.replace(settings_for(job.settings, attempt),
+                                   refit_length_limit=limit if np.isfinite(limit) else None)
     with timed("pilot"):
-        tuned = method.tune(job, switch.current.problem, attempt,
-                            settings_for(job.settings, attempt), bar, switch.current.memo)
+        tuned = method.tune(job, switch.current.problem, attempt, settings, bar,
+                            switch.current.memo)
     pilot = getattr(tuned, "pilot", None)
-    if pilot is None or not np.isfinite(known.path_length):
-        return False
-    outgrew = bool(pilot.thermodynamic_length
-                   > job.settings.tuning.harder_path_ratio * known.path_length)
+    if pilot is None or not np.isfinite(limit):
+        return False, False
+    outgrew = bool(pilot.thermodynamic_length > limit)
     if outgrew:
         logger.debug("The real data's path is %.2f long, the certified run's %.2f: piloting the "
                      "model's other form too.", pilot.thermodynamic_length, known.path_length)
-    return outgrew
+    return outgrew, bool(pilot.path_choice.get("refits_cut", 0.0))
 
 
 def _search_attempt(method, job, form, request, bar, held) -> xr.DataTree:

@@ -27,7 +27,8 @@ against):
   :attr:`~pymc_bdmc.config.Tuning.base_fit_moves` transitions at ``beta = 1``
   (:func:`equilibrate`), and while a fitted path's pilot gains more than
   :attr:`~pymc_bdmc.config.Tuning.base_refit_gain` nats on the pilot it came from, a new
-  Gaussian is fitted to its final population (:func:`choose_path`).
+  Gaussian is fitted to its final population (:func:`choose_path`; not past a length the caller
+  already knows to be too long, ``Settings.refit_length_limit``).
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ def _from_the_prior(run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, 
     if fit_base and pilot.final_x is not None:
         plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
                                   rng, parts_fn, moves, s.equilibration_seconds, s.tuning,
-                                  keep_fitted, draw_prior=draw_pilot)
+                                  keep_fitted, draw_prior=draw_pilot,
+                                  length_limit=s.refit_length_limit)
     return plan, pilot, n_movable
 
 
@@ -420,7 +422,7 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable,
 
 def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
                 tuning: Tuning = DEFAULT_TUNING, keep_fitted: bool = False,
-                draw_prior: Callable | None = None):
+                draw_prior: Callable | None = None, length_limit: float | None = None):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -445,14 +447,18 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         ``n -> (x, parts)``: fresh exact prior draws. Where the pilots' estimates would choose
         the longer path, both paths are then estimated again with frozen kernels
         (:func:`frozen_log_z`), and those estimates rank them instead.
+    length_limit : float, optional
+        No refit after a fitted path longer than this (``Settings.refit_length_limit``).
 
     Returns
     -------
     tuple
         ``(plan, pilot)`` of the path kept, the plan carrying its base if it is a fitted one;
-        ``pilot.path_choice`` records both paths' lengths and estimates.
+        ``pilot.path_choice`` records both paths' lengths and estimates, and
+        ``refits_cut`` where ``length_limit`` ended the refits.
     """
     fitted, source, source_plan, source_parts = None, pilot, plan, parts_fn
+    cut = False
     for fit in range(tuning.max_base_fits):
         with timed("pilot_equilibration"):
             population = equilibrate(rng, source.final_x, source_plan, source_parts,
@@ -469,8 +475,9 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         with timed("pilot_fitted_paths"):
             based_plan, based_pilot = run(x, based_parts(x), based_parts)
         gained = based_pilot.log_z - source.log_z
-        logger.debug("Pilot from a fitted Gaussian: log Z %.2f (sd %.2f; %+.2f).",
-                     based_pilot.log_z, based_pilot.log_z_sd, gained)
+        logger.debug("Pilot from a fitted Gaussian: log Z %.2f (sd %.2f; %+.2f), path length "
+                     "%.2f.", based_pilot.log_z, based_pilot.log_z_sd, gained,
+                     based_pilot.thermodynamic_length)
         if not np.isfinite(based_pilot.log_z):  # a failed pilot says nothing for its base
             break
         if fitted is None or based_pilot.log_z > fitted[2].log_z:
@@ -480,6 +487,10 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         lost_first = fit == 0 and gained < -tuning.base_log_z_tolerance
         if not (gained > tuning.base_refit_gain or lost_first):
             break
+        if length_limit is not None and based_pilot.thermodynamic_length > length_limit:
+            logger.debug("No refit: the fitted path is longer than %.2f.", length_limit)
+            cut = True
+            break
         source, source_plan, source_parts = based_pilot, based_plan, based_parts
     if fitted is None:
         return plan, pilot
@@ -487,7 +498,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     base_length = based_pilot.thermodynamic_length
     choice = {"thermodynamic_length_prior": pilot.thermodynamic_length,
               "thermodynamic_length_fitted": base_length,
-              "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z}
+              "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z,
+              **({"refits_cut": 1.0} if cut else {})}
     keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
                                               choice, rng, parts_fn, moves, tuning, draw_prior)
     logger.debug("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "

@@ -57,6 +57,10 @@ class Settings:
         (:func:`pymc_bdmc.pipeline.pilot.equilibrate`); None: all its rounds. Only the
         ``n_steps="auto"`` search sets it (from ``max_time``): its results depend on timing
         anyway, where a fixed length's stay the same on every machine.
+    refit_length_limit : float or None
+        A fitted path whose pilot measures it longer than this ends the refits
+        (:func:`pymc_bdmc.pipeline.pilot.choose_path`): set only where a longer path already
+        decides what happens next (the driver then pilots the model's other form).
     tuning : Tuning
         The automatic choices' settings (:class:`~pymc_bdmc.config.Tuning`).
     """
@@ -76,6 +80,7 @@ class Settings:
     base: str = "prior"
     schedule_name: str | None = None
     equilibration_seconds: float | None = None
+    refit_length_limit: float | None = None
     tuning: Tuning = DEFAULT_TUNING
 
     def with_chains(self, chains: int) -> Settings:
