@@ -21,7 +21,7 @@ class Tuning:
     """Settings of the length search, the pilot and the execution, with their defaults.
 
     The first eleven attributes steer the length search (``sample_bdmc(n_steps="auto")``,
-    ``calibrate``), the next ten the pilot and its choice of path, the last three how runs
+    ``calibrate``), the next twelve the pilot and its choice of path, the last three how runs
     execute.
 
     Attributes
