@@ -180,8 +180,8 @@ def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
                 switch.use(known_form)
             if switch.other != known_form:  # the certificate was for the form left
                 known = None
-            elif cut:  # kept after all: its pilot gets the refits it was spared
-                switch.current.memo.clear()
+        if cut and known is not None:  # the certified form runs: with the refits it was spared
+            switch.current.memo.clear()
         search = LowerBoundSearch(
             lambda request: _search_attempt(method, job, form if switch is None
                                             else switch.current, request, bar, held),
