@@ -504,8 +504,8 @@ def test_a_fitted_path_longer_than_the_limit_ends_the_refits(limit, n_runs):
         zeros = np.zeros(len(x))
         return DensityParts(zeros, zeros, np.zeros_like(x), np.zeros_like(x))
 
-    plan, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat,
-                              tuning=pmb.Tuning(base_fit_moves=0), length_limit=limit)
+    _, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat,
+                           tuning=pmb.Tuning(base_fit_moves=0), length_limit=limit)
     assert len(calls) == n_runs and pilot.thermodynamic_length == 5.0
     assert pilot.path_choice.get("refits_cut", 0.0) == (1.0 if n_runs == 1 else 0.0)
 
@@ -553,9 +553,22 @@ def test_equilibration_makes_all_its_transitions_unless_its_time_runs_out(
         return original(rng, x, parts, beta, params, parts_fn)
 
     monkeypatch.setattr(pilot_module, "hmc_step", counting)
+    made = []
     pilot_module.equilibrate(np.random.default_rng(6), pilot.final_x, plan, density.parts,
-                             DEFAULT_TUNING.base_fit_moves, seconds=seconds)
-    assert steps == [12] * transitions
+                             DEFAULT_TUNING.base_fit_moves, seconds=seconds, made=made)
+    assert steps == [12] * transitions and made == [transitions]
+
+
+def test_the_result_counts_the_equilibrations_cut_by_wall_time(small_regression):
+    # A cut equilibration makes the pilot depend on the machine's speed; the result says so.
+    am = small_regression[0]
+    with am.model:
+        timed = pmb.sample_bdmc(chains=8, max_time=40.0, random_seed=1, progressbar=False,
+                                cores=1, tuning=pmb.Tuning(equilibration_share=0.0))["evidence"]
+        whole = pmb.sample_bdmc(n_steps=50, chains=8, random_seed=1, progressbar=False,
+                                cores=1)["evidence"]
+    assert timed.attrs["equilibration_cut"] >= 1.0
+    assert whole.attrs["equilibration_cut"] == 0.0
 
 
 def test_only_the_auto_search_limits_the_equilibrations_time(small_regression, monkeypatch):
@@ -565,9 +578,9 @@ def test_only_the_auto_search_limits_the_equilibrations_time(small_regression, m
     limits = []
     original = pilot_module.equilibrate
 
-    def recording(rng, x, plan, parts_fn, n_moves, moves=None, seconds=None):
+    def recording(rng, x, plan, parts_fn, n_moves, moves=None, seconds=None, **kwargs):
         limits.append(seconds)
-        return original(rng, x, plan, parts_fn, n_moves, moves, seconds)
+        return original(rng, x, plan, parts_fn, n_moves, moves, seconds, **kwargs)
 
     monkeypatch.setattr(pilot_module, "equilibrate", recording)
     with am.model:

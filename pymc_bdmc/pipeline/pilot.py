@@ -337,7 +337,8 @@ def frozen_log_z(rng: np.random.Generator, plan: AnnealingPlan, pilot: PilotResu
 
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
                 path_parts: Callable, n_moves: int,
-                moves: ScaleMoves | None = None, seconds: float | None = None) -> np.ndarray:
+                moves: ScaleMoves | None = None, seconds: float | None = None, *,
+                made: list | None = None) -> np.ndarray:
     """``n_moves`` transitions of a pilot's final population by its plan's kernel at ``beta = 1``.
 
     The kernel leaves the posterior invariant, so importance weights stay valid; the moves only
@@ -359,6 +360,8 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
         The model's scale moves, made before each transition.
     seconds : float, optional
         Stop after the first transition that ends past this wall time (at least one is made).
+    made : list, optional
+        The number of transitions made is appended to it.
 
     Returns
     -------
@@ -366,6 +369,8 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
         The moved population.
     """
     if n_moves <= 0 or plan.n_steps < 1:
+        if made is not None:
+            made.append(0)
         return x
     started = time.perf_counter()
     parts = path_parts(x)
@@ -379,6 +384,8 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
             logger.debug("Equilibration stopped after %d of %d transitions (%.1f s).", i + 1,
                          n_moves, time.perf_counter() - started)
             break
+    if made is not None:
+        made.append(i + 1)
     return x
 
 
@@ -454,15 +461,17 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     -------
     tuple
         ``(plan, pilot)`` of the path kept, the plan carrying its base if it is a fitted one;
-        ``pilot.path_choice`` records both paths' lengths and estimates, and
-        ``refits_cut`` where ``length_limit`` ended the refits.
+        ``pilot.path_choice`` records both paths' lengths and estimates, how many
+        equilibrations wall time cut short (``equilibration_cut``), and ``refits_cut`` where
+        ``length_limit`` ended the refits.
     """
     fitted, source, source_plan, source_parts = None, pilot, plan, parts_fn
-    cut = False
+    cut, made = False, []
     for fit in range(tuning.max_base_fits):
         with timed("pilot_equilibration"):
             population = equilibrate(rng, source.final_x, source_plan, source_parts,
-                                     tuning.base_fit_moves, moves, equilibration_seconds)
+                                     tuning.base_fit_moves, moves, equilibration_seconds,
+                                     made=made)
         # A population with impossible states or undefined weights has no Gaussian to give.
         if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
             break
@@ -499,6 +508,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     choice = {"thermodynamic_length_prior": pilot.thermodynamic_length,
               "thermodynamic_length_fitted": base_length,
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z,
+              # Equilibrations cut by wall time: where any was, the pilot depended on timing.
+              "equilibration_cut": float(sum(0 < n < tuning.base_fit_moves for n in made)),
               **({"refits_cut": 1.0} if cut else {})}
     keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
                                               choice, rng, parts_fn, moves, tuning, draw_prior)
