@@ -154,13 +154,11 @@ class VectorizedAIS:
         """
         if tuned.pilot is None or tuned.gibbs is not None:
             return None
-        plan, pilot, density = tuned.plan, tuned.pilot, problem.density
-        x = plan.start(job.streams["pilot"], pilot.n_particles)
-        if x is None:
-            x, _ = prior_start(problem.simulator, density, pilot.n_particles,
-                               job.streams["pilot_init"])
-        return frozen_log_z(job.streams["pilot"], plan, pilot, x,
-                            plan.path_parts(density.parts), scale_moves_for(density))
+        density = problem.density
+        return frozen_log_z(job.streams["pilot"], tuned.plan, tuned.pilot, density.parts,
+                            lambda n: prior_start(problem.simulator, density, n,
+                                                  job.streams["pilot_init"]),
+                            scale_moves_for(density))
 
     def launch(self, job: Job, problem: Problem, tuned: Tuned, attempt: Attempt,
                s: Settings) -> Launch:

@@ -302,34 +302,43 @@ def rank_by_estimates(first: PilotResult, second: PilotResult,
 
 
 def frozen_log_z(rng: np.random.Generator, plan: AnnealingPlan, pilot: PilotResult,
-                 x: np.ndarray, path_parts: Callable, moves: ScaleMoves | None = None) -> float:
+                 parts_fn: Callable, draw_prior: Callable, moves: ScaleMoves | None = None,
+                 n: int | None = None) -> float:
     """``log p(y)`` by SMC along ``pilot``'s temperatures with its kernels frozen beforehand.
 
     The pilot's own estimate comes from kernels (metric, step size, next temperature) tuned on
     the very particles they move, and can be biased high by nats where a long path meets many
-    coordinates (module docstring). The same kernels frozen into a plan and run on the fresh
-    exact draws ``x`` of the path's start give an estimate whose exponential is unbiased.
+    coordinates (module docstring). The same kernels frozen into a plan and run on fresh exact
+    draws of the path's start give an estimate whose exponential is unbiased.
 
     Parameters
     ----------
     rng : numpy.random.Generator
     plan : AnnealingPlan
-        The plan frozen from ``pilot`` (its base and scale moves are kept).
+        The plan frozen from ``pilot`` (its base and scale moves are kept): the path starts at
+        its base, or at the prior where it has none.
     pilot : PilotResult
-    x : numpy.ndarray, shape (n, n_dim)
-        Exact draws from the path's start (the prior, or the plan's base).
-    path_parts : callable
-        The batched densities of the path.
+    parts_fn : callable
+        The model's batched densities.
+    draw_prior : callable
+        ``n -> (x, parts)``: ``n`` exact prior draws (for a path from the prior).
     moves : ScaleMoves, optional
         The model's scale moves (made where the plan makes them).
+    n : int, optional
+        Particles (default: the pilot's).
 
     Returns
     -------
     float
     """
+    n = pilot.n_particles if n is None else n
+    x = plan.start(rng, n)
+    if x is None:
+        x, _ = draw_prior(n)
     frozen = dataclasses.replace(
         freeze_plan(pilot, pilot.betas, pilot.n_steps, plan.jitter, plan.transitions_per_step),
         base=plan.base, scale_moves=plan.scale_moves)
+    path_parts = plan.path_parts(parts_fn)
     transition = frozen.transition(path_parts, moves=moves if frozen.scale_moves else None)
     run = smc_forward(rng, x, path_parts(x), TemperingPath(frozen.betas), transition)
     return float(run.log_weight[0])
@@ -361,7 +370,7 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     seconds : float, optional
         Stop after the first transition that ends past this wall time (at least one is made).
     made : list, optional
-        The number of transitions made is appended to it.
+        The number of transitions made is appended to it (where any were to be made).
 
     Returns
     -------
@@ -369,8 +378,6 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
         The moved population.
     """
     if n_moves <= 0 or plan.n_steps < 1:
-        if made is not None:
-            made.append(0)
         return x
     started = time.perf_counter()
     parts = path_parts(x)
@@ -509,7 +516,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
               "thermodynamic_length_fitted": base_length,
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z,
               # Equilibrations cut by wall time: where any was, the pilot depended on timing.
-              "equilibration_cut": float(sum(0 < n < tuning.base_fit_moves for n in made)),
+              "equilibration_cut": float(sum(n < tuning.base_fit_moves for n in made)),
               **({"refits_cut": 1.0} if cut else {})}
     keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
                                               choice, rng, parts_fn, moves, tuning, draw_prior)
@@ -532,11 +539,9 @@ def _prefer_fitted(plan, pilot, fitted, choice, rng, parts_fn, moves, tuning, dr
 
     def recheck():
         with timed("pilot_frozen_estimates"):
-            x_prior, _ = draw_prior(pilot.n_particles)
-            prior_log_z = frozen_log_z(rng, plan, pilot, x_prior, parts_fn, moves)
-            fitted_log_z = frozen_log_z(rng, based_plan, based_pilot,
-                                        base.sample(rng, based_pilot.n_particles),
-                                        base.parts_fn(parts_fn), moves)
+            prior_log_z = frozen_log_z(rng, plan, pilot, parts_fn, draw_prior, moves)
+            fitted_log_z = frozen_log_z(rng, dataclasses.replace(based_plan, base=base),
+                                        based_pilot, parts_fn, draw_prior, moves)
         choice.update(frozen_log_z_prior=prior_log_z, frozen_log_z_fitted=fitted_log_z)
         logger.debug("Pilot estimates with frozen kernels: %.2f from the prior, %.2f from the "
                      "fitted Gaussian.", prior_log_z, fitted_log_z)
