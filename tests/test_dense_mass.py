@@ -407,6 +407,31 @@ def _correlated_gaussian_parts(d: int, seed: int = 0):
     return parts_fn, log_z
 
 
+
+def test_a_pilot_that_would_be_re_run_larger_stops_at_its_first_dense_metric():
+    # The re-run replaces all of it, so running on past the first dense metric was wasted: on
+    # the 201-step random walk a quarter of the pilot's time.
+    from pymc_bdmc.kernels.tuning import run_pilot, tune_plan
+
+    parts_fn, _ = _correlated_gaussian_parts(40)
+    x0 = np.random.default_rng(0).normal(size=(32, 40))  # dense from temperature 34 of 44
+
+    def pilot(until_dense):
+        return run_pilot(np.random.default_rng(1), x0, parts_fn(x0), parts_fn, n_leapfrog=3,
+                         target_accept=0.9, jitter=0.5, until_dense=until_dense)
+
+    full, stopped = pilot(False), pilot(True)
+    assert full.complete and not stopped.complete and np.isnan(stopped.log_z)
+    first_dense = next(i for i, f in enumerate(full.mass_factor) if f is not None)
+    assert 0 < first_dense < full.n_steps
+    # The same temperatures up to the first dense one, which ends it.
+    np.testing.assert_array_equal(stopped.betas, full.betas[:first_dense + 1])
+    assert stopped.mass_factor[-1] is not None
+    assert all(f is None for f in stopped.mass_factor[:-1])
+    plan, again = tune_plan(np.random.default_rng(1), x0, parts_fn(x0), parts_fn,
+                            schedule="adaptive", n_steps=10, n_leapfrog=3, until_dense=True)
+    assert plan is None and not again.complete
+
 @pytest.mark.slow
 def test_pilot_log_z_is_not_biased_high_with_about_as_many_particles_as_coordinates():
     # In --runslow only (10 pilots on 60 coordinates, ~10 s): fewer seeds would need a looser

@@ -95,6 +95,9 @@ class PilotResult:
         (``thermodynamic_length_prior``, ``thermodynamic_length_fitted``,
         ``pilot_log_z_prior``, ``pilot_log_z_fitted``, and where those estimates were checked
         with frozen kernels ``frozen_log_z_prior``, ``frozen_log_z_fitted``); empty otherwise.
+    complete : bool
+        False for a pilot stopped at its first dense metric (``run_pilot(until_dense=True)``):
+        it reached no ``beta = 1`` and estimates nothing (``log_z`` is NaN).
     """
 
     log_z: float
@@ -111,6 +114,7 @@ class PilotResult:
     final_x: np.ndarray | None = field(default=None, repr=False)
     final_weights: np.ndarray | None = field(default=None, repr=False)
     path_choice: dict = field(default_factory=dict, repr=False)
+    complete: bool = True
 
     @classmethod
     def from_record(cls, log_z: float, record: dict, n_resampled: int,
@@ -206,6 +210,7 @@ def run_pilot(
     dense: bool = True,
     moves: ScaleMoves | None = None,
     tuning: Tuning = DEFAULT_TUNING,
+    until_dense: bool = False,
 ) -> PilotResult:
     """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
 
@@ -222,6 +227,10 @@ def run_pilot(
     step size); the length with the largest squared jump per gradient (each temperature's
     values scaled by their maximum, then summed over temperatures) becomes the measured runs'
     trajectory length (:mod:`~pymc_bdmc.kernels.trajectory_length`).
+
+    With ``until_dense``, the pilot stops at the first temperature that chose a dense metric
+    and returns an incomplete result (``complete=False``), for a caller that would re-run it on
+    a population large enough for one (:func:`pymc_bdmc.pipeline.pilot.tune`).
     """
     n_chains = len(x0)
     x, parts = x0, parts0
@@ -261,6 +270,13 @@ def run_pilot(
             n_resampled += 1
         variance = spread(x)
         factor, cross = metric.factors(rng, x, weights, variance, beta, parts)
+        if until_dense and factor is not None:  # nothing moved at this temperature
+            stopped = {**record, "beta": [*record["beta"], beta],
+                       "sd": [*record["sd"], np.nan], "eps": [*record["eps"], np.exp(log_eps)],
+                       "var": [*record["var"], variance], "acc": [*record["acc"], np.nan],
+                       "factor": [*record["factor"], factor]}
+            return PilotResult.from_record(np.nan, stopped, n_resampled, n_particles=n_chains,
+                                           complete=False)
         rates = []
         jumps = np.zeros(len(candidates))
         probes = np.zeros(len(candidates))
@@ -404,7 +420,8 @@ def tune_plan(
     dense: bool = True,
     moves: ScaleMoves | None = None,
     tuning: Tuning = DEFAULT_TUNING,
-) -> tuple[AnnealingPlan, PilotResult]:
+    until_dense: bool = False,
+) -> tuple[AnnealingPlan | None, PilotResult]:
     """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
 
     Parameters
@@ -441,15 +458,21 @@ def tune_plan(
         (:attr:`AnnealingPlan.scale_moves`).
     tuning : Tuning, optional
         Where dense metrics apply (:class:`~pymc_bdmc.config.Tuning`).
+    until_dense : bool, default False
+        Stop the pilot at its first dense metric (see :func:`run_pilot`).
 
     Returns
     -------
-    plan : AnnealingPlan
+    plan : AnnealingPlan or None
+        None where the pilot stopped at a dense metric.
     pilot : PilotResult
     """
     pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
                       target_accept=target_accept, jitter=jitter, on_step=on_step,
-                      discrete=discrete, pinned=pinned, dense=dense, moves=moves, tuning=tuning)
+                      discrete=discrete, pinned=pinned, dense=dense, moves=moves, tuning=tuning,
+                      until_dense=until_dense)
+    if not pilot.complete:
+        return None, pilot
     plan = freeze_plan(pilot, schedule, n_steps, jitter, transitions_per_step)
     return dataclasses.replace(plan, scale_moves=moves is not None), pilot
 

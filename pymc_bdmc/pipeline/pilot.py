@@ -6,7 +6,7 @@ the measured chains or ``theta*``, so the bounds stay valid whatever the pilot c
 against):
 
 * **Population size.** A dense metric estimated from fewer particles than coordinates is mostly
-  shrinkage, so a pilot that chose one runs again with
+  shrinkage, so a pilot that chooses one stops there and runs again with
   :attr:`~pymc_bdmc.config.Tuning.particles_per_coordinate` particles per movable coordinate
   (never where the user fixed ``pilot_chains``, and not above
   :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates, where metrics come from the
@@ -60,10 +60,35 @@ from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.pipeline.timing import timed
 from pymc_bdmc.schedules import ADAPTIVE
 
-__all__ = ["choose_path", "enlarged_pilot_size", "equilibrate", "fit_base", "frozen_log_z",
+__all__ = ["choose_path", "dense_pilot_size", "enlarged_pilot_size", "equilibrate", "fit_base", "frozen_log_z",
            "prefer_second_checked", "prefer_second_path", "rank_by_estimates", "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
+
+def dense_pilot_size(n_particles: int, n_movable: int,
+                     tuning: Tuning = DEFAULT_TUNING) -> int | None:
+    """Population size a pilot that chooses a dense metric is re-run with, or None.
+
+    Parameters
+    ----------
+    n_particles : int
+        The pilot's population size.
+    n_movable : int
+        Coordinates the HMC kernels move.
+    tuning : Tuning, optional
+
+    Returns
+    -------
+    int or None
+        A multiple of 8 of at least ``tuning.particles_per_coordinate * n_movable``, where that
+        is more than ``n_particles`` and dense metrics come from the population (at most
+        ``tuning.dense_max_dim`` coordinates); else None.
+    """
+    if n_movable > tuning.dense_max_dim:
+        return None
+    wanted = 8 * math.ceil(tuning.particles_per_coordinate * n_movable / 8)
+    return wanted if wanted > n_particles else None
+
 
 def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int,
                         tuning: Tuning = DEFAULT_TUNING) -> int | None:
@@ -81,14 +106,11 @@ def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int,
     Returns
     -------
     int or None
-        A multiple of 8 of at least ``tuning.particles_per_coordinate * n_movable`` when the
-        pilot used a dense metric at some temperature and had fewer particles than that.
+        :func:`dense_pilot_size` when the pilot used a dense metric at some temperature.
     """
-    if (not any(f is not None for f in pilot.mass_factor)
-            or n_movable > tuning.dense_max_dim):
+    if not any(f is not None for f in pilot.mass_factor):
         return None
-    wanted = 8 * math.ceil(tuning.particles_per_coordinate * n_movable / 8)
-    return wanted if wanted > n_particles else None
+    return dense_pilot_size(n_particles, n_movable, tuning)
 
 
 def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
@@ -136,12 +158,13 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         ``(AnnealingPlan, PilotResult)``.
     """
 
-    def run(x, parts, report, path_parts=parts_fn):
+    def run(x, parts, report, path_parts=parts_fn, until_dense=False):
         return tune_plan(
             rng, x, parts, path_parts, schedule=schedule, n_steps=s.n_steps,
             n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
             jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
             on_step=report, discrete=discrete, pinned=pinned, moves=moves, tuning=s.tuning,
+            until_dense=until_dense,
         )
 
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
@@ -178,13 +201,17 @@ def _from_the_prior(run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, 
 
     Returns ``(plan, pilot, n_movable)``.
     """
-    with timed("pilot_prior_path"):
-        plan, pilot = run(x_pilot, parts_pilot, report)
     n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
+    # Where a dense metric would have the pilot re-run larger, it stops at the first one.
+    may_enlarge = (draw_pilot is not None and not s.pilot_chains_given
+                   and dense_pilot_size(len(x_pilot), n_movable, s.tuning) is not None)
+    with timed("pilot_prior_path"):
+        plan, pilot = run(x_pilot, parts_pilot, report, until_dense=may_enlarge)
     wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
-    if wanted is not None and draw_pilot is not None and not s.pilot_chains_given:
-        logger.debug("The pilot measured a dense metric on %d coordinates with %d particles; "
-                     "running it again with %d.", n_movable, len(x_pilot), wanted)
+    if wanted is not None and may_enlarge:
+        logger.debug("The pilot chose a dense metric on %d coordinates with %d particles (at "
+                     "beta %.2g); running it again with %d.", n_movable, len(x_pilot),
+                     pilot.betas[-1], wanted)
         x_pilot, parts_pilot = draw_pilot(wanted)
         with timed("pilot_prior_path"):
             plan, pilot = run(x_pilot, parts_pilot, report)
