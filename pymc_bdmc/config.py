@@ -33,10 +33,10 @@ class Tuning:
         lengths in multiples of it).
     max_n_steps : int, default 64000
         No attempt is longer.
-    steps_per_squared_length : float, default 10
+    steps_per_squared_length : float, default 5
         A first attempt runs no more than this many steps per squared thermodynamic length of
-        its path (the variance of a log weight with perfect transitions is then 0.1; a gap
-        within 0.5 nats needs about 2).
+        its path (a gap with perfect transitions is then about 0.2 nats; within 0.5 needs
+        about 2 steps per squared length).
     max_chains_factor : int, default 8
         A gap within the target but measured too noisily is measured again with at most this
         many times the chains ...
@@ -99,7 +99,7 @@ class Tuning:
     first_n_steps: int = 1000
     min_first_n_steps: int = 100
     max_n_steps: int = 64000
-    steps_per_squared_length: float = 10
+    steps_per_squared_length: float = 5
     max_chains_factor: int = 8
     max_chains: int = 1024
     larger_pilot_gap: float = 8.0

@@ -195,8 +195,8 @@ def test_the_first_attempt_runs_as_many_steps_as_fit_in_what_is_left_of_the_budg
     # needs 2500: what fits
     assert first_length(1000, 100.0, 70.0, path_length=5.0, tuning=per_square) == 700
     assert first_length(1000, 40.0, 50.0, path_length=0.6, tuning=per_square) == 1000
-    # The default, 10 L^2: a path of length 5 needs 250 steps, in hundreds 300.
-    assert path_needs(1000, 5.0) == 300 and path_needs(1000, 20.0) == 1000
+    # The default, 5 L^2: a path of length 5 needs 125 steps, in hundreds 200.
+    assert path_needs(1000, 5.0) == 200 and path_needs(1000, 20.0) == 1000
     assert path_needs(1000, 0.5) == MIN_FIRST_N_STEPS and path_needs(800, None) == 800
 
 

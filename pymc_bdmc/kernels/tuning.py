@@ -192,6 +192,12 @@ def next_pilot_beta(beta: float, sd: float, step_length: float,
     return float(min(1.0, beta + increment))
 
 
+def _add_temperature(record: dict, **values) -> None:
+    """Append one pilot temperature's ``values`` to the lists of ``record`` of those names."""
+    for key, value in values.items():
+        record[key].append(value)
+
+
 def run_pilot(
     rng: np.random.Generator,
     x0: np.ndarray,
@@ -271,11 +277,9 @@ def run_pilot(
         variance = spread(x)
         factor, cross = metric.factors(rng, x, weights, variance, beta, parts)
         if until_dense and factor is not None:  # nothing moved at this temperature
-            stopped = {**record, "beta": [*record["beta"], beta],
-                       "sd": [*record["sd"], np.nan], "eps": [*record["eps"], np.exp(log_eps)],
-                       "var": [*record["var"], variance], "acc": [*record["acc"], np.nan],
-                       "factor": [*record["factor"], factor]}
-            return PilotResult.from_record(np.nan, stopped, n_resampled, n_particles=n_chains,
+            _add_temperature(record, beta=beta, sd=np.nan, eps=np.exp(log_eps), var=variance,
+                             acc=np.nan, factor=factor, jump=np.full(len(candidates), np.nan))
+            return PilotResult.from_record(np.nan, record, n_resampled, n_particles=n_chains,
                                            complete=False)
         rates = []
         jumps = np.zeros(len(candidates))
@@ -299,13 +303,9 @@ def run_pilot(
             # Robbins-Monro step on log(eps) toward the target acceptance (pilot only).
             log_eps[which] += 2.0 * (rate - target_accept)
         sd = likelihood_sd(parts.log_likelihood, weights)
-        record["beta"].append(beta)
-        record["sd"].append(sd)
-        record["eps"].append(np.exp(log_eps))
-        record["var"].append(variance)
-        record["acc"].append(float(np.mean(rates)))
-        record["factor"].append(factor)
-        record["jump"].append(np.where(probes > 0, jumps / np.maximum(probes, 1), np.nan))
+        _add_temperature(record, beta=beta, sd=sd, eps=np.exp(log_eps), var=variance,
+                         acc=float(np.mean(rates)), factor=factor,
+                         jump=np.where(probes > 0, jumps / np.maximum(probes, 1), np.nan))
         if on_step is not None:
             on_step(beta)
     log_z += float(log_mean_exp(log_w))
