@@ -60,14 +60,15 @@ from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.pipeline.timing import timed
 from pymc_bdmc.schedules import ADAPTIVE
 
-__all__ = ["choose_path", "dense_pilot_size", "enlarged_pilot_size", "equilibrate", "fit_base", "frozen_log_z",
-           "prefer_second_checked", "prefer_second_path", "rank_by_estimates", "refreeze", "tune"]
+__all__ = ["choose_path", "dense_pilot_size", "enlarged_pilot_size", "equilibrate", "fit_base",
+           "frozen_log_z", "prefer_second_checked", "prefer_second_path", "rank_by_estimates",
+           "refreeze", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
 def dense_pilot_size(n_particles: int, n_movable: int,
                      tuning: Tuning = DEFAULT_TUNING) -> int | None:
-    """Population size a pilot that chooses a dense metric is re-run with, or None.
+    """Return the population a pilot that chooses a dense metric is re-run with, or None.
 
     Parameters
     ----------
@@ -92,21 +93,10 @@ def dense_pilot_size(n_particles: int, n_movable: int,
 
 def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int,
                         tuning: Tuning = DEFAULT_TUNING) -> int | None:
-    """Population size to re-run the pilot with, or None where its own size will do.
+    """Return the population size to re-run ``pilot`` with, or None where its own will do.
 
-    Parameters
-    ----------
-    pilot : PilotResult
-    n_particles : int
-        The pilot's population size.
-    n_movable : int
-        Coordinates the HMC kernels move.
-    tuning : Tuning, optional
-
-    Returns
-    -------
-    int or None
-        :func:`dense_pilot_size` when the pilot used a dense metric at some temperature.
+    :func:`dense_pilot_size` (same other arguments) where the pilot used a dense metric at some
+    temperature; None where it used none.
     """
     if not any(f is not None for f in pilot.mass_factor):
         return None
