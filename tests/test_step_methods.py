@@ -252,25 +252,18 @@ def mixture_here(mixture):
 
 
 def test_same_seed_gives_identical_results_whatever_the_workers(mixture, mixture_here):
-    # Each chain carries its own stream to whichever worker runs it: local processes, a
-    # process executor (no pool initializer: the recipe travels with every chain), or threads
-    # (each thread builds its own step methods, one compilation at a time).
+    # Each chain carries its own stream to whichever worker runs it: a process executor (no
+    # pool initializer: the recipe travels with every chain) or threads (each thread builds its
+    # own step methods, one compilation at a time). Local worker processes: the next test.
     reference = mixture_here
     assert reference["evidence"].attrs["workers"] == "this process"
-    local = _mixture_run(mixture, cores=2)
-    assert local["evidence"].attrs["cores"] == 2
-    assert local["evidence"].attrs["workers"] == "2 local processes"
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool:
         processes = _mixture_run(mixture, executor=pool)
     with ThreadPoolExecutor(2) as pool:
         threads = _mixture_run(mixture, executor=pool)
     assert threads["evidence"].attrs["workers"] == "ThreadPoolExecutor (2 workers)"
-    for other in (local, processes, threads):
+    for other in (processes, threads):  # the evidence group holds both runs' log weights
         _assert_same_run(reference, other)
-        np.testing.assert_array_equal(reference["evidence"]["log_weight_forward"].values,
-                                      other["evidence"]["log_weight_forward"].values)
-        np.testing.assert_array_equal(reference["evidence"]["log_weight_reverse"].values,
-                                      other["evidence"]["log_weight_reverse"].values)
 
 
 
@@ -283,7 +276,7 @@ def test_runs_predicted_long_use_all_cores_with_the_same_results(mixture, mixtur
     with caplog.at_level("DEBUG", logger="pymc_bdmc"):
         long = _mixture_run(mixture, tuning=pmb.Tuning(step_auto_parallel_seconds=0.0))
     assert "using all cores" in caplog.text
-    assert long["evidence"].attrs["workers"] != "this process"
+    assert long["evidence"].attrs["workers"] == f"{long['evidence'].attrs['cores']} local processes"
     assert long["evidence"].attrs["cores"] >= 2
     _assert_same_run(mixture_here, long)
 
