@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python3 benchmarks/gp_gradient.py        # about 30 s on 2 cores
+    python3 benchmarks/gp_gradient.py        # about 10 s on 2 cores
 
 Times one call of the compiled batched densities and gradients (what every leapfrog step of
 every chain evaluates) of ``known_evidence.latent_gp(30)`` at 32 chains, then the batched
