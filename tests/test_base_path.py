@@ -272,6 +272,41 @@ def test_a_long_laplace_path_gives_way_to_the_priors_and_its_fits():
     assert abs(attrs["pilot_log_z"] - am.log_evidence()) < 1.0
 
 
+def test_a_pilot_given_a_longest_path_stops_where_its_path_passes_it():
+    # The Laplace path's pilot is kept only where its path is at most laplace_path_length long;
+    # a longer one (46 on the model above) was piloted to the end and thrown away.
+    from pymc_bdmc.kernels.tuning import run_pilot, thermodynamic_length
+
+    shift = np.random.default_rng(0).normal(size=6)
+
+    def parts_fn(x):  # prior N(0, I), likelihood N(shift, 0.05^2 I): a path 10-20 long
+        return DensityParts(-0.5 * np.sum(x**2, axis=1), -200.0 * np.sum((x - shift)**2, axis=1),
+                            -x, -400.0 * (x - shift))
+
+    x0 = np.random.default_rng(1).normal(size=(32, 6))
+
+    def pilot(max_length):
+        return run_pilot(np.random.default_rng(2), x0, parts_fn(x0), parts_fn, n_leapfrog=3,
+                         target_accept=0.9, jitter=0.5, max_length=max_length)
+
+    full = pilot(None)
+    length = thermodynamic_length(full.betas, full.sd_log_likelihood)
+    assert full.complete and length[-1] > 5.0
+    stopped = pilot(2.0)
+    assert not stopped.complete and np.isnan(stopped.log_z)
+    # The same temperatures up to the first past the limit, which ends it.
+    first_past = int(np.argmax(length > 2.0))
+    np.testing.assert_array_equal(stopped.betas, full.betas[:first_past + 1])
+    assert stopped.thermodynamic_length > 2.0 >= length[first_past - 1]
+    # A limit the path stays within changes nothing.
+    within = pilot(length[-1])
+    assert within.complete and within.log_z == full.log_z
+    np.testing.assert_array_equal(within.betas, full.betas)
+    plan, again = tune_plan(np.random.default_rng(2), x0, parts_fn(x0), parts_fn,
+                            schedule="adaptive", n_steps=10, n_leapfrog=3, max_length=2.0)
+    assert plan is None and not again.complete
+
+
 def test_with_many_observations_base_auto_takes_a_short_laplace_path_alone():
     # From Tuning.laplace_min_observations observed values (10,000 by default; 1,000 here, to
     # keep the test short) the Laplace path (exact here, length ~0) is taken and the prior's is

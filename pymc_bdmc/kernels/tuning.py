@@ -96,8 +96,8 @@ class PilotResult:
         ``pilot_log_z_prior``, ``pilot_log_z_fitted``, and where those estimates were checked
         with frozen kernels ``frozen_log_z_prior``, ``frozen_log_z_fitted``); empty otherwise.
     complete : bool
-        False for a pilot stopped at its first dense metric (``run_pilot(until_dense=True)``):
-        it reached no ``beta = 1`` and estimates nothing (``log_z`` is NaN).
+        False for a pilot stopped at its first dense metric (``run_pilot(until_dense=True)``)
+        or past ``run_pilot(max_length=...)``: it estimates nothing (``log_z`` is NaN).
     """
 
     log_z: float
@@ -131,6 +131,12 @@ class PilotResult:
             mass_factor=tuple(record.get("factor", ())),
             **chosen,
         )
+
+    @classmethod
+    def stopped(cls, record: dict, n_resampled: int, n_particles: int) -> PilotResult:
+        """An incomplete pilot's result (``complete=False``): its record so far, no estimate."""
+        return cls.from_record(np.nan, record, n_resampled, n_particles=n_particles,
+                               complete=False)
 
     @property
     def n_steps(self) -> int:
@@ -198,6 +204,12 @@ def _add_temperature(record: dict, **values) -> None:
         record[key].append(value)
 
 
+def _longer_than(record: dict, max_length: float | None) -> bool:
+    """Whether a pilot's path so far is longer than ``max_length`` (never, where None)."""
+    return max_length is not None and float(thermodynamic_length(
+        np.array(record["beta"]), np.array(record["sd"]))[-1]) > max_length
+
+
 def run_pilot(
     rng: np.random.Generator,
     x0: np.ndarray,
@@ -217,6 +229,7 @@ def run_pilot(
     moves: ScaleMoves | None = None,
     tuning: Tuning = DEFAULT_TUNING,
     until_dense: bool = False,
+    max_length: float | None = None,
 ) -> PilotResult:
     """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
 
@@ -236,7 +249,10 @@ def run_pilot(
 
     With ``until_dense``, the pilot stops at the first temperature that chose a dense metric
     and returns an incomplete result (``complete=False``), for a caller that would re-run it on
-    a population large enough for one (:func:`pymc_bdmc.pipeline.pilot.tune`).
+    a population large enough for one (:func:`pymc_bdmc.pipeline.pilot.tune`). With
+    ``max_length``, it stops (incomplete too) at the first temperature where the path's
+    thermodynamic length so far exceeds it: the whole path's length, which only grows along it,
+    would too, for a caller that keeps no path that long.
     """
     n_chains = len(x0)
     x, parts = x0, parts0
@@ -279,8 +295,7 @@ def run_pilot(
         if until_dense and factor is not None:  # nothing moved at this temperature
             _add_temperature(record, beta=beta, sd=np.nan, eps=np.exp(log_eps), var=variance,
                              acc=np.nan, factor=factor, jump=np.full(len(candidates), np.nan))
-            return PilotResult.from_record(np.nan, record, n_resampled, n_particles=n_chains,
-                                           complete=False)
+            return PilotResult.stopped(record, n_resampled, n_chains)
         rates = []
         jumps = np.zeros(len(candidates))
         probes = np.zeros(len(candidates))
@@ -308,6 +323,8 @@ def run_pilot(
                          jump=np.where(probes > 0, jumps / np.maximum(probes, 1), np.nan))
         if on_step is not None:
             on_step(beta)
+        if _longer_than(record, max_length):
+            return PilotResult.stopped(record, n_resampled, n_chains)
     log_z += float(log_mean_exp(log_w))
     jump = np.array(record["jump"])
     best = best_candidate(candidates, jump)
@@ -421,6 +438,7 @@ def tune_plan(
     moves: ScaleMoves | None = None,
     tuning: Tuning = DEFAULT_TUNING,
     until_dense: bool = False,
+    max_length: float | None = None,
 ) -> tuple[AnnealingPlan | None, PilotResult]:
     """Run the pilot and freeze its tuning into a plan of ``n_steps`` steps.
 
@@ -460,17 +478,19 @@ def tune_plan(
         Where dense metrics apply (:class:`~pymc_bdmc.config.Tuning`).
     until_dense : bool, default False
         Stop the pilot at its first dense metric (see :func:`run_pilot`).
+    max_length : float, optional
+        Stop the pilot once its path is longer than this (see :func:`run_pilot`).
 
     Returns
     -------
     plan : AnnealingPlan or None
-        None where the pilot stopped at a dense metric.
+        None where the pilot stopped early (``until_dense``, ``max_length``).
     pilot : PilotResult
     """
     pilot = run_pilot(rng, x0, parts0, parts_fn, n_leapfrog=n_leapfrog,
                       target_accept=target_accept, jitter=jitter, on_step=on_step,
                       discrete=discrete, pinned=pinned, dense=dense, moves=moves, tuning=tuning,
-                      until_dense=until_dense)
+                      until_dense=until_dense, max_length=max_length)
     if not pilot.complete:
         return None, pilot
     plan = freeze_plan(pilot, schedule, n_steps, jitter, transitions_per_step)

@@ -148,13 +148,13 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         ``(AnnealingPlan, PilotResult)``.
     """
 
-    def run(x, parts, report, path_parts=parts_fn, until_dense=False):
+    def run(x, parts, report, path_parts=parts_fn, until_dense=False, max_length=None):
         return tune_plan(
             rng, x, parts, path_parts, schedule=schedule, n_steps=s.n_steps,
             n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
             jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
             on_step=report, discrete=discrete, pinned=pinned, moves=moves, tuning=s.tuning,
-            until_dense=until_dense,
+            until_dense=until_dense, max_length=max_length,
         )
 
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
@@ -162,8 +162,8 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         tuned = None
         if fit_base and (keep_fitted or laplace_first):
             # From a Laplace fit where the posterior has a mode and its path is short.
-            tuned = _from_laplace(x_pilot, parts_fn, rng, lambda x, p, f: run(x, p, report, f),
-                                  s)
+            tuned = _from_laplace(x_pilot, parts_fn, rng,
+                                  lambda x, p, f, **kw: run(x, p, report, f, **kw), s)
         if tuned is not None:
             plan, pilot = tuned
             n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
@@ -232,14 +232,17 @@ def _from_laplace(x_pilot, parts_fn, rng, run, s: Settings):
     based_parts = start.parts_fn(parts_fn)
     x = start.sample(rng, len(x_pilot))
     with timed("pilot_fitted_paths"):
-        plan, pilot = run(x, based_parts(x), based_parts)
+        # A longer path is not kept: its pilot stops as soon as it is known to be one.
+        plan, pilot = run(x, based_parts(x), based_parts,
+                          max_length=s.tuning.laplace_path_length)
+    if not pilot.complete:
+        logger.debug("The Laplace fit's path is over %.2f long (%.2f at beta %.2g): piloting "
+                     "the prior's path too.", s.tuning.laplace_path_length,
+                     pilot.thermodynamic_length, pilot.betas[-1])
+        return None
     logger.debug("Pilot from the Laplace fit: log Z %.2f (sd %.2f).", pilot.log_z,
                  pilot.log_z_sd)
     if not np.isfinite(pilot.log_z) or pilot.final_x is None:
-        return None
-    if not pilot.thermodynamic_length <= s.tuning.laplace_path_length:
-        logger.debug("The Laplace fit's path is %.2f long: piloting the prior's path too.",
-                     pilot.thermodynamic_length)
         return None
     choice = {"thermodynamic_length_prior": float("nan"),
               "thermodynamic_length_fitted": pilot.thermodynamic_length,
