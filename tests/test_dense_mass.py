@@ -407,7 +407,6 @@ def _correlated_gaussian_parts(d: int, seed: int = 0):
     return parts_fn, log_z
 
 
-
 def test_a_pilot_that_would_be_re_run_larger_stops_at_its_first_dense_metric():
     # The re-run replaces all of it, so running on past the first dense metric was wasted: on
     # the 201-step random walk a quarter of the pilot's time.
@@ -431,6 +430,7 @@ def test_a_pilot_that_would_be_re_run_larger_stops_at_its_first_dense_metric():
     plan, again = tune_plan(np.random.default_rng(1), x0, parts_fn(x0), parts_fn,
                             schedule="adaptive", n_steps=10, n_leapfrog=3, until_dense=True)
     assert plan is None and not again.complete
+
 
 @pytest.mark.slow
 def test_pilot_log_z_is_not_biased_high_with_about_as_many_particles_as_coordinates():

@@ -266,7 +266,6 @@ def test_same_seed_gives_identical_results_whatever_the_workers(mixture, mixture
         _assert_same_run(reference, other)
 
 
-
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="all cores of a 1-core machine is one")
 def test_runs_predicted_long_use_all_cores_with_the_same_results(mixture, mixture_here,
                                                                   monkeypatch, caplog):
