@@ -1,5 +1,6 @@
 """sample_ais(n_steps="auto"): lengthen until the lower bound stops moving, on the real data."""
 
+import dataclasses
 import logging
 import time
 
@@ -88,6 +89,26 @@ def test_real_data_harder_than_the_certified_run_lengthen_past_its_length():
     calls = []
     _search(_fake(500.0, calls, spread=0.15), known=CertifiedLength(300, 64, False, 0.1))
     assert calls == [(300, 64)]
+
+
+@pytest.mark.parametrize(("real_length", "expected"), [(5.0, 300), (12.0, 1000), (np.nan, 1000)])
+def test_a_real_data_path_shorter_than_the_certified_one_runs_proportionally_fewer_steps(
+        real_length, expected):
+    # Certified at 1000 steps on a path 10 long: 10 steps per squared length. A real-data path
+    # 5 long needs 250, so 300 in multiples of 100; a longer one (the spread check lengthens
+    # where it must) or one of unknown length keeps the certified 1000.
+    calls = []
+    run = _fake(500.0, calls)
+
+    def on_the_real_path(attempt):
+        steps = (attempt.n_steps if attempt.fit_length is None
+                 else attempt.fit_length(attempt.n_steps, 1.0, real_length))
+        return run(dataclasses.replace(attempt, n_steps=steps))
+
+    result = _search(on_the_real_path, known=CertifiedLength(1000, 32, False, forward_sd=0.1,
+                                                             path_length=10.0))
+    assert calls == [expected]
+    assert "certified by BDMC" in result["evidence"].attrs["auto_stop"]
 
 
 def _forms(log_z_other: float, calls: list):

@@ -166,18 +166,23 @@ def first_length(n_steps: int, predicted_seconds: float, remaining: float | None
     return int(min(n_steps, max(unit, steps)))
 
 
-def path_needs(n_steps: int, path_length: float | None,
-               tuning: Tuning = DEFAULT_TUNING) -> int:
+def path_needs(n_steps: int, path_length: float | None, tuning: Tuning = DEFAULT_TUNING,
+               steps_per_squared_length: float | None = None) -> int:
     """The steps a path of thermodynamic length ``path_length`` needs, at most ``n_steps``.
 
-    ``tuning.steps_per_squared_length`` times its square (the variance of a log weight with
-    perfect transitions is then ``L^2 / n_steps``), in multiples of ``tuning.min_first_n_steps`` and at least
-    one; ``n_steps`` where the length is unknown.
+    ``steps_per_squared_length`` (``tuning.steps_per_squared_length`` unless given, e.g. a
+    certified run's steps over its path's squared length) times its square (the variance of a
+    log weight with perfect transitions is then ``L^2 / n_steps``), in multiples of
+    ``tuning.min_first_n_steps`` and at least one; ``n_steps`` where the length is unknown.
     """
     if path_length is None or not np.isfinite(path_length):
         return n_steps
+    rate = tuning.steps_per_squared_length if steps_per_squared_length is None \
+        else steps_per_squared_length
+    if not np.isfinite(rate):
+        return n_steps
     unit = tuning.min_first_n_steps
-    needs = unit * int(np.ceil(tuning.steps_per_squared_length * path_length**2 / unit))
+    needs = unit * int(np.ceil(rate * path_length**2 / unit))
     return int(min(n_steps, max(unit, needs)))
 
 

@@ -144,13 +144,26 @@ class LowerBoundSearch:
         return min(first_length(planned, predicted, self.remaining(), path_length, self.tuning),
                    path_needs(planned, path_length, self.tuning))
 
+    def fit_certified(self, planned: int, predicted: float,
+                      path_length: float | None = None) -> int:
+        """Return the certified length, shortened where the real data's path is shorter.
+
+        The certified run's steps over its path's squared length is the rate this model was
+        certified at; a shorter real-data path needs that rate times its own squared length
+        (:func:`~pymc_bdmc.pipeline.auto_steps.path_needs`), never more than certified.
+        """
+        certified = self.known.path_length
+        rate = planned / certified**2 if certified > 0 else float("nan")
+        return path_needs(planned, path_length, self.tuning, steps_per_squared_length=rate)
+
     def run(self) -> xr.DataTree:
         """Run attempts until the lower bound stops moving or the budget ends; annotate it."""
         n_steps = self.tuning.first_n_steps
         if self.known is not None:
             chains = self.known.chains if self.known.chains > self.call_chains else None
             attempt_start = time.perf_counter()
-            self.result = self._run(Attempt(self.known.n_steps, chains=chains))
+            self.result = self._run(Attempt(self.known.n_steps, self.fit_certified,
+                                            chains=chains))
             self._record(self.result)
             real_sd = forward_spread(self.result)
             if not harder_than_certified(real_sd, self.known.forward_sd, self.target_gap,
