@@ -549,6 +549,39 @@ def test_a_fitted_path_longer_than_the_limit_ends_the_refits(limit, n_runs):
     assert pilot.path_choice.get("refits_cut", 0.0) == (1.0 if n_runs == 1 else 0.0)
 
 
+@pytest.mark.parametrize("fitted_log_zs", [(-198.0, -190.0, -189.5), (-203.6, -193.1, -197.4),
+                                           tuple(-200.0 + 5.0 * k for k in range(1, 9))])
+def test_refits_cut_by_a_limit_go_on_as_if_never_cut(fitted_log_zs):
+    # Cut after the first fit (paths 5 long, limit 4), then continued on the same stream: the
+    # same Gaussians are fitted to the same populations, and the same path is kept, as by one
+    # uncut choice (three fits, the middle one kept, and the cap of max_base_fits).
+    from pymc_bdmc.pipeline.pilot import choose_path, continue_refits
+
+    prior_plan, _ = _scripted_runs([0.0])[0](np.zeros((32, 2)), None, None)
+    prior_pilot = _scripted_runs([-200.0])[0](np.random.default_rng(1).normal(size=(32, 2)),
+                                              None, None)[1]
+
+    def flat(x):
+        zeros = np.zeros(len(x))
+        return DensityParts(zeros, zeros, np.zeros_like(x), np.zeros_like(x))
+
+    tuning = pmb.Tuning(base_fit_moves=0)
+    run, uncut_calls = _scripted_runs(fitted_log_zs)
+    uncut_plan, uncut = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat,
+                                    tuning=tuning, keep_fitted=True)
+    run, calls = _scripted_runs(fitted_log_zs)
+    rng = np.random.default_rng(0)
+    plan, cut = choose_path(prior_plan, prior_pilot, run, rng, flat, tuning=tuning,
+                            keep_fitted=True, length_limit=4.0)
+    assert len(calls) == 1 and cut.path_choice["refits_cut"] == 1.0
+    plan, pilot = continue_refits(plan, cut, run, rng, flat, tuning=tuning)
+    assert len(calls) == len(uncut_calls) > 1
+    for x, uncut_x in zip(calls, uncut_calls, strict=True):
+        np.testing.assert_array_equal(x, uncut_x)
+    assert pilot.log_z == uncut.log_z and pilot.path_choice == uncut.path_choice
+    np.testing.assert_array_equal(plan.base.mean, uncut_plan.base.mean)
+
+
 def test_equilibration_moves_the_population_and_keeps_the_posterior(small_regression):
     from pymc_bdmc.kernels.tuning import tune_plan
     from pymc_bdmc.pipeline.pilot import equilibrate

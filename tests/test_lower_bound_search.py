@@ -245,18 +245,32 @@ def test_a_real_data_path_that_outgrew_the_certified_one_pilots_both_forms_first
     assert abs(float(ais["lower"]) - am.log_evidence()) < 0.25
 
 
-def test_a_certified_form_kept_after_its_refits_were_cut_is_piloted_again_in_full(monkeypatch):
+def test_a_certified_form_kept_after_its_refits_were_cut_goes_on_with_its_refits(monkeypatch,
+                                                                                 caplog):
     # As above, but the pilots are made to keep the form as written: its pilot, whose refits
-    # stopped at the first fitted path past twice the certified length, is replaced by a full
-    # one (no refits_cut in the result), and the certified length runs first.
+    # stopped at the first fitted path past twice the certified length, goes on refitting from
+    # that path (no refits_cut in the result) without piloting the prior's path again: one
+    # pilot per form, not two of the one kept. The certified length runs first.
+    import pymc_bdmc.methods.vectorized as vectorized
     import pymc_bdmc.pipeline.driver as driver
 
     am = known_evidence.group_intercepts(30, 20, observed=np.random.default_rng(0).normal(
         size=600))
+    pilots = []
+
+    def counted(*args, **kwargs):
+        pilots.append(args)
+        return tune(*args, **kwargs)
+
+    tune = vectorized.tune
     with am.model:
         bdmc = pmb.sample_bdmc(random_seed=0, progressbar=False)["evidence"]
         monkeypatch.setattr(driver, "prefer_second_checked", lambda *args, **kwargs: False)
-        ais = pmb.sample_ais(random_seed=100, progressbar=False)["evidence"]
+        monkeypatch.setattr(vectorized, "tune", counted)
+        with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
+            ais = pmb.sample_ais(random_seed=100, progressbar=False)["evidence"]
     assert ais.attrs["auto_form"].startswith("as written chosen by the pilots")
     assert "reparameterized" not in ais.attrs and "refits_cut" not in ais.attrs
+    assert len(pilots) == 2 and "Refits continued" in caplog.text
+    assert ais.attrs["path_start"] == "fitted gaussian"
     assert ais.attrs["auto_n_steps"][0] == bdmc.attrs["n_steps"]

@@ -149,15 +149,21 @@ class SharedPilot:
         onto their own length.
     data : dict
         Whatever else the method keeps for its later attempts (e.g. the pilot's draws).
+    continue_refits : bool
+        The pilot kept its fitted path whatever the prior's, and a length limit cut its refits:
+        the next attempt goes on with them
+        (:func:`~pymc_bdmc.pipeline.pilot.resume_refits`).
     """
 
     tuned: Any = None
     data: dict = field(default_factory=dict)
+    continue_refits: bool = False
 
     def clear(self) -> None:
         """Forget the pilot: the next attempt pilots afresh."""
         self.tuned = None
         self.data.clear()
+        self.continue_refits = False
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from pymc_bdmc.pipeline.execution import (
     predicted_wall_seconds,
     use_fused_kernel,
 )
-from pymc_bdmc.pipeline.pilot import frozen_log_z, refreeze, tune
+from pymc_bdmc.pipeline.pilot import frozen_log_z, refreeze, resume_refits, tune
 from pymc_bdmc.pipeline.problem import model_problem
 from pymc_bdmc.pipeline.results import run_attrs
 from pymc_bdmc.pipeline.runs import start_runner
@@ -127,6 +127,12 @@ class VectorizedAIS:
         if plan is not None:
             logger.debug("Using the given frozen plan (%d steps); no pilot run.", plan.n_steps)
             return Tuned(plan, None, gibbs)
+        if memo.tuned is not None and memo.continue_refits:
+            memo.continue_refits = False
+            plan, pilot = resume_refits(progress, s, streams["pilot"], memo.tuned.plan,
+                                        memo.tuned.pilot, density.parts, scale_moves_for(density))
+            memo.tuned = Tuned(plan, pilot, None)
+            return Tuned(refreeze(plan, pilot, s), pilot, gibbs)
         if memo.tuned is not None:
             pilot = memo.tuned.pilot
             logger.debug("Plan re-frozen on %d steps from an earlier attempt's pilot.", s.n_steps)

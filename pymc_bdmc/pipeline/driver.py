@@ -181,7 +181,10 @@ def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
             if switch.other != known_form:  # the certificate was for the form left
                 known = None
         if cut and known is not None:  # the certified form runs: with the refits it was spared
-            switch.current.memo.clear()
+            if job.settings.base == "fitted":  # they go on from its fitted path
+                switch.current.memo.continue_refits = True
+            else:  # the prior's path is weighed again too
+                switch.current.memo.clear()
         search = LowerBoundSearch(
             lambda request: _search_attempt(method, job, form if switch is None
                                             else switch.current, request, bar, held),

@@ -60,9 +60,9 @@ from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.pipeline.timing import timed
 from pymc_bdmc.schedules import ADAPTIVE
 
-__all__ = ["choose_path", "dense_pilot_size", "enlarged_pilot_size", "equilibrate", "fit_base",
-           "frozen_log_z", "prefer_second_checked", "prefer_second_path", "rank_by_estimates",
-           "refreeze", "tune"]
+__all__ = ["choose_path", "continue_refits", "dense_pilot_size", "enlarged_pilot_size",
+           "equilibrate", "fit_base", "frozen_log_z", "prefer_second_checked",
+           "prefer_second_path", "rank_by_estimates", "refreeze", "resume_refits", "tune"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -147,15 +147,10 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     tuple
         ``(AnnealingPlan, PilotResult)``.
     """
+    pilot_run = _pilot_runner(s, rng, schedule, discrete, pinned, moves)
 
     def run(x, parts, report, path_parts=parts_fn, until_dense=False, max_length=None):
-        return tune_plan(
-            rng, x, parts, path_parts, schedule=schedule, n_steps=s.n_steps,
-            n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
-            jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
-            on_step=report, discrete=discrete, pinned=pinned, moves=moves, tuning=s.tuning,
-            until_dense=until_dense, max_length=max_length,
-        )
+        return pilot_run(x, parts, report, path_parts, until_dense, max_length)
 
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
@@ -183,6 +178,21 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
                     "model's curvature" if n_movable > s.tuning.dense_max_dim
                     else "pilot population")
     return plan, pilot
+
+
+def _pilot_runner(s: Settings, rng, schedule, discrete=None, pinned=None, moves=None):
+    """``(x, parts, report, path_parts, until_dense, max_length) -> (plan, pilot)``: one pilot."""
+
+    def run(x, parts, report, path_parts, until_dense=False, max_length=None):
+        return tune_plan(
+            rng, x, parts, path_parts, schedule=schedule, n_steps=s.n_steps,
+            n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
+            jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
+            on_step=report, discrete=discrete, pinned=pinned, moves=moves, tuning=s.tuning,
+            until_dense=until_dense, max_length=max_length,
+        )
+
+    return run
 
 
 def _from_the_prior(run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn, moves,
@@ -489,45 +499,13 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     tuple
         ``(plan, pilot)`` of the path kept, the plan carrying its base if it is a fitted one;
         ``pilot.path_choice`` records both paths' lengths and estimates, how many
-        equilibrations wall time cut short (``equilibration_cut``), and ``refits_cut`` where
-        ``length_limit`` ended the refits.
+        equilibrations wall time cut short (``equilibration_cut``), and where ``length_limit``
+        ended the refits, the fitted paths piloted until then (``refits_cut``; the refits can
+        go on from the fitted path kept, :func:`continue_refits`).
     """
-    fitted, source, source_plan, source_parts = None, pilot, plan, parts_fn
-    cut, made = False, []
-    for fit in range(tuning.max_base_fits):
-        with timed("pilot_equilibration"):
-            population = equilibrate(rng, source.final_x, source_plan, source_parts,
-                                     tuning.base_fit_moves, moves, equilibration_seconds,
-                                     made=made)
-        # A population with impossible states or undefined weights has no Gaussian to give.
-        if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
-            break
-        try:
-            base = fit_base(population, source.final_weights, parts_fn, tuning)
-        except np.linalg.LinAlgError:
-            break
-        based_parts = base.parts_fn(parts_fn)
-        x = base.sample(rng, pilot.n_particles)
-        with timed("pilot_fitted_paths"):
-            based_plan, based_pilot = run(x, based_parts(x), based_parts)
-        gained = based_pilot.log_z - source.log_z
-        logger.debug("Pilot from a fitted Gaussian: log Z %.2f (sd %.2f; %+.2f), path length "
-                     "%.2f.", based_pilot.log_z, based_pilot.log_z_sd, gained,
-                     based_pilot.thermodynamic_length)
-        if not np.isfinite(based_pilot.log_z):  # a failed pilot says nothing for its base
-            break
-        if fitted is None or based_pilot.log_z > fitted[2].log_z:
-            fitted = (base, based_plan, based_pilot)
-        # A first fit that loses to the pilot it came from was fitted to a poor population: it
-        # gets one more try from its own path's population (module docstring).
-        lost_first = fit == 0 and gained < -tuning.base_log_z_tolerance
-        if not (gained > tuning.base_refit_gain or lost_first):
-            break
-        if length_limit is not None and based_pilot.thermodynamic_length > length_limit:
-            logger.debug("No refit: the fitted path is longer than %.2f.", length_limit)
-            cut = True
-            break
-        source, source_plan, source_parts = based_pilot, based_plan, based_parts
+    fitted, fits, cut, made = _fit_in_turn(None, (pilot, plan, parts_fn), 0, pilot.n_particles,
+                                           run, rng, parts_fn, moves, equilibration_seconds,
+                                           tuning, length_limit)
     if fitted is None:
         return plan, pilot
     base, based_plan, based_pilot = fitted
@@ -537,7 +515,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z,
               # Equilibrations cut by wall time: where any was, the pilot depended on timing.
               "equilibration_cut": float(sum(n < tuning.base_fit_moves for n in made)),
-              **({"refits_cut": 1.0} if cut else {})}
+              **({"refits_cut": float(fits)} if cut else {})}
     keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
                                               choice, rng, parts_fn, moves, tuning, draw_prior)
     logger.debug("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "
@@ -548,6 +526,119 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         return (dataclasses.replace(based_plan, base=base),
                 dataclasses.replace(based_pilot, path_choice=choice))
     return plan, dataclasses.replace(pilot, path_choice=choice)
+
+
+def resume_refits(progress, s: Settings, rng, plan: AnnealingPlan, pilot: PilotResult,
+                  parts_fn: Callable, moves: ScaleMoves | None = None):
+    """:func:`continue_refits` with the pilot's progress row, its pilots as :func:`tune`'s.
+
+    Parameters
+    ----------
+    progress : pymc progress bar
+    s : Settings
+    rng : numpy.random.Generator
+        The pilot's own stream.
+    plan, pilot : AnnealingPlan, PilotResult
+        What :func:`choose_path` returned with ``refits_cut`` in ``pilot.path_choice``.
+    parts_fn : callable
+        The model's batched densities.
+    moves : ScaleMoves, optional
+        The model's scale moves.
+
+    Returns
+    -------
+    tuple
+        ``(plan, pilot)``.
+    """
+    pilot_run = _pilot_runner(s, rng, ADAPTIVE, moves=moves)
+    with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
+        return continue_refits(plan, pilot, lambda x, p, f: pilot_run(x, p, report, f), rng,
+                               parts_fn, moves, s.equilibration_seconds, s.tuning)
+
+
+def continue_refits(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
+                    tuning: Tuning = DEFAULT_TUNING):
+    """Go on refitting Gaussians from a kept fitted path whose refits a length limit cut.
+
+    For a pilot that keeps its fitted path whatever the prior's (``keep_fitted`` in
+    :func:`choose_path`): the refits go on from that path's population as if never cut (on the
+    same stream, the same fits), and the best fitted path of all is kept, without piloting the
+    prior's path again.
+
+    Parameters
+    ----------
+    plan, pilot : AnnealingPlan, PilotResult
+        What :func:`choose_path` returned with ``refits_cut`` in ``pilot.path_choice``.
+    run, rng, parts_fn, moves, equilibration_seconds, tuning
+        As for :func:`choose_path`.
+
+    Returns
+    -------
+    tuple
+        ``(plan, pilot)`` of the best fitted path, as :func:`choose_path` returns it.
+    """
+    base, choice = plan.base, dict(pilot.path_choice)
+    fits = int(choice.pop("refits_cut"))
+    fitted, _, _, made = _fit_in_turn((base, plan, pilot), (pilot, plan, base.parts_fn(parts_fn)),
+                                      fits, pilot.n_particles, run, rng, parts_fn, moves,
+                                      equilibration_seconds, tuning, None)
+    base, based_plan, based_pilot = fitted
+    choice.update(thermodynamic_length_fitted=based_pilot.thermodynamic_length,
+                  pilot_log_z_fitted=based_pilot.log_z,
+                  equilibration_cut=choice.get("equilibration_cut", 0.0)
+                  + float(sum(n < tuning.base_fit_moves for n in made)))
+    logger.debug("Refits continued: the fitted path kept is %.2f long, log Z %.2f.",
+                 based_pilot.thermodynamic_length, based_pilot.log_z)
+    return (dataclasses.replace(based_plan, base=base),
+            dataclasses.replace(based_pilot, path_choice=choice))
+
+
+def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, seconds, tuning,
+                 length_limit):
+    """Fit Gaussians in turn, each to the last path's equilibrated population (module docstring).
+
+    ``fitted``: the best ``(base, plan, pilot)`` so far, or None; ``source``: ``(pilot, plan,
+    path_parts)`` of the path the next Gaussian is fitted to; ``fits``: fitted paths piloted
+    before. Returns ``(fitted, fits, cut, made)``: the best fitted path, the fitted paths
+    piloted, whether ``length_limit`` ended the refits, and each equilibration's transitions.
+    """
+    source, source_plan, source_parts = source
+    cut, made = False, []
+    while fits < tuning.max_base_fits:
+        with timed("pilot_equilibration"):
+            population = equilibrate(rng, source.final_x, source_plan, source_parts,
+                                     tuning.base_fit_moves, moves, seconds, made=made)
+        # A population with impossible states or undefined weights has no Gaussian to give.
+        if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
+            break
+        try:
+            base = fit_base(population, source.final_weights, parts_fn, tuning)
+        except np.linalg.LinAlgError:
+            break
+        based_parts = base.parts_fn(parts_fn)
+        x = base.sample(rng, n_particles)
+        with timed("pilot_fitted_paths"):
+            based_plan, based_pilot = run(x, based_parts(x), based_parts)
+        fits += 1
+        gained = based_pilot.log_z - source.log_z
+        logger.debug("Pilot from a fitted Gaussian: log Z %.2f (sd %.2f; %+.2f), path length "
+                     "%.2f.", based_pilot.log_z, based_pilot.log_z_sd, gained,
+                     based_pilot.thermodynamic_length)
+        if not np.isfinite(based_pilot.log_z):  # a failed pilot says nothing for its base
+            break
+        if fitted is None or based_pilot.log_z > fitted[2].log_z:
+            fitted = (base, based_plan, based_pilot)
+        # A first fit that loses to the pilot it came from was fitted to a poor population: it
+        # gets one more try from its own path's population (module docstring).
+        lost_first = fits == 1 and gained < -tuning.base_log_z_tolerance
+        if not (gained > tuning.base_refit_gain or lost_first):
+            break
+        if length_limit is not None and based_pilot.thermodynamic_length > length_limit:
+            logger.debug("No refit: the fitted path is longer than %.2f.", length_limit)
+            cut = True
+            break
+        source, source_plan, source_parts = based_pilot, based_plan, based_parts
+    return fitted, fits, cut, made
 
 
 def _prefer_fitted(plan, pilot, fitted, choice, rng, parts_fn, moves, tuning, draw_prior):
