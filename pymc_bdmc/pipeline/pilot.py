@@ -28,7 +28,8 @@ against):
   (:func:`equilibrate`), and while a fitted path's pilot gains more than
   :attr:`~pymc_bdmc.config.Tuning.base_refit_gain` nats on the pilot it came from, a new
   Gaussian is fitted to its final population (:func:`choose_path`; not past a length the caller
-  already knows to be too long, ``Settings.refit_length_limit``).
+  already knows to be too long, ``Settings.refit_length_limit``, unless it then keeps that
+  path after all: :func:`continue_refits`).
 """
 
 from __future__ import annotations
