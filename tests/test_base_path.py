@@ -489,6 +489,20 @@ def _scripted_runs(log_zs, d=2, n=32):
     return run, calls
 
 
+def _scripted_prior():
+    """A scripted prior path's plan and pilot (estimate -200), its population about 0."""
+    prior_plan, _ = _scripted_runs([0.0])[0](np.zeros((32, 2)), None, None)
+    prior_pilot = _scripted_runs([-200.0])[0](np.random.default_rng(1).normal(size=(32, 2)),
+                                              None, None)[1]
+    return prior_plan, prior_pilot
+
+
+def _flat(x):
+    """Densities the scripted pilots never look at."""
+    zeros = np.zeros(len(x))
+    return DensityParts(zeros, zeros, np.zeros_like(x), np.zeros_like(x))
+
+
 @pytest.mark.parametrize(("fitted_log_zs", "n_runs", "kept"), [
     ((-198.0, -190.0, -189.5), 3, -189.5),   # gains 2 and 8 nats: refit; then 0.5: stop
     ((-197.0, -198.0), 2, -197.0),           # the second fit lost: keep the first
@@ -535,15 +549,8 @@ def test_a_fitted_path_longer_than_the_limit_ends_the_refits(limit, n_runs):
     from pymc_bdmc.pipeline.pilot import choose_path
 
     run, calls = _scripted_runs((-198.0, -190.0, -189.5))
-    prior_plan, _ = _scripted_runs([0.0])[0](np.zeros((32, 2)), None, None)
-    prior_pilot = _scripted_runs([-200.0])[0](np.random.default_rng(1).normal(size=(32, 2)),
-                                              None, None)[1]
-
-    def flat(x):
-        zeros = np.zeros(len(x))
-        return DensityParts(zeros, zeros, np.zeros_like(x), np.zeros_like(x))
-
-    _, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat,
+    prior_plan, prior_pilot = _scripted_prior()
+    _, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), _flat,
                            tuning=pmb.Tuning(base_fit_moves=0), length_limit=limit)
     assert len(calls) == n_runs and pilot.thermodynamic_length == 5.0
     assert pilot.path_choice.get("refits_cut", 0.0) == (1.0 if n_runs == 1 else 0.0)
@@ -557,24 +564,17 @@ def test_refits_cut_by_a_limit_go_on_as_if_never_cut(fitted_log_zs):
     # uncut choice (three fits, the middle one kept, and the cap of max_base_fits).
     from pymc_bdmc.pipeline.pilot import choose_path, continue_refits
 
-    prior_plan, _ = _scripted_runs([0.0])[0](np.zeros((32, 2)), None, None)
-    prior_pilot = _scripted_runs([-200.0])[0](np.random.default_rng(1).normal(size=(32, 2)),
-                                              None, None)[1]
-
-    def flat(x):
-        zeros = np.zeros(len(x))
-        return DensityParts(zeros, zeros, np.zeros_like(x), np.zeros_like(x))
-
+    prior_plan, prior_pilot = _scripted_prior()
     tuning = pmb.Tuning(base_fit_moves=0)
     run, uncut_calls = _scripted_runs(fitted_log_zs)
-    uncut_plan, uncut = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), flat,
-                                    tuning=tuning, keep_fitted=True)
+    uncut_plan, uncut = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0),
+                                    _flat, tuning=tuning, keep_fitted=True)
     run, calls = _scripted_runs(fitted_log_zs)
     rng = np.random.default_rng(0)
-    plan, cut = choose_path(prior_plan, prior_pilot, run, rng, flat, tuning=tuning,
+    plan, cut = choose_path(prior_plan, prior_pilot, run, rng, _flat, tuning=tuning,
                             keep_fitted=True, length_limit=4.0)
     assert len(calls) == 1 and cut.path_choice["refits_cut"] == 1.0
-    plan, pilot = continue_refits(plan, cut, run, rng, flat, tuning=tuning)
+    plan, pilot = continue_refits(plan, cut, run, rng, _flat, tuning=tuning)
     assert len(calls) == len(uncut_calls) > 1
     for x, uncut_x in zip(calls, uncut_calls, strict=True):
         np.testing.assert_array_equal(x, uncut_x)

@@ -531,25 +531,11 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
 
 def resume_refits(progress, s: Settings, rng, plan: AnnealingPlan, pilot: PilotResult,
                   parts_fn: Callable, moves: ScaleMoves | None = None):
-    """:func:`continue_refits` with the pilot's progress row, its pilots as :func:`tune`'s.
+    """:func:`continue_refits` of ``plan`` and ``pilot``, on the pilot's progress row.
 
-    Parameters
-    ----------
-    progress : pymc progress bar
-    s : Settings
-    rng : numpy.random.Generator
-        The pilot's own stream.
-    plan, pilot : AnnealingPlan, PilotResult
-        What :func:`choose_path` returned with ``refits_cut`` in ``pilot.path_choice``.
-    parts_fn : callable
-        The model's batched densities.
-    moves : ScaleMoves, optional
-        The model's scale moves.
-
-    Returns
-    -------
-    tuple
-        ``(plan, pilot)``.
+    Its pilots run as :func:`tune`'s do with settings ``s``, on the pilot's own stream ``rng``,
+    over the model's batched densities ``parts_fn`` with its scale ``moves``. Returns
+    ``(plan, pilot)``.
     """
     pilot_run = _pilot_runner(s, rng, ADAPTIVE, moves=moves)
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
