@@ -337,7 +337,7 @@ def _pilot(length, log_z):
 
 
 def test_the_pilots_estimates_decide_first_then_the_lengths():
-    from pymc_bdmc.pipeline.pilot import prefer_second_path
+    from pymc_bdmc.pipeline.path_choice import prefer_second_path
 
     BASE_LOG_Z_GAIN = DEFAULT_TUNING.base_log_z_gain
 
@@ -356,7 +356,7 @@ def test_the_pilots_estimates_decide_first_then_the_lengths():
 
 
 def test_frozen_kernel_estimates_are_unbiased_in_z_space(small_regression):
-    from pymc_bdmc.pipeline.pilot import frozen_log_z
+    from pymc_bdmc.pipeline.path_choice import frozen_log_z
 
     am, density, simulator = small_regression
     rng = np.random.default_rng(sum(map(ord, "frozen")))
@@ -394,7 +394,7 @@ def test_a_pilot_estimate_biased_high_does_not_choose_the_longer_path():
 
 
 def test_only_estimates_that_would_choose_the_longer_path_are_checked():
-    from pymc_bdmc.pipeline.pilot import prefer_second_checked
+    from pymc_bdmc.pipeline.path_choice import prefer_second_checked
 
     calls = []
 
@@ -422,14 +422,14 @@ def test_only_estimates_that_would_choose_the_longer_path_are_checked():
 
 def test_the_form_choice_checks_both_forms_with_frozen_kernels(monkeypatch):
     from pymc_bdmc.model.cache import model_key
-    from pymc_bdmc.pipeline import driver, pilot
+    from pymc_bdmc.pipeline import driver, path_choice
     from pymc_bdmc.pipeline.lower_bound_search import certified_length
 
     checked = []
 
     def always_check(first, second, tuning, recheck):
         checked.append(recheck())
-        return pilot.prefer_second_checked(first, second, tuning, None)
+        return path_choice.prefer_second_checked(first, second, tuning, None)
 
     monkeypatch.setattr(driver, "prefer_second_checked", always_check)
     am = known_evidence.group_intercepts(30, 5, seed=1)
@@ -453,7 +453,7 @@ def _noisy_pilot(length, log_z, n_steps=30, n_particles=64):
 
 
 def test_estimates_closer_than_their_noise_leave_the_choice_to_the_lengths():
-    from pymc_bdmc.pipeline.pilot import prefer_second_path
+    from pymc_bdmc.pipeline.path_choice import prefer_second_path
 
     prior = _noisy_pilot(14.15, -111.18)
     assert prior.log_z_sd == pytest.approx(np.sqrt(30 * (14.15 / 30) ** 2 / 64))
@@ -512,7 +512,7 @@ def _flat(x):
 ])
 def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_zs, n_runs,
                                                                     kept, monkeypatch):
-    from pymc_bdmc.pipeline.pilot import choose_path
+    from pymc_bdmc.pipeline.path_choice import choose_path
 
     # The scripted pilots have no density to equilibrate on (tested on its own below).
     tuning = pmb.Tuning(base_fit_moves=0)
@@ -546,7 +546,7 @@ def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_
 def test_a_fitted_path_longer_than_the_limit_ends_the_refits(limit, n_runs):
     # The scripted fits gain 2, 8 and 0.5 nats (3 pilots without a limit) along paths 5 long:
     # a limit below that ends the refits after the first, and says so in the choice.
-    from pymc_bdmc.pipeline.pilot import choose_path
+    from pymc_bdmc.pipeline.path_choice import choose_path
 
     run, calls = _scripted_runs((-198.0, -190.0, -189.5))
     prior_plan, prior_pilot = _scripted_prior()
@@ -562,7 +562,7 @@ def test_refits_cut_by_a_limit_go_on_as_if_never_cut(fitted_log_zs):
     # Cut after the first fit (paths 5 long, limit 4), then continued on the same stream: the
     # same Gaussians are fitted to the same populations, and the same path is kept, as by one
     # uncut choice (three fits, the middle one kept, and the cap of max_base_fits).
-    from pymc_bdmc.pipeline.pilot import choose_path, continue_refits
+    from pymc_bdmc.pipeline.path_choice import choose_path, continue_refits
 
     prior_plan, prior_pilot = _scripted_prior()
     tuning = pmb.Tuning(base_fit_moves=0)
@@ -584,7 +584,7 @@ def test_refits_cut_by_a_limit_go_on_as_if_never_cut(fitted_log_zs):
 
 def test_equilibration_moves_the_population_and_keeps_the_posterior(small_regression):
     from pymc_bdmc.kernels.tuning import tune_plan
-    from pymc_bdmc.pipeline.pilot import equilibrate
+    from pymc_bdmc.pipeline.path_choice import equilibrate
 
     am, density, simulator = small_regression
     x0 = simulator.draw_prior(64, np.random.default_rng(4))
@@ -610,7 +610,7 @@ def test_equilibration_makes_all_its_transitions_unless_its_time_runs_out(
     import dataclasses
 
     from pymc_bdmc.kernels.tuning import tune_plan
-    from pymc_bdmc.pipeline import pilot as pilot_module
+    from pymc_bdmc.pipeline import path_choice
 
     _, density, simulator = small_regression
     x0 = simulator.draw_prior(32, np.random.default_rng(4))
@@ -618,15 +618,15 @@ def test_equilibration_makes_all_its_transitions_unless_its_time_runs_out(
                             schedule="adaptive", n_steps=20, n_leapfrog=3)
     plan = dataclasses.replace(plan, n_leapfrog=12)
     steps = []
-    original = pilot_module.hmc_step
+    original = path_choice.hmc_step
 
     def counting(rng, x, parts, beta, params, parts_fn):
         steps.append(params.n_leapfrog)
         return original(rng, x, parts, beta, params, parts_fn)
 
-    monkeypatch.setattr(pilot_module, "hmc_step", counting)
+    monkeypatch.setattr(path_choice, "hmc_step", counting)
     made = []
-    pilot_module.equilibrate(np.random.default_rng(6), pilot.final_x, plan, density.parts,
+    path_choice.equilibrate(np.random.default_rng(6), pilot.final_x, plan, density.parts,
                              DEFAULT_TUNING.base_fit_moves, seconds=seconds, made=made)
     assert steps == [12] * transitions and made == [transitions]
 
@@ -644,17 +644,17 @@ def test_the_result_counts_the_equilibrations_cut_by_wall_time(small_regression)
 
 
 def test_only_the_auto_search_limits_the_equilibrations_time(small_regression, monkeypatch):
-    from pymc_bdmc.pipeline import pilot as pilot_module
+    from pymc_bdmc.pipeline import path_choice
 
     am = small_regression[0]
     limits = []
-    original = pilot_module.equilibrate
+    original = path_choice.equilibrate
 
     def recording(rng, x, plan, parts_fn, n_moves, moves=None, seconds=None, **kwargs):
         limits.append(seconds)
         return original(rng, x, plan, parts_fn, n_moves, moves, seconds, **kwargs)
 
-    monkeypatch.setattr(pilot_module, "equilibrate", recording)
+    monkeypatch.setattr(path_choice, "equilibrate", recording)
     with am.model:
         pmb.sample_bdmc(n_steps=50, chains=8, random_seed=1, progressbar=False, cores=1)
         fixed = list(limits)

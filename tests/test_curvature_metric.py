@@ -16,7 +16,7 @@ from pymc_bdmc.kernels.mass import (
     exceeds_condition,
 )
 from pymc_bdmc.kernels.plan import AnnealingPlan
-from pymc_bdmc.pipeline import pilot
+from pymc_bdmc.pipeline import path_choice
 
 
 def _gaussian(d=6, seed=0):
@@ -161,9 +161,9 @@ def test_fit_base_takes_the_posteriors_curvature_above_dense_max_dim():
 
     values = np.random.default_rng(5).normal(size=(8, 6))
     weights = np.full(8, 1 / 8)
-    below = pilot.fit_base(values, weights, Parts)
+    below = path_choice.fit_base(values, weights, Parts)
     assert not np.allclose(_correlation_of(below), correlation, atol=0.05)
-    above = pilot.fit_base(values, weights, Parts, pmb.Tuning(dense_max_dim=4))
+    above = path_choice.fit_base(values, weights, Parts, pmb.Tuning(dense_max_dim=4))
     np.testing.assert_allclose(_correlation_of(above), correlation, atol=1e-6)
 
 

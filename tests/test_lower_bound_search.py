@@ -194,13 +194,13 @@ def test_after_bdmc_certified_a_fitted_path_sample_ais_anneals_from_a_fitted_gau
     # The certificate is about the path from a fitted Gaussian; the real-data pilot's estimate
     # (noisy at high dimension) must not swap in the prior's. Here the pilot is made to prefer
     # the prior path after the certified run: sample_ais keeps the fitted one all the same.
-    import pymc_bdmc.pipeline.pilot as pilot
+    import pymc_bdmc.pipeline.path_choice as path_choice
 
     am = known_evidence.linear_regression(n_obs=200, n_coef=10, seed=2)
     with am.model:
         bdmc = pmb.sample_bdmc(chains=16, random_seed=1, progressbar=False)
         assert bdmc["evidence"].attrs["path_start"] == "fitted gaussian"
-        monkeypatch.setattr(pilot, "prefer_second_path", lambda *args, **kwargs: False)
+        monkeypatch.setattr(path_choice, "prefer_second_path", lambda *args, **kwargs: False)
         ais = pmb.sample_ais(random_seed=2, progressbar=False)
     assert ais["evidence"].attrs["path_start"] == "fitted gaussian"
     # Nothing certified: the pilot's (here rigged) preference decides.

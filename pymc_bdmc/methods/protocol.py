@@ -16,7 +16,7 @@ brings its kernels and its loop, in four steps:
 A method may also offer ``frozen_estimate(job, problem, tuned) -> float | None``: ``log p(y)``
 along a tuned path with the pilot's kernels frozen, which the driver uses to check the pilots'
 estimates where they would choose the longer of the model's two forms
-(:func:`pymc_bdmc.pipeline.pilot.prefer_second_checked`).
+(:func:`pymc_bdmc.pipeline.path_choice.prefer_second_checked`).
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ from pymc_bdmc.pipeline.execution import (
     predicted_wall_seconds,
     use_fused_kernel,
 )
-from pymc_bdmc.pipeline.pilot import frozen_log_z, refreeze, resume_refits, tune
+from pymc_bdmc.pipeline.path_choice import frozen_log_z
+from pymc_bdmc.pipeline.pilot import refreeze, resume_refits, tune
 from pymc_bdmc.pipeline.problem import model_problem
 from pymc_bdmc.pipeline.results import run_attrs
 from pymc_bdmc.pipeline.runs import start_runner
@@ -155,7 +156,7 @@ class VectorizedAIS:
     def frozen_estimate(self, job: Job, problem: Problem, tuned: Tuned) -> float | None:
         """``log p(y)`` by SMC along the pilot's path with its kernels frozen, from fresh draws.
 
-        Checks a pilot's estimate (:func:`~pymc_bdmc.pipeline.pilot.frozen_log_z`); None for
+        Checks a pilot's estimate (:func:`~pymc_bdmc.pipeline.path_choice.frozen_log_z`); None for
         a model with discrete coordinates or without a pilot.
         """
         if tuned.pilot is None or tuned.gibbs is not None:

@@ -31,7 +31,7 @@ from pymc_bdmc.pipeline.lower_bound_search import (
     certified_length,
     remember_certified,
 )
-from pymc_bdmc.pipeline.pilot import prefer_second_checked
+from pymc_bdmc.pipeline.path_choice import prefer_second_checked
 from pymc_bdmc.pipeline.progress import StageProgress, StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import short_summary, summary_line
 from pymc_bdmc.pipeline.runs import forward_and_reverse
@@ -211,7 +211,7 @@ def _choose_form(method: EvidenceMethod, job: Job, switch: FormSwitch,
     """Pilot the model as written and in its other form; leave ``switch`` on the better one.
 
     Both pilots estimate the same ``log p(y)`` along their forms' chosen paths, and are kept
-    for the search's attempts (:func:`~pymc_bdmc.pipeline.pilot.prefer_second_checked` ranks
+    for the search's attempts (:func:`~pymc_bdmc.pipeline.path_choice.prefer_second_checked` ranks
     them). Returns what was compared, or "" where there was nothing to compare.
     """
     attempt = Attempt(job.settings.n_steps)

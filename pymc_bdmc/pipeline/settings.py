@@ -54,12 +54,12 @@ class Settings:
         can be made at another length (:meth:`with_n_steps`).
     equilibration_seconds : float or None
         Wall time the pilot's equilibration before each Gaussian fit may take
-        (:func:`pymc_bdmc.pipeline.pilot.equilibrate`); None: all its rounds. Only the
+        (:func:`pymc_bdmc.pipeline.path_choice.equilibrate`); None: all its rounds. Only the
         ``n_steps="auto"`` search sets it (from ``max_time``): its results depend on timing
         anyway, where a fixed length's stay the same on every machine.
     refit_length_limit : float or None
         A fitted path whose pilot measures it longer than this ends the refits
-        (:func:`pymc_bdmc.pipeline.pilot.choose_path`): set only where a longer path already
+        (:func:`pymc_bdmc.pipeline.path_choice.choose_path`): set only where a longer path already
         decides what happens next (the driver then pilots the model's other form).
     tuning : Tuning
         The automatic choices' settings (:class:`~pymc_bdmc.config.Tuning`).
