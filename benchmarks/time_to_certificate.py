@@ -8,10 +8,13 @@ Run from the repository root::
     python3 benchmarks/time_to_certificate.py --huge --no-exact --no-smc --max-time 900
     python3 benchmarks/time_to_certificate.py --million --no-exact --no-smc --max-time 900
     python3 benchmarks/time_to_certificate.py --gallery --no-exact  # models as users write them
+    python3 benchmarks/time_to_certificate.py --ais-alone          # sample_ais with no certificate
 
 For each model, in one process and in this order, at the defaults: ``pmb.sample_bdmc()`` (the
 certificate on simulated data), ``pmb.sample_ais()`` (the estimate on the model's data; it reuses
-the certified length), and ``pm.sample_smc(draws=2000, chains=2, cores=1)``. Printed per model:
+the certified length), and ``pm.sample_smc(draws=2000, chains=2, cores=1)``; with ``--ais-alone``,
+``pmb.sample_ais()`` only (an estimate whose length it measures itself, as when a user calls it
+first). Printed per model:
 
 * the BDMC gap and its attempts; the AIS error against the exact ``log p(y)`` (where known) and
   each SMC chain's error;
@@ -31,6 +34,7 @@ import warnings
 
 import numpy as np
 import pymc as pm
+import xarray as xr
 from _common import quiet, smc_log_ml
 from gallery import GALLERY
 from geometry import SUITE
@@ -90,18 +94,21 @@ MILLION = {"regression, 20 coefficients, N=1000000": lambda: big_regression(1_00
 
 
 def run_model(name: str, build, seed: int, smc: bool, tuning: pmb.Tuning | None = None,
-              max_time: float = 60.0) -> dict:
+              max_time: float = 60.0, ais_alone: bool = False) -> dict:
     built = build()
     analytic = built if isinstance(built, known_evidence.AnalyticModel) else None
     model = built.model if analytic is not None else built
-    row = {"model": name, "seed": seed}
+    row = {"model": name, "seed": seed, "bdmc_s": 0.0}
     with model:
-        bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(random_seed=seed, progressbar=False,
-                                                           tuning=tuning, max_time=max_time))
+        if not ais_alone:
+            bd, row["bdmc_s"] = _timed(lambda: pmb.sample_bdmc(
+                random_seed=seed, progressbar=False, tuning=tuning, max_time=max_time))
         ais, row["ais_s"] = _timed(lambda: pmb.sample_ais(random_seed=seed + 100,
                                                           progressbar=False, tuning=tuning,
                                                           max_time=max_time))
-    ev, ea = bd["evidence"], ais["evidence"]
+    ea = ais["evidence"]
+    ev = bd["evidence"] if not ais_alone else xr.Dataset({"gap": np.nan, "lower": np.nan,
+                                                           "upper": np.nan})
     row.update(gap=float(ev["gap"]), certified=int(ev.attrs.get("certified", 0)),
                attempts=list(map(int, np.atleast_1d(ev.attrs.get("auto_n_steps", [])))),
                ais_attempts=list(map(int, np.atleast_1d(ea.attrs.get("auto_n_steps", [])))),
@@ -114,8 +121,9 @@ def run_model(name: str, build, seed: int, smc: bool, tuning: pmb.Tuning | None 
     if analytic is not None:
         truth = analytic.log_evidence()
         row["ais_error"] = float(ea["lower"]) - truth
-        sim = analytic.log_evidence_of(bd)
-        row["bdmc_errors"] = (float(ev["lower"]) - sim, float(ev["upper"]) - sim)
+        if not ais_alone:
+            sim = analytic.log_evidence_of(bd)
+            row["bdmc_errors"] = (float(ev["lower"]) - sim, float(ev["upper"]) - sim)
     if smc:
         with model, warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -128,11 +136,14 @@ def run_model(name: str, build, seed: int, smc: bool, tuning: pmb.Tuning | None 
 
 
 def format_row(row: dict) -> str:
-    text = (f"{row['model']:<40} gap {row['gap']:+.3f} "
-            f"({'certified' if row['certified'] else 'NOT certified'}, steps {row['attempts']})")
+    text = f"{row['model']:<40}"
+    if row["attempts"]:
+        text += (f" gap {row['gap']:+.3f} ({'certified' if row['certified'] else 'NOT certified'}"
+                 f", steps {row['attempts']})")
     if "ais_error" in row:
         text += f" | AIS error {row['ais_error']:+.3f} (steps {row['ais_attempts']})"
-    text += f" | bdmc {row['bdmc_s']:.1f} s + ais {row['ais_s']:.1f} s"
+    text += (f" | bdmc {row['bdmc_s']:.1f} s + ais {row['ais_s']:.1f} s" if row["attempts"]
+             else f" | ais {row['ais_s']:.1f} s")
     if "smc_s" in row:
         label = "errors" if "ais_error" in row else "log p(y)"
         values = ", ".join(f"{v:+.2f}" for v in row["smc"])
@@ -162,6 +173,8 @@ def main(argv=None) -> None:
                         help="also the 500-step walk, a 500-group hierarchy, a 100k regression")
     parser.add_argument("--gallery", action="store_true",
                         help="also benchmarks/gallery.py (no exact evidence: gap only)")
+    parser.add_argument("--ais-alone", action="store_true",
+                        help="sample_ais only, with no certificate before it")
     parser.add_argument("--tuning", nargs="*", default=[], metavar="FIELD=VALUE",
                         help="pmb.Tuning fields for both calls, e.g. steps_per_squared_length=10")
     args = parser.parse_args(argv)
@@ -178,7 +191,8 @@ def main(argv=None) -> None:
     for seed in range(args.seeds):
         for name, build in models.items():
             if not args.only or any(s.lower() in name.lower() for s in args.only):
-                row = run_model(name, build, seed, not args.no_smc, tuning, args.max_time)
+                row = run_model(name, build, seed, not args.no_smc, tuning, args.max_time,
+                                args.ais_alone)
                 print(format_row(row), flush=True)
 
 

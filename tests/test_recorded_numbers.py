@@ -4,7 +4,9 @@
 the length search, the other parameterisation, Gibbs sweeps, PyMC step methods), SMC (both
 paths, and its reverse), calibrate, the held-out likelihood and the un-normalised estimators,
 and reduces each to its bounds and its log weights. The record in
-``tests/recorded_numbers.json`` was made at commit 9aca824, before the one-driver refactor.
+``tests/recorded_numbers.json`` was made at commit 9aca824, before the one-driver refactor;
+cases whose algorithm changed on purpose since were re-recorded alone (``ais_auto`` when the
+lower-bound search began measuring its first length at half of it).
 Compared to 1e-12 relative (``tests/recorded_runs.py`` says why not bit for bit).
 """
 

@@ -211,9 +211,10 @@ def sample_ais(
         ``target_gap``).
     target_gap : float, default 0.5
         With ``n_steps="auto"``: the bias (nats) the lower bound may have left. The length
-        starts where the pilot's thermodynamic length says a run can be short, doubles, and
-        stops once the bound moves so little that ``1 / n_steps`` decay puts its remaining
-        bias, and that estimate's standard error, within ``target_gap``
+        starts where the pilot's thermodynamic length says a run can be short, runs half that
+        length (or double it, where the log weights spread widely), and stops once the bound
+        moves so little that ``1 / n_steps`` decay puts the longest run's remaining bias, and
+        that estimate's standard error, within ``target_gap``
         (:mod:`pymc_bdmc.pipeline.lower_bound_search`; ``evidence.attrs``: ``auto_n_steps``,
         ``auto_lowers``, ``auto_bias_left``, ``converged``, ``auto_stop``). Where this process
         certified the same model by BDMC (``sample_bdmc`` or ``calibrate``), that length is run

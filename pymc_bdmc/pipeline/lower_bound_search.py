@@ -10,8 +10,13 @@ b / n``), so between two lengths ``k < m`` it moves by ``b (m - k) / (k m)``, an
   (:attr:`~pymc_bdmc.config.Tuning.steps_per_squared_length` times ``L^2`` steps, at least
   :attr:`~pymc_bdmc.config.Tuning.min_first_n_steps`, at most
   :attr:`~pymc_bdmc.config.Tuning.first_n_steps`, and what fits in ``max_time``);
-* doubles the length, and stops once the bias left, so estimated, and its standard error are
-  within ``target_gap`` (measured again with more chains where only its noise is not);
+* where that first run's forward log weights spread little (their variance allows at most
+  ``target_gap`` of bias), runs half its length: the move from there measures the bias left at
+  the first length itself, for half a run more, where doubling would cost two; otherwise
+  doubles the length;
+* stops once the bias left at the longest length, so estimated, and its standard error are
+  within ``target_gap`` (measured again with more chains where only its noise is not), and
+  returns the run at that length;
 * otherwise runs at the length ``1 / n_steps`` decay predicts the target needs, within
   ``max_time``.
 
@@ -162,9 +167,8 @@ class LowerBoundSearch:
         if self.known is not None:
             chains = self.known.chains if self.known.chains > self.call_chains else None
             attempt_start = time.perf_counter()
-            self.result = self._run(Attempt(self.known.n_steps, self.fit_certified,
-                                            chains=chains))
-            self._record(self.result)
+            self._record(self._run(Attempt(self.known.n_steps, self.fit_certified,
+                                           chains=chains)))
             real_sd = forward_spread(self.result)
             if not harder_than_certified(real_sd, self.known.forward_sd, self.target_gap,
                                          SEARCH_ON_BIAS_SCALE):
@@ -173,8 +177,8 @@ class LowerBoundSearch:
             # The real data look harder than the certified simulated data: the certified
             # length need not do here, so the search goes on from it.
             logger.debug("The real data's forward log weights spread more (sd %.2f) than the "
-                         "certified run's (sd %.2f): lengthening past the certified %d steps.",
-                         real_sd, self.known.forward_sd, self.known.n_steps)
+                         "certified run's (sd %.2f): measuring the bias left at the certified "
+                         "%d steps.", real_sd, self.known.forward_sd, self.known.n_steps)
             self.converged = False
             seconds = self._try_other_form(self._run_seconds(self.result, attempt_start))
             n_steps = self._next(seconds)
@@ -190,10 +194,9 @@ class LowerBoundSearch:
                     raise
                 self.reason = "interrupted"
                 break
-            self.result = result
             self._record(result)
             seconds = self._run_seconds(result, attempt_start)
-            if not self.converged and forward_spread(result) ** 2 / 2 > self.target_gap:
+            if not self.converged and forward_spread(self.result) ** 2 / 2 > self.target_gap:
                 seconds = self._try_other_form(seconds)
             n_steps = self._next(seconds)
             if n_steps is None:
@@ -216,23 +219,25 @@ class LowerBoundSearch:
         was_other = self.switch.other
         if not self.switch.use(not was_other):
             return seconds
+        kept = self.kept
+        n_steps, kept_lower = self.tried[kept], self.lowers[kept]
         started = time.perf_counter()
-        result = self._run(Attempt(self.tried[-1], chains=self.next_chains))
+        result = self._run(Attempt(n_steps, chains=self.next_chains))
         ev = result["evidence"]
         lower, se = float(ev["lower"]), float(ev["lower_se"])
-        margin = 2.0 * float(np.hypot(se, self.lower_se[-1]))
-        better = bool(np.isfinite(lower) and lower > self.lowers[-1] + margin)
+        margin = 2.0 * float(np.hypot(se, self.lower_se[kept]))
+        better = bool(np.isfinite(lower) and lower > kept_lower + margin)
         logger.debug("The other parameterisation at %d steps: lower %.3f (standard error %.3f) "
-                     "against %.3f; %s.", self.tried[-1], lower, se, self.lowers[-1],
+                     "against %.3f; %s.", n_steps, lower, se, kept_lower,
                      "switching to it" if better else "keeping this one")
         self.form_trial = (f"{'reparameterized' if not was_other else 'as written'} "
                            f"{'kept' if better else 'tried'}: {lower:.3f} against "
-                           f"{self.lowers[-1]:.3f} at {self.tried[-1]} steps")
+                           f"{kept_lower:.3f} at {n_steps} steps")
         if not better:
             self.switch.use(was_other)
             return seconds
         self.tried, self.lowers, self.lower_se, self.chains, self.bias = [], [], [], [], []
-        self.result = result
+        self.result = None
         self._record(result)
         return self._run_seconds(result, started)
 
@@ -242,8 +247,16 @@ class LowerBoundSearch:
         return (time.perf_counter() - attempt_start
                 - float(result["evidence"].attrs.get("pilot_time", 0.0)))
 
+    @property
+    def kept(self) -> int:
+        """Index of the run the search returns: the last at the longest length tried."""
+        longest = max(self.tried)
+        return max(i for i, n in enumerate(self.tried) if n == longest)
+
     def _record(self, result: xr.DataTree) -> None:
         ev = result["evidence"]
+        if self.result is None or int(ev.attrs["n_steps"]) >= max(self.tried):
+            self.result = result
         self.tried.append(int(ev.attrs["n_steps"]))
         self.chains.append(int(ev.attrs["chains"]))
         self.lowers.append(float(ev["lower"]))
@@ -256,43 +269,55 @@ class LowerBoundSearch:
         self.converged = certifies(bias, se, self.target_gap)
 
     def bias_left(self) -> tuple[float, float]:
-        """The bias left at the last length, by 1/n decay from the last two, and its noise."""
-        if len(self.tried) < 2:
+        """Return the bias left at the longest length, by 1/n decay, and its noise.
+
+        Measured from the move between the kept run and the last run at the next shorter length
+        (NaN where there is none).
+        """
+        last = self.kept
+        m = self.tried[last]
+        shorter = [i for i, n in enumerate(self.tried) if n < m]
+        if not shorter:
             return float("nan"), float("nan")
-        k, m = self.tried[-2], self.tried[-1]
-        if m <= k:  # more chains at the same length: compare with the last shorter run
-            shorter = [i for i, n in enumerate(self.tried) if n < m]
-            if not shorter:
-                return float("nan"), float("nan")
-            k = self.tried[shorter[-1]]
-            first, last = self.lowers[shorter[-1]], self.lowers[-1]
-            noise = float(np.hypot(self.lower_se[shorter[-1]], self.lower_se[-1]))
-        else:
-            first, last = self.lowers[-2], self.lowers[-1]
-            noise = float(np.hypot(self.lower_se[-2], self.lower_se[-1]))
+        first = max(shorter, key=lambda i: (self.tried[i], i))
+        k = self.tried[first]
         factor = k / (m - k)
-        return abs(last - first) * factor, noise * factor
+        noise = float(np.hypot(self.lower_se[first], self.lower_se[last]))
+        return abs(self.lowers[last] - self.lowers[first]) * factor, noise * factor
 
     def _next(self, seconds: float) -> int | None:
-        """The next attempt's length (and chains), or None with the reason to stop."""
+        """Return the next attempt's length (and chains), or None with the reason to stop.
+
+        ``seconds``: the last attempt's runs.
+        """
         if self.converged:
             return None
-        n, remaining = self.tried[-1], self.remaining()
+        kept, remaining = self.kept, self.remaining()
+        n = self.tried[kept]
+        # Seconds per step and chain of the last attempt, for runs of other lengths and chains.
+        per_step = seconds / (self.tried[-1] * self.chains[-1])
         bias, noise = self.bias_left()
         unit = min(self.tuning.first_n_steps, self.tried[0])
         if np.isfinite(bias) and bias <= self.target_gap:  # small, but measured too noisily
-            chains = more_chains(self.chains[-1], noise, self.target_gap, seconds, remaining,
-                                 self.tuning)
+            chains = more_chains(self.chains[kept], noise, self.target_gap,
+                                 per_step * n * self.chains[kept], remaining, self.tuning)
             if chains is None:
                 self.reason = "more chains would not fit in max_time"
                 return None
             self.next_chains = chains
             return n
+        if not np.isfinite(bias) and n >= 2 and forward_spread(self.result) ** 2 / 2 \
+                <= self.target_gap:  # the spread allows the length to do: measure it there
+            if remaining is not None and per_step * (n // 2) * self.chains[-1] > remaining:
+                self.reason = f"a run of {n // 2} steps would exceed max_time"
+                return None
+            return n // 2
         wanted = 2 * n if not np.isfinite(bias) else max(
             2 * n, unit * int(np.ceil(n * bias / self.target_gap / unit)))
         longest = self.tuning.max_n_steps
-        if remaining is not None and seconds > 0:
-            longest = min(longest, unit * int(remaining / (seconds / n) // unit))
+        if remaining is not None and per_step > 0:
+            longest = min(longest,
+                          unit * int(remaining / (per_step * self.chains[-1]) // unit))
         if longest < 2 * n:
             self.reason = ("n_steps would exceed the limit" if longest >= self.tuning.max_n_steps
                            else f"a run of {2 * n} steps would exceed max_time")
@@ -306,17 +331,18 @@ class LowerBoundSearch:
                 "One length only (%d steps, lower %.2f%s): how far the lower bound still is "
                 "from converging was not measured; stopped because %s. Raise `max_time` or pass "
                 "a larger `n_steps`; `pmb.calibrate()` measures the estimator's error on data "
-                "simulated from the model (a BDMC certificate).", self.tried[-1], self.lowers[-1],
-                f"; {self.form_trial}" if self.form_trial else "", self.reason)
+                "simulated from the model (a BDMC certificate).", self.tried[self.kept],
+                self.lowers[self.kept], f"; {self.form_trial}" if self.form_trial else "",
+                self.reason)
         elif not self.converged and self.reason != "interrupted":
             logger.warning(
-                "The lower bound still moved as the path lengthened (%s; last %d steps, about "
+                "The lower bound still moved as the path lengthened (%s; longest %d steps, about "
                 "%.2f nats of bias left, target %.2f); stopped because %s. Raise `max_time` or "
                 "pass a larger `n_steps`; `pmb.calibrate()` measures the estimator's error on "
                 "data simulated from the model (a BDMC certificate).",
                 ", ".join(f"{n}: {lower:.2f}" for n, lower in zip(self.tried, self.lowers,
                                                                    strict=True)),
-                self.tried[-1], self.bias[-1], self.target_gap, self.reason)
+                self.tried[self.kept], self.bias[-1], self.target_gap, self.reason)
         attrs.update({
             "auto_n_steps": np.array(self.tried), "auto_chains": np.array(self.chains),
             "auto_lowers": np.array(self.lowers), "auto_lower_se": np.array(self.lower_se),
