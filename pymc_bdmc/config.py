@@ -68,7 +68,11 @@ class Tuning:
     base_refit_gain : float, default 1.0
         Another Gaussian is fitted while the last fit's pilot estimate gained more than this.
     base_fit_moves : int, default 60
-        Transitions at ``beta = 1`` a population makes before a Gaussian is fitted to it ...
+        Transitions at ``beta = 1`` a population makes at most before a Gaussian is fitted to
+        it ...
+    base_fit_block : int, default 10
+        ... in blocks of this many: they stop after the first two blocks over which the
+        population's mean log density moved less than its standard error (0: no such stop) ...
     equilibration_share : float, default 0.05
         ... or as many as fit in this share of ``max_time`` (the length search only).
     base_log_z_tolerance : float, default 0.5
@@ -113,6 +117,7 @@ class Tuning:
     max_base_fits: int = 8
     base_refit_gain: float = 1.0
     base_fit_moves: int = 60
+    base_fit_block: int = 10
     equilibration_share: float = 0.05
     base_log_z_tolerance: float = 0.5
     base_log_z_gain: float = 0.5

@@ -17,6 +17,7 @@ from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.tuning import tune_plan
 from pymc_bdmc.model.density import DensityParts, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
+from pymc_bdmc.pipeline.path_choice import equilibrate, settled
 
 BASE_LOG_Z_TOLERANCE = DEFAULT_TUNING.base_log_z_tolerance
 BASE_PATH_GAIN = DEFAULT_TUNING.base_path_gain
@@ -628,7 +629,35 @@ def test_equilibration_makes_all_its_transitions_unless_its_time_runs_out(
     made = []
     path_choice.equilibrate(np.random.default_rng(6), pilot.final_x, plan, density.parts,
                              DEFAULT_TUNING.base_fit_moves, seconds=seconds, made=made)
-    assert steps == [12] * transitions and made == [transitions]
+    assert steps == [12] * transitions and made == [(transitions, seconds is not None)]
+
+
+def test_a_mean_log_density_that_stopped_moving_settles():
+    # Blocks of 3: checked at 6, 9, ... transitions, against the standard error given.
+    flat = [-10.0, -10.2, -9.9, -10.1, -9.8, -10.0]
+    assert settled(flat, 0.5, 3)
+    assert not settled(flat[:5], 0.5, 3)  # not a whole block
+    assert not settled(flat, 0.05, 3)  # moved 0.07: more than 0.05
+    drifting = [-10.0, -11.0, -12.0, -13.0, -14.0, -15.0]
+    assert not settled(drifting, 0.5, 3)
+    assert not settled(flat, np.nan, 3)
+
+
+def test_equilibration_stops_where_the_population_has_stopped_lagging(small_regression):
+    # Exact posterior draws settle at the first check (20 transitions, not 60); the same draws
+    # spread 30 times too wide drift in log density for longer (30, on these seeds).
+    am, density, simulator = small_regression
+    x0 = simulator.draw_prior(32, np.random.default_rng(4))
+    plan, _ = tune_plan(np.random.default_rng(5), x0, density.parts(x0), density.parts,
+                        schedule="adaptive", n_steps=20, n_leapfrog=3)
+    mean, cov = _exact_posterior_moments(am)
+    draws = np.random.default_rng(0).multivariate_normal(mean, cov, size=32)
+    made = {}
+    for scale in (1.0, 30.0):
+        made[scale] = []
+        equilibrate(np.random.default_rng(6), mean + scale * (draws - mean), plan,
+                    density.parts, 60, block=10, made=made[scale])
+    assert made[1.0] == [(20, False)] and made[30.0] == [(30, False)]
 
 
 def test_the_result_counts_the_equilibrations_cut_by_wall_time(small_regression):

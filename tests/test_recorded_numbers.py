@@ -6,7 +6,9 @@ paths, and its reverse), calibrate, the held-out likelihood and the un-normalise
 and reduces each to its bounds and its log weights. The record in
 ``tests/recorded_numbers.json`` was made at commit 9aca824, before the one-driver refactor;
 cases whose algorithm changed on purpose since were re-recorded alone (``ais_auto`` when the
-lower-bound search began measuring its first length at half of it).
+lower-bound search began measuring its first length at half of it; the eight cases that anneal
+from a fitted Gaussian when the equilibration before each fit began stopping where the
+population had settled).
 Compared to 1e-12 relative (``tests/recorded_runs.py`` says why not bit for bit).
 """
 

@@ -5,9 +5,9 @@ fits a Gaussian to its final population, pilots the path from that Gaussian, and
 the pilot's estimate gains (docs/explanation/automatic-choices.md explains each choice and
 what it was measured against):
 
-* **Fitting a good Gaussian.** A population that lags the posterior first makes
-  :attr:`~pymc_bdmc.config.Tuning.base_fit_moves` transitions at ``beta = 1``
-  (:func:`equilibrate`), and while a fitted path's pilot gains more than
+* **Fitting a good Gaussian.** A population that lags the posterior first makes up to
+  :attr:`~pymc_bdmc.config.Tuning.base_fit_moves` transitions at ``beta = 1``, until its mean
+  log density stops moving (:func:`equilibrate`), and while a fitted path's pilot gains more than
   :attr:`~pymc_bdmc.config.Tuning.base_refit_gain` nats on the pilot it came from, a new
   Gaussian is fitted to its final population (:func:`choose_path`; not past a length the caller
   already knows to be too long, ``Settings.refit_length_limit``, unless it then keeps that
@@ -43,7 +43,7 @@ from pymc_bdmc.kernels.tuning import PilotResult, freeze_plan, weighted_moments
 from pymc_bdmc.pipeline.timing import timed
 
 __all__ = ["choose_path", "continue_refits", "equilibrate", "fit_base", "frozen_log_z",
-           "prefer_second_checked", "prefer_second_path", "rank_by_estimates"]
+           "prefer_second_checked", "prefer_second_path", "rank_by_estimates", "settled"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -142,12 +142,15 @@ def frozen_log_z(rng: np.random.Generator, plan: AnnealingPlan, pilot: PilotResu
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
                 path_parts: Callable, n_moves: int,
                 moves: ScaleMoves | None = None, seconds: float | None = None, *,
-                made: list | None = None) -> np.ndarray:
-    """``n_moves`` transitions of a pilot's final population by its plan's kernel at ``beta = 1``.
+                block: int = 0, made: list | None = None) -> np.ndarray:
+    """Up to ``n_moves`` transitions of a pilot's final population at ``beta = 1``.
 
     The kernel leaves the posterior invariant, so importance weights stay valid; the moves only
     bring a population that lagged behind the posterior closer to it before a Gaussian is
-    fitted to it (module docstring).
+    fitted to it (module docstring). A lagging population's mean log density drifts as it
+    moves; one at the posterior only fluctuates. So, with ``block``, the transitions stop once the mean over the last
+    ``block`` of them differs from the mean over the ``block`` before by less than the
+    population's standard error of it (:func:`settled`).
 
     Parameters
     ----------
@@ -164,8 +167,11 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
         The model's scale moves, made before each transition.
     seconds : float, optional
         Stop after the first transition that ends past this wall time (at least one is made).
+    block : int, default 0
+        Transitions per block of the stopping check (0: all ``n_moves``).
     made : list, optional
-        The number of transitions made is appended to it (where any were to be made).
+        ``(transitions made, whether wall time stopped them)`` is appended to it (where any
+        were to be made).
 
     Returns
     -------
@@ -178,6 +184,7 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     parts = path_parts(x)
     params = plan.kernel(plan.n_steps)
     sd = np.sqrt(plan.inv_mass[plan.n_steps])
+    means, timed_out = [], False
     for i in range(n_moves):
         if moves is not None:
             x, parts, _ = moves.sweep(rng, x, parts, 1.0, sd, path_parts)
@@ -185,10 +192,31 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
         if seconds is not None and time.perf_counter() - started > seconds:
             logger.debug("Equilibration stopped after %d of %d transitions (%.1f s).", i + 1,
                          n_moves, time.perf_counter() - started)
+            timed_out = True
             break
+        if block > 0:
+            log_density = parts.tempered_logp(1.0)
+            means.append(float(np.mean(log_density)))
+            if settled(means, float(np.std(log_density)) / np.sqrt(x.shape[0]), block):
+                logger.debug("Equilibration settled after %d of %d transitions.", i + 1,
+                             n_moves)
+                break
     if made is not None:
-        made.append(i + 1)
+        made.append((i + 1, timed_out))
     return x
+
+
+def settled(means: list, standard_error: float, block: int) -> bool:
+    """Whether a population's mean log density stopped moving (:func:`equilibrate`).
+
+    ``means``: its mean after each transition so far; checked at whole blocks from the second
+    on: the last block's average and the one before differ by less than ``standard_error``.
+    """
+    n = len(means)
+    if n < 2 * block or n % block or not np.isfinite(standard_error):
+        return False
+    last, before = np.mean(means[-block:]), np.mean(means[-2 * block:-block])
+    return bool(abs(last - before) < standard_error)
 
 
 def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable,
@@ -279,7 +307,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
               "thermodynamic_length_fitted": base_length,
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z,
               # Equilibrations cut by wall time: where any was, the pilot depended on timing.
-              "equilibration_cut": float(sum(n < tuning.base_fit_moves for n in made)),
+              "equilibration_cut": float(sum(timed_out for _, timed_out in made)),
               **({"refits_cut": float(fits)} if cut else {})}
     keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
                                               choice, rng, parts_fn, moves, tuning, draw_prior)
@@ -323,7 +351,7 @@ def continue_refits(plan, pilot, run, rng, parts_fn, moves=None, equilibration_s
     choice.update(thermodynamic_length_fitted=based_pilot.thermodynamic_length,
                   pilot_log_z_fitted=based_pilot.log_z,
                   equilibration_cut=choice.get("equilibration_cut", 0.0)
-                  + float(sum(n < tuning.base_fit_moves for n in made)))
+                  + float(sum(timed_out for _, timed_out in made)))
     logger.debug("Refits continued: the fitted path kept is %.2f long, log Z %.2f.",
                  based_pilot.thermodynamic_length, based_pilot.log_z)
     return (dataclasses.replace(based_plan, base=base),
@@ -344,7 +372,8 @@ def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, s
     while fits < tuning.max_base_fits:
         with timed("pilot_equilibration"):
             population = equilibrate(rng, source.final_x, source_plan, source_parts,
-                                     tuning.base_fit_moves, moves, seconds, made=made)
+                                     tuning.base_fit_moves, moves, seconds,
+                                     block=tuning.base_fit_block, made=made)
         # A population with impossible states or undefined weights has no Gaussian to give.
         if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
             break
