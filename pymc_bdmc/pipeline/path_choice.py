@@ -148,9 +148,9 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     The kernel leaves the posterior invariant, so importance weights stay valid; the moves only
     bring a population that lagged behind the posterior closer to it before a Gaussian is
     fitted to it (module docstring). A lagging population's mean log density drifts as it
-    moves; one at the posterior only fluctuates. So, with ``block``, the transitions stop once the mean over the last
-    ``block`` of them differs from the mean over the ``block`` before by less than the
-    population's standard error of it (:func:`settled`).
+    moves; one at the posterior only fluctuates. So, with ``block``, the transitions stop once
+    the mean over the last ``block`` of them differs from the mean over the ``block`` before
+    by less than the population's standard error of it (:func:`settled`).
 
     Parameters
     ----------
@@ -365,7 +365,8 @@ def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, s
     ``fitted``: the best ``(base, plan, pilot)`` so far, or None; ``source``: ``(pilot, plan,
     path_parts)`` of the path the next Gaussian is fitted to; ``fits``: fitted paths piloted
     before. Returns ``(fitted, fits, cut, made)``: the best fitted path, the fitted paths
-    piloted, whether ``length_limit`` ended the refits, and each equilibration's transitions.
+    piloted, whether ``length_limit`` ended the refits, and each equilibration's
+    ``(transitions, whether wall time cut them)``.
     """
     source, source_plan, source_parts = source
     cut, made = False, []
