@@ -36,6 +36,7 @@ class StageProgress:
 
     def __enter__(self) -> StageProgress:
         if self.enabled:
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -44,8 +45,10 @@ class StageProgress:
                 TimeElapsedColumn,
             )
 
+            # On stderr, as the log: a script's output stays what it prints.
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn())
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 console=Console(stderr=True))
             self._bar.__enter__()
             self._task = self._bar.add_task("Compiling", total=None)
         return self
