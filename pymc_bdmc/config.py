@@ -55,6 +55,13 @@ class Tuning:
         A lower bound after a certificate: where the real data's pilot path is more than this
         many times as long as the certified run's, both parameterisations are piloted and the
         better one runs (the certified length needs the ratio squared more steps there).
+    curvature_min_dim : int, default 48
+        From this many movable coordinates up to ``dense_max_dim``, the prior path's pilot
+        first takes its correlations from the model's curvature, and keeps them where they
+        differ from particle to particle by at most ``curvature_agreement`` of their size;
+        elsewhere it runs again with its population's ...
+    curvature_agreement : float, default 1.0
+        ... (:func:`~pymc_bdmc.kernels.mass.curvature_disagreement`).
     dense_max_dim : int, default 400
         Up to this many movable coordinates, dense metrics are estimated from the pilot's
         population; above it, from the model's curvature at a few particles ...
@@ -111,6 +118,8 @@ class Tuning:
     max_pilot_chains: int = 1024
     swap_gap: float = 2.0
     harder_path_ratio: float = 2.0
+    curvature_min_dim: int = 48
+    curvature_agreement: float = 1.0
     dense_max_dim: int = 400
     curvature_max_dim: int = 1200
     particles_per_coordinate: float = 1.25

@@ -1,6 +1,8 @@
 """Dense mass matrices from the pilot: the estimator, the exact kernel, the frozen plan, and the
 sandwich on a random walk against its quadrature truth."""
 
+import logging
+
 import numpy as np
 import pytest
 from scipy import integrate, stats
@@ -317,7 +319,12 @@ def test_pilot_is_enlarged_only_for_a_dense_metric_on_more_coordinates_than_part
     assert enlarged_pilot_size(dense, 64, 10_000) is None  # above DENSE_MAX_DIM: no dense
 
 
-def test_random_walk_pilot_grows_with_the_dimension_unless_pilot_chains_is_given():
+def test_random_walk_pilot_grows_with_the_dimension_unless_pilot_chains_is_given(monkeypatch):
+    # Where the curvature's correlations are not taken (here: they differ from particle to
+    # particle, made so), a dense metric on 90 coordinates asks for a larger pilot.
+    from pymc_bdmc.pipeline import pilot
+
+    monkeypatch.setattr(pilot, "curvature_disagreement", lambda *args, **kwargs: np.inf)
     am = known_evidence.gaussian_random_walk(89, seed=3)
     with am.model:
         # From the prior: the fitted base's path may not need a dense metric.
@@ -329,6 +336,41 @@ def test_random_walk_pilot_grows_with_the_dimension_unless_pilot_chains_is_given
     # 90 coordinates x 1.25 = 112.5 particles, rounded up to a multiple of 8.
     assert auto["evidence"].attrs["pilot_chains"] == 120
     assert fixed["evidence"].attrs["pilot_chains"] == 64
+
+
+def test_a_walk_whose_curvature_agrees_everywhere_keeps_the_default_pilot(caplog):
+    # A Gaussian random walk's curvature is nearly the same at every particle: its
+    # correlations give the dense metric, and the 64-particle pilot is not run again larger.
+    am = known_evidence.gaussian_random_walk(89, seed=3)
+    with am.model, caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
+        result = pmb.sample_ais(n_steps=20, chains=8, random_seed=1, progressbar=False,
+                                base="prior")
+    assert "mass_factor" in result["annealing"]
+    assert result["evidence"].attrs["pilot_chains"] == 64
+    assert "correlations differ by" in caplog.text and ": kept." in caplog.text
+
+
+def test_the_curvatures_disagreement_is_small_for_a_gaussian_and_large_where_it_varies():
+    from pymc_bdmc.kernels.mass import curvature_disagreement
+
+    rng = np.random.default_rng(0)
+    d = 6
+    a = rng.normal(size=(d, d))
+    precision = a @ a.T + d * np.eye(d)
+    values = rng.normal(size=(32, d))
+    weights = rng.dirichlet(np.ones(32))
+    variance = values.var(axis=0)
+    movable = np.ones(d, bool)
+    gaussian = curvature_disagreement(values, weights, variance, movable,
+                                      lambda x: -x @ precision)
+    # log p = -|x|^2 / 2 - (x0 x1 + x2 x3 + x4 x5)^2 / 2: curvature coupling pairs, by place.
+    def bilinear(x):
+        s = x[:, 0] * x[:, 1] + x[:, 2] * x[:, 3] + x[:, 4] * x[:, 5]
+        partner = x[:, [1, 0, 3, 2, 5, 4]]
+        return -x - s[:, None] * partner
+
+    varying = curvature_disagreement(values, weights, variance, movable, bilinear)
+    assert gaussian < 1e-3 and varying > 0.5
 
 
 def test_stiffness_without_finite_scores_is_no_verdict():

@@ -47,7 +47,8 @@ from scipy.linalg import lapack
 from pymc_bdmc.config import DEFAULT_TUNING
 
 __all__ = ["CURVATURE_ANCHORS", "DENSE_CONDITION", "correlation_from_hessian",
-           "curvature_correlation", "curvature_hessians", "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
+           "curvature_correlation", "curvature_disagreement", "curvature_hessians",
+           "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
            "factor_from_correlation",
            "low_rank_shrunk_correlation", "shrunk_correlation", "stiffness"]
 
@@ -294,6 +295,51 @@ def curvature_hessians(values: np.ndarray, variance: np.ndarray, movable: np.nda
         hessian = np.sum(grads[:, 1:] - grads[:, :1], axis=0) / (step[:, None] * len(anchors))
         hessians.append(0.5 * (hessian + hessian.T))
     return hessians
+
+
+def curvature_disagreement(values: np.ndarray, weights: np.ndarray, variance: np.ndarray,
+                           movable: np.ndarray, gradient: Callable[[np.ndarray], np.ndarray],
+                           n_anchors: int = 8) -> float:
+    """How much the curvature's correlations differ from particle to particle.
+
+    For a Gaussian target the Hessian is the same everywhere, and the correlations of
+    :func:`curvature_correlation` are exact from any particle; where it varies (a bilinear
+    posterior) their average describes no particle. Measured at the ``n_anchors`` heaviest
+    particles, one Hessian each: the root mean square of the pairwise differences of their
+    off-diagonal correlations, over the root mean square of those correlations (infinite where
+    fewer than two are defined).
+
+    Parameters
+    ----------
+    values : ndarray, shape (n, d)
+    weights : ndarray, shape (n,)
+    variance : ndarray, shape (d,)
+        The population's variances (they set the difference steps).
+    movable : ndarray of bool, shape (d,)
+    gradient : callable
+        ``(m, d) -> (m, d)``: gradients of the log target, batched over rows.
+    n_anchors : int, default 8
+
+    Returns
+    -------
+    float
+    """
+    correlations = []
+    for i in np.argsort(-np.asarray(weights))[:n_anchors]:
+        (hessian,) = curvature_hessians(values[i:i + 1], variance, movable,
+                                        lambda x: [gradient(x)], 1)
+        correlation = (correlation_from_hessian(hessian, variance[movable])
+                       if np.all(np.isfinite(hessian)) else None)
+        if correlation is not None:
+            correlations.append(correlation)
+    if len(correlations) < 2 or correlations[0].shape[0] < 2:
+        return float("inf")
+    off = ~np.eye(correlations[0].shape[0], dtype=bool)
+    parts = np.array([c[off] for c in correlations])
+    size = float(np.sqrt(np.mean(parts**2)))
+    pairs = [np.mean((parts[a] - parts[b]) ** 2) for a in range(len(parts))
+             for b in range(a + 1, len(parts))]
+    return float(np.sqrt(np.mean(pairs)) / size) if size > 0 else float("inf")
 
 
 def correlation_from_hessian(hessian: np.ndarray, variance: np.ndarray) -> np.ndarray | None:

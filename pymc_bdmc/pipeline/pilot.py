@@ -10,7 +10,10 @@ against):
   :attr:`~pymc_bdmc.config.Tuning.particles_per_coordinate` particles per movable coordinate
   (never where the user fixed ``pilot_chains``, and not above
   :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates, where metrics come from the
-  model's curvature instead).
+  model's curvature instead). From :attr:`~pymc_bdmc.config.Tuning.curvature_min_dim`
+  coordinates, where that larger pilot would be needed, the prior path's pilot first takes its
+  correlations from the curvature too, and keeps them where they agree from particle to
+  particle (a near-Gaussian posterior; :func:`_with_curvature`).
 * **Where the path starts** (``base="auto"``, continuous models, adaptive schedules). The pilot
   of the prior's path is followed by pilots of paths from Gaussians fitted to its population
   (:mod:`pymc_bdmc.pipeline.path_choice` fits, refits and ranks them), or, where the data are
@@ -29,9 +32,10 @@ from threadpoolctl import threadpool_limits
 
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.kernels.base_distribution import laplace_base
+from pymc_bdmc.kernels.mass import curvature_disagreement
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.scale_moves import ScaleMoves
-from pymc_bdmc.kernels.tuning import PilotResult, freeze_plan, tune_plan
+from pymc_bdmc.kernels.tuning import PilotResult, freeze_plan, tune_plan, weighted_moments
 from pymc_bdmc.pipeline.path_choice import choose_path, continue_refits
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
@@ -123,11 +127,15 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     tuple
         ``(AnnealingPlan, PilotResult)``.
     """
-    pilot_run = _pilot_runner(s, rng, schedule, discrete, pinned, moves)
+    def runner(settings: Settings):
+        pilot_run = _pilot_runner(settings, rng, schedule, discrete, pinned, moves)
 
-    def run(x, parts, report, path_parts=parts_fn, until_dense=False, max_length=None):
-        return pilot_run(x, parts, report, path_parts, until_dense, max_length)
+        def run(x, parts, report, path_parts=parts_fn, until_dense=False, max_length=None):
+            return pilot_run(x, parts, report, path_parts, until_dense, max_length)
 
+        return run
+
+    run = runner(s)
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
         tuned = None
@@ -140,8 +148,8 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
         else:
             plan, pilot, n_movable = _from_the_prior(
-                run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn, moves, s,
-                fit_base, keep_fitted)
+                runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn, moves,
+                s, fit_base, keep_fitted)
     logger.debug("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
                 "frozen.", pilot.n_particles, pilot.n_steps, pilot.n_resampled, pilot.log_z)
     factors = [f for f in pilot.mass_factor if f is not None]
@@ -171,18 +179,28 @@ def _pilot_runner(s: Settings, rng, schedule, discrete=None, pinned=None, moves=
     return run
 
 
-def _from_the_prior(run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn, moves,
-                    s: Settings, fit_base: bool, keep_fitted: bool):
+def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn,
+                    moves, s: Settings, fit_base: bool, keep_fitted: bool):
     """The prior path's pilot (re-run larger where it asks), then the fitted paths' if asked.
 
-    Returns ``(plan, pilot, n_movable)``.
+    ``runner(settings)`` gives the pilot runs with those settings. Returns ``(plan, pilot,
+    n_movable)``.
     """
     n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
     # Where a dense metric would have the pilot re-run larger, it stops at the first one.
     may_enlarge = (draw_pilot is not None and not s.pilot_chains_given
                    and dense_pilot_size(len(x_pilot), n_movable, s.tuning) is not None)
-    with timed("pilot_prior_path"):
-        plan, pilot = run(x_pilot, parts_pilot, report, until_dense=may_enlarge)
+    kept = None
+    if may_enlarge and n_movable >= s.tuning.curvature_min_dim:
+        kept = _with_curvature(runner, report, x_pilot, parts_pilot, parts_fn, s)
+    if kept is not None:
+        s, (plan, pilot) = kept
+        may_enlarge = False
+        run = runner(s)
+    else:
+        run = runner(s)
+        with timed("pilot_prior_path"):
+            plan, pilot = run(x_pilot, parts_pilot, report, until_dense=may_enlarge)
     wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
     if wanted is not None and may_enlarge:
         logger.debug("The pilot chose a dense metric on %d coordinates with %d particles (at "
@@ -196,7 +214,42 @@ def _from_the_prior(run, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, 
                                   rng, parts_fn, moves, s.equilibration_seconds, s.tuning,
                                   keep_fitted, draw_prior=draw_pilot,
                                   length_limit=s.refit_length_limit)
+    if kept is not None:  # later refits (resume_refits) take their correlations as these did
+        pilot = dataclasses.replace(pilot, path_choice={**(pilot.path_choice or {}),
+                                                        "curvature_correlations": 1.0})
     return plan, pilot, n_movable
+
+
+def curvature_settings(s: Settings) -> Settings:
+    """Return ``s`` with dense metrics' correlations from the curvature from fewer coordinates.
+
+    From ``tuning.curvature_min_dim`` movable coordinates up, instead of above
+    ``tuning.dense_max_dim``.
+    """
+    return dataclasses.replace(s, tuning=dataclasses.replace(
+        s.tuning, dense_max_dim=s.tuning.curvature_min_dim - 1))
+
+
+def _with_curvature(runner, report, x_pilot, parts_pilot, parts_fn, s: Settings):
+    """Run the prior path's pilot with the curvature's correlations; keep it where they agree.
+
+    Returns ``(settings, (plan, pilot))`` to go on with, or None where the curvature differs
+    from particle to particle (the population's correlations and a larger pilot then).
+    """
+    trial = curvature_settings(s)
+    with timed("pilot_prior_path"):
+        plan, pilot = runner(trial)(x_pilot, parts_pilot, report)
+    if pilot.final_x is None or not np.isfinite(pilot.log_z):
+        return None
+    variance = weighted_moments(pilot.final_x, pilot.final_weights)[1]
+    disagreement = curvature_disagreement(pilot.final_x, pilot.final_weights, variance,
+                                          variance > 0,
+                                          lambda x: parts_fn(x).tempered_grad(1.0))
+    agree = disagreement <= s.tuning.curvature_agreement
+    logger.debug("The curvature's correlations differ by %.2f of their size from particle to "
+                 "particle: %s.", disagreement,
+                 "kept" if agree else "the population's instead, from a larger pilot")
+    return (trial, (plan, pilot)) if agree else None
 
 
 def _from_laplace(x_pilot, parts_fn, rng, run, s: Settings):
@@ -267,6 +320,8 @@ def resume_refits(progress, s: Settings, rng, plan: AnnealingPlan, pilot: PilotR
     over the model's batched densities ``parts_fn`` with its scale ``moves``. Returns
     ``(plan, pilot)``.
     """
+    if (pilot.path_choice or {}).get("curvature_correlations"):
+        s = curvature_settings(s)
     pilot_run = _pilot_runner(s, rng, ADAPTIVE, moves=moves)
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
         return continue_refits(plan, pilot, lambda x, p, f: pilot_run(x, p, report, f), rng,
