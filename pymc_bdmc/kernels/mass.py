@@ -257,7 +257,8 @@ def curvature_correlation(values: np.ndarray, variance: np.ndarray, movable: np.
 
 def curvature_hessians(values: np.ndarray, variance: np.ndarray, movable: np.ndarray,
                        gradients: Callable[[np.ndarray], list[np.ndarray]],
-                       n_anchors: int = CURVATURE_ANCHORS) -> list[np.ndarray]:
+                       n_anchors: int = CURVATURE_ANCHORS,
+                       per_anchor: bool = False) -> list[np.ndarray]:
     """Mean Hessians of several functions over the movable coordinates, by forward differences.
 
     The differencing of :func:`curvature_correlation`: steps of :data:`CURVATURE_STEP`
@@ -273,10 +274,12 @@ def curvature_hessians(values: np.ndarray, variance: np.ndarray, movable: np.nda
     gradients : callable
         ``(m, d) -> list of (m, d)`` arrays.
     n_anchors : int, default CURVATURE_ANCHORS
+    per_anchor : bool, default False
+        Each anchor's Hessian, not their mean.
 
     Returns
     -------
-    list of ndarray, shape (k, k)
+    list of ndarray, shape (k, k), or (anchors, k, k) with ``per_anchor``
         Symmetrised, over the ``k`` movable coordinates (not finite where a gradient is not).
     """
     index = np.flatnonzero(movable)
@@ -291,7 +294,11 @@ def curvature_hessians(values: np.ndarray, variance: np.ndarray, movable: np.nda
     hessians = []
     for grad in gradients(points):
         grads = grad[:, index].reshape(len(anchors), m + 1, m)
-        # Row i: d grad / d x_i, averaged over the anchors.
+        # Row i: d grad / d x_i, at each anchor (or averaged over them).
+        if per_anchor:
+            hessian = (grads[:, 1:] - grads[:, :1]) / step[:, None]
+            hessians.append(0.5 * (hessian + hessian.transpose(0, 2, 1)))
+            continue
         hessian = np.sum(grads[:, 1:] - grads[:, :1], axis=0) / (step[:, None] * len(anchors))
         hessians.append(0.5 * (hessian + hessian.T))
     return hessians
@@ -305,9 +312,9 @@ def curvature_disagreement(values: np.ndarray, weights: np.ndarray, variance: np
     For a Gaussian target the Hessian is the same everywhere, and the correlations of
     :func:`curvature_correlation` are exact from any particle; where it varies (a bilinear
     posterior) their average describes no particle. Measured at the ``n_anchors`` heaviest
-    particles, one Hessian each: the root mean square of the pairwise differences of their
-    off-diagonal correlations, over the root mean square of those correlations (infinite where
-    fewer than two are defined).
+    particles, one Hessian each (all in one batched call): the root mean square of the pairwise
+    differences of their off-diagonal correlations, over the root mean square of those
+    correlations (infinite where fewer than two are defined).
 
     Parameters
     ----------
@@ -324,14 +331,12 @@ def curvature_disagreement(values: np.ndarray, weights: np.ndarray, variance: np
     -------
     float
     """
-    correlations = []
-    for i in np.argsort(-np.asarray(weights))[:n_anchors]:
-        (hessian,) = curvature_hessians(values[i:i + 1], variance, movable,
-                                        lambda x: [gradient(x)], 1)
-        correlation = (correlation_from_hessian(hessian, variance[movable])
-                       if np.all(np.isfinite(hessian)) else None)
-        if correlation is not None:
-            correlations.append(correlation)
+    heaviest = values[np.argsort(-np.asarray(weights))[:n_anchors]]
+    (hessians,) = curvature_hessians(heaviest, variance, movable, lambda x: [gradient(x)],
+                                     len(heaviest), per_anchor=True)
+    correlations = [c for c in (correlation_from_hessian(h, variance[movable])
+                                for h in hessians if np.all(np.isfinite(h)))
+                    if c is not None]
     if len(correlations) < 2 or correlations[0].shape[0] < 2:
         return float("inf")
     off = ~np.eye(correlations[0].shape[0], dtype=bool)

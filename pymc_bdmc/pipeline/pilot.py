@@ -196,9 +196,8 @@ def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rn
     if kept is not None:
         s, (plan, pilot) = kept
         may_enlarge = False
-        run = runner(s)
-    else:
-        run = runner(s)
+    run = runner(s)
+    if kept is None:
         with timed("pilot_prior_path"):
             plan, pilot = run(x_pilot, parts_pilot, report, until_dense=may_enlarge)
     wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
@@ -215,12 +214,12 @@ def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rn
                                   keep_fitted, draw_prior=draw_pilot,
                                   length_limit=s.refit_length_limit)
     if kept is not None:  # later refits (resume_refits) take their correlations as these did
-        pilot = dataclasses.replace(pilot, path_choice={**(pilot.path_choice or {}),
+        pilot = dataclasses.replace(pilot, path_choice={**pilot.path_choice,
                                                         "curvature_correlations": 1.0})
     return plan, pilot, n_movable
 
 
-def curvature_settings(s: Settings) -> Settings:
+def _curvature_settings(s: Settings) -> Settings:
     """Return ``s`` with dense metrics' correlations from the curvature from fewer coordinates.
 
     From ``tuning.curvature_min_dim`` movable coordinates up, instead of above
@@ -236,7 +235,7 @@ def _with_curvature(runner, report, x_pilot, parts_pilot, parts_fn, s: Settings)
     Returns ``(settings, (plan, pilot))`` to go on with, or None where the curvature differs
     from particle to particle (the population's correlations and a larger pilot then).
     """
-    trial = curvature_settings(s)
+    trial = _curvature_settings(s)
     with timed("pilot_prior_path"):
         plan, pilot = runner(trial)(x_pilot, parts_pilot, report)
     if pilot.final_x is None or not np.isfinite(pilot.log_z):
@@ -320,8 +319,8 @@ def resume_refits(progress, s: Settings, rng, plan: AnnealingPlan, pilot: PilotR
     over the model's batched densities ``parts_fn`` with its scale ``moves``. Returns
     ``(plan, pilot)``.
     """
-    if (pilot.path_choice or {}).get("curvature_correlations"):
-        s = curvature_settings(s)
+    if pilot.path_choice.get("curvature_correlations"):
+        s = _curvature_settings(s)
     pilot_run = _pilot_runner(s, rng, ADAPTIVE, moves=moves)
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
         return continue_refits(plan, pilot, lambda x, p, f: pilot_run(x, p, report, f), rng,
