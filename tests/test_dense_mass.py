@@ -350,6 +350,16 @@ def test_a_walk_whose_curvature_agrees_everywhere_keeps_the_default_pilot(caplog
     assert "correlations differ by" in caplog.text and ": kept." in caplog.text
 
 
+def test_curvature_from_every_coordinate_count_is_a_valid_setting():
+    # curvature_min_dim=0: the trial's settings stay valid (no negative dense_max_dim).
+    am = known_evidence.gaussian_random_walk(59, seed=3)
+    with am.model:
+        result = pmb.sample_ais(n_steps=20, chains=8, random_seed=1, progressbar=False,
+                                base="prior", tuning=pmb.Tuning(curvature_min_dim=0))
+    assert result["evidence"].attrs["pilot_chains"] == 64
+    assert np.isfinite(float(result["evidence"]["lower"]))
+
+
 def test_the_curvatures_disagreement_is_small_for_a_gaussian_and_large_where_it_varies():
     from pymc_bdmc.kernels.mass import curvature_disagreement
 

@@ -226,7 +226,7 @@ def _curvature_settings(s: Settings) -> Settings:
     ``tuning.dense_max_dim``.
     """
     return dataclasses.replace(s, tuning=dataclasses.replace(
-        s.tuning, dense_max_dim=s.tuning.curvature_min_dim - 1))
+        s.tuning, dense_max_dim=max(s.tuning.curvature_min_dim - 1, 0)))
 
 
 def _with_curvature(runner, report, x_pilot, parts_pilot, parts_fn, s: Settings):
