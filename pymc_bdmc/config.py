@@ -37,6 +37,11 @@ class Tuning:
         A first attempt runs no more than this many steps per squared thermodynamic length of
         its path (a gap with perfect transitions is then about 0.2 nats; within 0.5 needs
         about 2 steps per squared length).
+    short_path_transitions : int, default 1
+        HMC transitions per temperature (where ``transitions_per_step`` is not given) on a
+        path its pilot measures short enough for fewer than ``first_n_steps`` steps at
+        ``steps_per_squared_length``; longer paths make 2 (measured in
+        docs/explanation/automatic-choices.md).
     max_chains_factor : int, default 8
         A gap within the target but measured too noisily is measured again with at most this
         many times the chains ...
@@ -111,6 +116,7 @@ class Tuning:
     min_first_n_steps: int = 100
     max_n_steps: int = 64000
     steps_per_squared_length: float = 5
+    short_path_transitions: int = 1
     max_chains_factor: int = 8
     max_chains: int = 1024
     larger_pilot_gap: float = 8.0
@@ -144,10 +150,14 @@ class Tuning:
                 raise BDMCInputError(f"`Tuning.{field.name}` must be a non-negative number, "
                                      f"got {value!r}.")
         for name in ("first_n_steps", "min_first_n_steps", "max_n_steps", "max_chains",
-                     "max_pilot_chains", "pilot_growth", "max_chains_factor"):
+                     "max_pilot_chains", "pilot_growth", "max_chains_factor",
+                     "short_path_transitions"):
             if getattr(self, name) < 1:
                 raise BDMCInputError(f"`Tuning.{name}` must be at least 1, got "
                                      f"{getattr(self, name)!r}.")
+        if self.short_path_transitions != int(self.short_path_transitions):
+            raise BDMCInputError("`Tuning.short_path_transitions` must be an integer, got "
+                                 f"{self.short_path_transitions!r}.")
 
 
 #: The defaults, shared by every call that does not pass ``tuning``.

@@ -137,8 +137,10 @@ def run_all() -> dict:
         out["calibrate"] = {**_evidence_print(cal, ("lower",)),
                             "gaps": _sha(cal["calibration"]["gap"].values)}
     with _hierarchy():
+        # Swaps form, lengthens, then adds chains: with two transitions per temperature (one
+        # each lengthens it to 4600 steps instead).
         search = pmb.sample_bdmc(chains=8, random_seed=3, max_time=None, target_gap=0.02,
-                                 **VECTORIZED)  # swaps form, lengthens, then adds chains
+                                 transitions_per_step=2, **VECTORIZED)
         attrs = search["evidence"].attrs
         out["bdmc_search_swap"] = {
             **_evidence_print(search),

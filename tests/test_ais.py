@@ -120,3 +120,25 @@ def test_the_pilot_probes_longer_trajectories_on_a_quarter_of_its_particles(smal
     rows.clear()
     tune_plan(rng, x0, density.parts(x0), counted, schedule="adaptive", n_steps=100, n_leapfrog=3)
     assert set(rows) == {64}
+
+
+def test_a_short_path_anneals_with_one_transition_per_temperature_a_long_one_with_two():
+    """The pilot's path length sets the default; a given ``transitions_per_step`` is kept.
+
+    The beta-binomial's path is short (far fewer than ``first_n_steps`` steps at
+    ``steps_per_squared_length``); a rate of 10^6 steps per squared length makes the same path
+    long. One transition per temperature costs half the gradients of two: the runs' counts say so.
+    """
+    am = known_evidence.beta_binomial(seed=5)
+    made = {}
+    for label, kwargs in (("short", {}),
+                          ("long", {"tuning": pmb.Tuning(steps_per_squared_length=1e6)}),
+                          ("given", {"transitions_per_step": 3})):
+        with am.model:
+            result = pmb.sample_ais(n_steps=100, random_seed=3, progressbar=False, **kwargs)
+        made[label] = result
+        assert abs(float(result["evidence"]["lower"]) - am.log_evidence()) < LOG_Z_TOL
+    tps = {k: r["annealing"].attrs["transitions_per_step"] for k, r in made.items()}
+    assert tps == {"short": 1, "long": 2, "given": 3}
+    calls = {k: r["evidence"].attrs["run_model_evaluations"] for k, r in made.items()}
+    np.testing.assert_allclose(calls["long"], 2 * calls["short"], rtol=0.02)

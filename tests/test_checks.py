@@ -393,3 +393,19 @@ def test_an_ordered_custom_dist_whose_draws_are_ordered_is_accepted():
     # Seeds 1-3 gave errors of -0.003, +0.012 and +0.002 nats.
     assert float(result["evidence"]["lower"]) == pytest.approx(norm(0, np.sqrt(3)).logpdf(0.3),
                                                                abs=0.05)
+
+
+def test_the_transitions_per_temperature_follow_the_paths_length_unless_given():
+    from pymc_bdmc.pipeline.settings import validate
+
+    def settings(tps, tuning=None):
+        return validate(100, 32, "adaptive", None, tps, 0.9, 0.5, None, 0.95, tuning=tuning)
+
+    default = settings(None)
+    # 5 steps per squared length: a path of length 14 needs 980 steps, of 14.2 over 1000.
+    assert [default.transitions_on(length) for length in (0.5, 14.0, 14.2, np.nan)] == [1, 1, 2, 2]
+    assert settings(3).transitions_on(0.5) == 3
+    assert settings(None, pmb.Tuning(short_path_transitions=4)).transitions_on(0.5) == 4
+    for bad in (0, 1.5):
+        with pytest.raises(BDMCInputError, match="short_path_transitions"):
+            pmb.Tuning(short_path_transitions=bad)

@@ -69,8 +69,10 @@ COMMON_DOC = """
         random walks or centred ``MvNormal`` latents also make *scale moves* between the HMC
         transitions: moves of a scale parameter that carry its children along, so chains leave
         a funnel's neck (``annealing.attrs["scale_moves"]``).
-    transitions_per_step : int, default 2
-        HMC transitions at each temperature.
+    transitions_per_step : int, optional
+        HMC transitions at each temperature. By default 1 on a path the pilot measures short
+        enough for fewer than ``Tuning.first_n_steps`` steps
+        (``Tuning.short_path_transitions``), else 2 (``annealing.attrs`` records it).
     target_accept : float, default 0.9
         Acceptance rate the pilot run tunes the step sizes for.
     step_size_jitter : float, default 0.5
@@ -161,7 +163,7 @@ def sample_ais(
     model: pm.Model | None = None,
     schedule: ScheduleName | Sequence[float] | np.ndarray = "adaptive",
     n_leapfrog: int | None = None,
-    transitions_per_step: int = 2,
+    transitions_per_step: int | None = None,
     target_accept: float = 0.9,
     step_size_jitter: float = 0.5,
     pilot_chains: int | None = None,
@@ -542,9 +544,11 @@ sample_bdmc.__doc__ = sample_bdmc.__doc__ % (_replace_entries(COMMON_DOC, {
         Independent annealing chains (AIS, default 32) or SMC populations (default 4) per
         direction, evaluated together in one batched call.
 """,
-    """    transitions_per_step : int, default 2
-        HMC transitions at each temperature.
+    """    transitions_per_step : int, optional
+        HMC transitions at each temperature. By default 1 on a path the pilot measures short
+        enough for fewer than ``Tuning.first_n_steps`` steps
+        (``Tuning.short_path_transitions``), else 2 (``annealing.attrs`` records it).
 """: """    transitions_per_step : int, optional
-        HMC transitions at each temperature (default 2 for AIS, 5 for SMC).
+        HMC transitions at each temperature (for AIS as in :func:`sample_ais`; 5 for SMC).
 """,
 }), PARALLEL_NOTES)

@@ -294,11 +294,12 @@ def resolve_defaults(method: str, n_steps, chains, transitions_per_step, schedul
     """``sample_bdmc``'s defaults, which differ between AIS and SMC.
 
     ``n_steps="auto"`` is the method's default, or the length of a schedule array;
-    ``chains=None`` and ``transitions_per_step=None`` take the method's default. An explicit
-    ``n_steps=None`` is kept (valid only with a schedule array).
+    ``chains=None`` and ``transitions_per_step=None`` take the method's default (for AIS,
+    None: the pilot's path decides, :meth:`~pymc_bdmc.pipeline.settings.Settings.transitions_on`).
+    An explicit ``n_steps=None`` is kept (valid only with a schedule array).
     """
     defaults = ((SMC_N_STEPS, SMC_CHAINS, SMC_TRANSITIONS_PER_STEP) if method == "smc"
-                else (1000, 32, 2))
+                else (1000, 32, None))
     if isinstance(n_steps, str) and n_steps == "auto":
         n_steps = defaults[0] if isinstance(schedule, str) else None
     return (n_steps, defaults[1] if chains is None else chains,

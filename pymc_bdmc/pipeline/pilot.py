@@ -150,8 +150,11 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             plan, pilot, n_movable = _from_the_prior(
                 runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn, moves,
                 s, fit_base, keep_fitted)
+    plan = dataclasses.replace(
+        plan, transitions_per_step=s.transitions_on(pilot.thermodynamic_length))
     logger.debug("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
-                "frozen.", pilot.n_particles, pilot.n_steps, pilot.n_resampled, pilot.log_z)
+                "frozen, %d HMC transitions per temperature.", pilot.n_particles, pilot.n_steps,
+                pilot.n_resampled, pilot.log_z, plan.transitions_per_step)
     factors = [f for f in pilot.mass_factor if f is not None]
     if factors and factors[0].ndim == 1:
         logger.debug("Metrics diagonal in the fitted base's principal coordinates at %d of %d "
@@ -307,7 +310,7 @@ def refreeze(plan: AnnealingPlan, pilot: PilotResult, s: Settings) -> AnnealingP
     AnnealingPlan
     """
     fresh = freeze_plan(pilot, ADAPTIVE if s.adaptive else s.betas, s.n_steps,
-                        s.step_size_jitter, s.transitions_per_step)
+                        s.step_size_jitter, s.transitions_on(pilot.thermodynamic_length))
     return dataclasses.replace(fresh, base=plan.base, scale_moves=plan.scale_moves)
 
 

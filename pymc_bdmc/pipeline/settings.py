@@ -13,10 +13,15 @@ from pymc_bdmc.model.checks import check_positive_int
 from pymc_bdmc.parallel.executors import resolve_workers
 from pymc_bdmc.schedules import ADAPTIVE, make_schedule
 
-__all__ = ["BASES", "Parallel", "Settings", "parallel_settings", "validate"]
+__all__ = ["BASES", "LONG_PATH_TRANSITIONS", "Parallel", "Settings", "parallel_settings",
+           "validate"]
 
 #: Accepted values of ``base`` (where AIS paths start).
 BASES = ("auto", "prior", "fitted")
+
+#: HMC transitions per temperature where ``transitions_per_step`` is not given and the path is
+#: not short (:meth:`Settings.transitions_on`).
+LONG_PATH_TRANSITIONS = 2
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,8 @@ class Settings:
     n_leapfrog : int or None
         None: the pilot chooses the trajectory length.
     transitions_per_step : int
+        HMC transitions per temperature; where not given (``transitions_given`` False), on
+        paths longer than :meth:`transitions_on` calls short.
     reverse_spread : int
         HMC transitions at ``beta = 1`` that spread reverse chains out from the exact sample
         (they keep each chain's start an exact posterior draw and decorrelate the reverse
@@ -57,6 +64,8 @@ class Settings:
         (:func:`pymc_bdmc.pipeline.path_choice.equilibrate`); None: all its rounds. Only the
         ``n_steps="auto"`` search sets it (from ``max_time``): its results depend on timing
         anyway, where a fixed length's stay the same on every machine.
+    transitions_given : bool
+        Whether the user fixed ``transitions_per_step``.
     refit_length_limit : float or None
         A fitted path whose pilot measures it longer than this ends the refits
         (:func:`pymc_bdmc.pipeline.path_choice.choose_path`): set only where a longer path already
@@ -81,7 +90,21 @@ class Settings:
     schedule_name: str | None = None
     equilibration_seconds: float | None = None
     refit_length_limit: float | None = None
+    transitions_given: bool = True
     tuning: Tuning = DEFAULT_TUNING
+
+    def transitions_on(self, path_length: float) -> int:
+        """HMC transitions per temperature on a path of thermodynamic length ``path_length``.
+
+        ``tuning.short_path_transitions`` where the user gave none and the path needs fewer
+        than ``tuning.first_n_steps`` steps at ``tuning.steps_per_squared_length``; else
+        ``transitions_per_step``.
+        """
+        if self.transitions_given or not np.isfinite(path_length):
+            return self.transitions_per_step
+        needs = self.tuning.steps_per_squared_length * path_length**2
+        return (int(self.tuning.short_path_transitions) if needs < self.tuning.first_n_steps
+                else self.transitions_per_step)
 
     def with_chains(self, chains: int) -> Settings:
         """Return the same settings with ``chains`` chains per direction (the pilot unchanged)."""
@@ -140,7 +163,10 @@ def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target
     betas = make_schedule(schedule, n_steps)
     if n_leapfrog is not None:  # None: the pilot chooses the trajectory length
         n_leapfrog = check_positive_int(n_leapfrog, "n_leapfrog")
-    transitions_per_step = check_positive_int(transitions_per_step, "transitions_per_step")
+    transitions_given = transitions_per_step is not None
+    transitions_per_step = check_positive_int(
+        LONG_PATH_TRANSITIONS if transitions_per_step is None else transitions_per_step,
+        "transitions_per_step")
     if not 0 < target_accept < 1:
         raise BDMCInputError(f"`target_accept` must be in (0, 1), got {target_accept}.")
     if not 0 <= step_size_jitter < 1:
@@ -160,7 +186,7 @@ def validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step, target
                     isinstance(schedule, str) and schedule == ADAPTIVE,
                     pilot_chains_given=given_pilot_chains is not None, base=base,
                     schedule_name=schedule if isinstance(schedule, str) else None,
-                    tuning=tuning)
+                    transitions_given=transitions_given, tuning=tuning)
 
 
 @dataclass(frozen=True)
