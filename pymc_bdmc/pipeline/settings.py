@@ -64,12 +64,12 @@ class Settings:
         (:func:`pymc_bdmc.pipeline.path_choice.equilibrate`); None: all its rounds. Only the
         ``n_steps="auto"`` search sets it (from ``max_time``): its results depend on timing
         anyway, where a fixed length's stay the same on every machine.
-    transitions_given : bool
-        Whether the user fixed ``transitions_per_step``.
     refit_length_limit : float or None
         A fitted path whose pilot measures it longer than this ends the refits
         (:func:`pymc_bdmc.pipeline.path_choice.choose_path`): set only where a longer path already
         decides what happens next (the driver then pilots the model's other form).
+    transitions_given : bool
+        Whether the user fixed ``transitions_per_step``.
     tuning : Tuning
         The automatic choices' settings (:class:`~pymc_bdmc.config.Tuning`).
     """
