@@ -128,12 +128,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         ``(AnnealingPlan, PilotResult)``.
     """
     def runner(settings: Settings):
-        pilot_run = _pilot_runner(settings, rng, schedule, discrete, pinned, moves)
-
-        def run(x, parts, report, path_parts=parts_fn, until_dense=False, max_length=None):
-            return pilot_run(x, parts, report, path_parts, until_dense, max_length)
-
-        return run
+        return _pilot_runner(settings, rng, schedule, discrete, pinned, moves, parts_fn)
 
     run = runner(s)
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
@@ -167,13 +162,17 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     return plan, pilot
 
 
-def _pilot_runner(s: Settings, rng, schedule, discrete=None, pinned=None, moves=None):
-    """``(x, parts, report, path_parts, until_dense, max_length) -> (plan, pilot)``: one pilot."""
+def _pilot_runner(s: Settings, rng, schedule, discrete=None, pinned=None, moves=None,
+                  parts_fn=None):
+    """``(x, parts, report, path_parts, until_dense, max_length) -> (plan, pilot)``: one pilot.
 
-    def run(x, parts, report, path_parts, until_dense=False, max_length=None):
+    ``path_parts`` defaults to ``parts_fn`` (the model's own path).
+    """
+
+    def run(x, parts, report, path_parts=None, until_dense=False, max_length=None):
         return tune_plan(
-            rng, x, parts, path_parts, schedule=schedule, n_steps=s.n_steps,
-            n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
+            rng, x, parts, parts_fn if path_parts is None else path_parts, schedule=schedule,
+            n_steps=s.n_steps, n_leapfrog=s.n_leapfrog, target_accept=s.target_accept,
             jitter=s.step_size_jitter, transitions_per_step=s.transitions_per_step,
             on_step=report, discrete=discrete, pinned=pinned, moves=moves, tuning=s.tuning,
             until_dense=until_dense, max_length=max_length,
