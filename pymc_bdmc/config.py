@@ -96,13 +96,14 @@ class Tuning:
         ... and otherwise taken when its thermodynamic length is at most this fraction of the
         prior path's.
     laplace_min_observations : int, default 10000
-        With ``base="auto"``, models with at least this many observed values first pilot the
-        path from the posterior's Laplace fit (where it has a mode) ...
+        With ``base="auto"`` or ``"fitted"``, models with at least this many observed values
+        first pilot the path from the posterior's Laplace fit (where it has a mode) ...
     laplace_path_length : float, default 1.0
         ... and take it, without piloting the prior's path (which many observations make
-        long) and without refits, where its thermodynamic length is at most this (so does
-        ``base="fitted"`` at any size). On small models and the latent GP the Laplace path
-        saved nothing or cost steps, hence the size threshold.
+        long) and without refits, where its thermodynamic length is at most this. On small
+        models and the latent GP the Laplace path saved nothing or cost steps, and a mode's
+        Gaussian covers one of several modes (a mirror-symmetric posterior: half its mass),
+        hence the size threshold.
     reverse_spread : int, default 10
         Transitions at ``beta = 1`` that spread reverse chains out from the exact sample.
     auto_parallel_seconds : float, default 10.0

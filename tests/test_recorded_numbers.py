@@ -9,7 +9,8 @@ cases whose algorithm changed on purpose since were re-recorded alone (``ais_aut
 lower-bound search began measuring its first length at half of it; the eight cases that anneal
 from a fitted Gaussian when the equilibration before each fit began stopping where the
 population had settled; the ten default-kernel AIS and BDMC cases when short paths began
-making one HMC transition per temperature, not two).
+making one HMC transition per temperature, not two; ``calibrate`` when a fitted path on few
+data stopped starting from a Laplace fit).
 Compared to 1e-12 relative (``tests/recorded_runs.py`` says why not bit for bit).
 """
 

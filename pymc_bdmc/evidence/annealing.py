@@ -140,10 +140,10 @@ COMMON_DOC = """
         Where BDMC certified this model earlier in the process from a fitted Gaussian,
         ``sample_ais`` anneals from one too (the path the certificate is about). The bounds
         stay exact: ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
-        prior. ``"fitted"``: from the best fitted Gaussian wherever the pilot fits one; where
-        the posterior has a mode and the path from its Gaussian (Laplace) is at most
-        ``Tuning.laplace_path_length`` long, from that one without piloting the prior's path;
-        ``"auto"`` does the same from ``Tuning.laplace_min_observations`` observed values.
+        prior. ``"fitted"``: from the best fitted Gaussian wherever the pilot fits one. Both,
+        from ``Tuning.laplace_min_observations`` observed values, start from the posterior's
+        Laplace fit where it has a mode and its path is at most
+        ``Tuning.laplace_path_length`` long, without piloting the prior's path.
         AIS on the vectorized kernels of continuous models with an adaptive schedule only.
 """
 

@@ -146,7 +146,7 @@ class VectorizedAIS:
                                                             streams["pilot_init"]),
                            fit_base=s.base != "prior" and gibbs is None and s.adaptive,
                            keep_fitted=s.base == "fitted",
-                           laplace_first=s.base == "auto" and observed_values(density)
+                           laplace_first=s.base != "prior" and observed_values(density)
                            >= s.tuning.laplace_min_observations,
                            moves=scale_moves_for(density))
         if job.search is not None:

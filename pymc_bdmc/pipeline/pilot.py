@@ -116,8 +116,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         plan (:mod:`pymc_bdmc.kernels.scale_moves`).
     keep_fitted : bool, default False
         With ``fit_base``: keep the best fitted path whenever one was piloted, without
-        weighing it against the prior's (``base="fitted"``); it starts from a Laplace fit
-        where the posterior has a mode.
+        weighing it against the prior's (``base="fitted"``).
     laplace_first : bool, default False
         With ``fit_base``: pilot the path from a Laplace fit first, and keep it without the
         prior's where it is at most ``tuning.laplace_path_length`` long.
@@ -134,7 +133,7 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     # One BLAS thread, as in the measured runs (parallel/annealing.py says why).
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
         tuned = None
-        if fit_base and (keep_fitted or laplace_first):
+        if fit_base and laplace_first:
             # From a Laplace fit where the posterior has a mode and its path is short.
             tuned = _from_laplace(x_pilot, parts_fn, rng,
                                   lambda x, p, f, **kw: run(x, p, report, f, **kw), s)
