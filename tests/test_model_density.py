@@ -138,6 +138,29 @@ def test_a_chain_never_sees_the_other_chains_of_its_batch():
             np.testing.assert_array_equal(getattr(parts, field)[1:], getattr(clean, field)[1:])
 
 
+def test_checks_nested_in_a_checks_value_become_per_chain_switches_too():
+    # A mixture checks its weights around a value that holds its components' scale check; a
+    # check left in the graph would be rewritten after vectorizing into one condition over the
+    # whole batch (the coupling the test above pins).
+    from pymc.logprob.utils import CheckParameterValue
+    from pytensor.graph.traversal import applys_between, graph_inputs
+
+    from pymc_bdmc.model.density import checks_to_switches
+
+    with pm.Model() as model:
+        w = pm.Dirichlet("w", np.ones(2))
+        mu = pm.Normal("mu", 0.0, 5.0, shape=2)
+        s = pm.HalfNormal("s", 2.0)
+        pm.NormalMixture("y", w=w, mu=mu, sigma=s, observed=[-2.0, 0.5, 3.0])
+
+    def checks(outputs):
+        return [node for node in applys_between(graph_inputs(outputs), outputs)
+                if isinstance(node.op, CheckParameterValue)]
+
+    assert len(checks([model.observedlogp])) == 2
+    assert checks(checks_to_switches([model.observedlogp])) == []
+
+
 def _coupling_compile(shift):
     """A compile function whose vectorized function adds ``shift(batch)`` to every output."""
     from pymc.pytensorf import compile as compile_pytensor

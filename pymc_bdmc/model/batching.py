@@ -97,18 +97,22 @@ def checks_to_switches(outputs: list) -> list:
     batch, so one chain with an invalid parameter (e.g. a scale that underflowed to 0 in a
     divergent proposal) sets *every* chain's density to ``-inf``. Chains would then reject
     each other's moves, which couples them and breaks the validity of every weight. Done on
-    the per-chain graph before vectorizing, each chain keeps its own condition.
+    the per-chain graph before vectorizing, each chain keeps its own condition. Checks nested
+    in a check's value (a mixture's weights around its components' scales) are replaced in
+    later rounds: a replacement keeps its value's graph as it was.
     """
-    replacements = {}
-    for node in applys_between(graph_inputs(outputs), outputs):
-        if isinstance(node.op, CheckParameterValue) and node.op.can_be_replaced_by_ninf:
-            value, *conditions = node.inputs
-            condition = pt.all(pt.stack([pt.all(c) for c in conditions]))
-            switched = pt.switch(condition, value, -np.inf)
-            replacements[node.outputs[0]] = pt.cast(switched, node.outputs[0].dtype)
-    if not replacements:
-        return list(outputs)
-    return list(graph_replace(list(outputs), replacements, strict=False))
+    outputs = list(outputs)
+    while True:
+        replacements = {}
+        for node in applys_between(graph_inputs(outputs), outputs):
+            if isinstance(node.op, CheckParameterValue) and node.op.can_be_replaced_by_ninf:
+                value, *conditions = node.inputs
+                condition = pt.all(pt.stack([pt.all(c) for c in conditions]))
+                switched = pt.switch(condition, value, -np.inf)
+                replacements[node.outputs[0]] = pt.cast(switched, node.outputs[0].dtype)
+        if not replacements:
+            return outputs
+        outputs = list(graph_replace(outputs, replacements, strict=False))
 
 
 def poison_rows(point: np.ndarray, movable: np.ndarray | None = None) -> np.ndarray:
