@@ -59,6 +59,22 @@ def observed_values(density) -> int:
     return int(sum(np.size(value) for value in density.observed_data().values()))
 
 
+def laplace_start(density, s: Settings) -> bool:
+    """Whether a fitted path may start from the posterior's Laplace fit, skipping the prior's.
+
+    From ``tuning.laplace_min_observations`` observed values (fewer make the prior's path cheap),
+    and not where the densities sort values: a Gaussian at one of the posterior's copies (one
+    per order of the sorted draws) would miss the others' mass, ``log k!`` nats for ``k`` draws.
+    """
+    if s.base == "prior" or observed_values(density) < s.tuning.laplace_min_observations:
+        return False
+    if density.sorts_values:
+        logger.debug("No Laplace start: the model sorts values, so its posterior has a mode "
+                     "for every order of them.")
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Tuned:
     """The frozen plan, the pilot that froze it (None for a given plan), the Gibbs kernel."""
@@ -146,8 +162,7 @@ class VectorizedAIS:
                                                             streams["pilot_init"]),
                            fit_base=s.base != "prior" and gibbs is None and s.adaptive,
                            keep_fitted=s.base == "fitted",
-                           laplace_first=s.base != "prior" and observed_values(density)
-                           >= s.tuning.laplace_min_observations,
+                           laplace_first=laplace_start(density, s),
                            moves=scale_moves_for(density))
         if job.search is not None:
             memo.tuned = Tuned(plan, pilot, None)

@@ -31,6 +31,8 @@ from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace
+from pytensor.graph.traversal import applys_between, graph_inputs
+from pytensor.tensor.sort import ArgSortOp, SortOp
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model layer's interface)
@@ -145,6 +147,11 @@ class ModelDensity:
             point=initial_point, outputs=[log_prior, log_lik], inputs=self.value_vars
         )
         prior_x, lik_x = self._replace_data([prior_x, lik_x])
+        #: Whether the densities sort values (sorted draws as ordered cutpoints or means): the
+        #: posterior then has a copy in every order of the draws, and a Gaussian at one mode
+        #: covers one copy (:mod:`pymc_bdmc.pipeline.pilot` then fits none there).
+        self.sorts_values = any(isinstance(node.op, (SortOp, ArgSortOp)) for node in
+                                applys_between(graph_inputs([prior_x, lik_x]), [prior_x, lik_x]))
         self.gradients = bool(gradients)
         outputs = [prior_x, lik_x]
         if self.gradients:
