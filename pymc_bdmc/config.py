@@ -98,7 +98,8 @@ class Tuning:
     laplace_min_observations : int, default 10000
         With ``base="auto"`` or ``"fitted"``, models with at least this many observed values
         first pilot the path from the posterior's Laplace fit (where it has a mode, and the
-        model sorts no values: sorted draws make a copy of each mode per order) ...
+        model neither sorts values nor mixes components of one family: either makes a copy of
+        each mode per order) ...
     laplace_path_length : float, default 1.0
         ... and take it, without piloting the prior's path (which many observations make
         long) and without refits, where its thermodynamic length is at most this. On small

@@ -1,5 +1,6 @@
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 
 from pymc_bdmc import known_evidence
@@ -159,6 +160,26 @@ def test_checks_nested_in_a_checks_value_become_per_chain_switches_too():
 
     assert len(checks([model.observedlogp])) == 2
     assert checks(checks_to_switches([model.observedlogp])) == []
+
+
+@pytest.mark.parametrize(("build", "mirrored"), [
+    # Components of one family: their labels can swap, a copy of each mode per order.
+    (lambda w: pm.NormalMixture("y", w=w, mu=pm.Normal("mu", 0, 5, shape=2), sigma=1.0,
+                                observed=[0.1, 2.0]), True),
+    (lambda w: pm.Mixture("y", w=w, comp_dists=[pm.Normal.dist(pm.Normal("m", 0, 1), 1.0),
+                                                pm.Normal.dist(0.0, 1.0)],
+                          observed=[0.1, 2.0]), True),
+    # A zero-inflated count: a point mass and a Poisson, no labels to swap.
+    (lambda w: pm.ZeroInflatedPoisson("y", psi=w[0], mu=2.0, observed=[0, 3]), False),
+    # Sorted draws: a copy per order of the raw draws.
+    (lambda w: pm.Normal("y", pt.sort(pm.Normal("c", 0, 1, shape=2))[0] + w[0], 1.0,
+                         observed=[0.1, 2.0]), True),
+    (lambda w: pm.Normal("y", w[0], 1.0, observed=[0.1, 2.0]), False),
+])
+def test_models_whose_posterior_may_repeat_its_modes_are_told_apart(build, mirrored):
+    with pm.Model() as model:
+        build(pm.Dirichlet("w", np.ones(2)))
+    assert ModelDensity(model, gradients=False).mirrored_modes is mirrored
 
 
 def _coupling_compile(shift):

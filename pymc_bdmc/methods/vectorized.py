@@ -63,14 +63,15 @@ def laplace_start(density, s: Settings) -> bool:
     """Whether a fitted path may start from the posterior's Laplace fit, skipping the prior's.
 
     From ``tuning.laplace_min_observations`` observed values (fewer make the prior's path cheap),
-    and not where the densities sort values: a Gaussian at one of the posterior's copies (one
-    per order of the sorted draws) would miss the others' mass, ``log k!`` nats for ``k`` draws.
+    and not where the posterior may repeat its modes (sorted draws, a mixture of one family:
+    ``ModelDensity.mirrored_modes``): a Gaussian at one copy would miss the others' mass,
+    ``log k!`` nats for ``k`` draws or components.
     """
     if s.base == "prior" or observed_values(density) < s.tuning.laplace_min_observations:
         return False
-    if density.sorts_values:
-        logger.debug("No Laplace start: the model sorts values, so its posterior has a mode "
-                     "for every order of them.")
+    if density.mirrored_modes:
+        logger.debug("No Laplace start: the model sorts values or mixes components of one "
+                     "family, so its posterior may have a mode for every order of them.")
         return False
     return True
 

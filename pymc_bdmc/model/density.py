@@ -27,6 +27,7 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import rewrite_pregrad
+from pymc.distributions.mixture import MixtureRV
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
@@ -70,6 +71,17 @@ def observed_data_value(value) -> np.ndarray | None:
     if isinstance(value, SharedVariable):
         return np.asarray(value.get_value())
     return None
+
+
+def mixes_one_family(model: pm.Model) -> bool:
+    """Whether a mixture of ``model`` has components of one family (their labels can swap)."""
+    for rv in [*model.free_RVs, *model.observed_RVs]:
+        if isinstance(rv.owner.op, MixtureRV):
+            families = {type(c.owner.op) if c.owner is not None else None
+                        for c in rv.owner.inputs[2:]}
+            if len(families) == 1:
+                return True
+    return False
 
 
 class ModelDensity:
@@ -147,11 +159,13 @@ class ModelDensity:
             point=initial_point, outputs=[log_prior, log_lik], inputs=self.value_vars
         )
         prior_x, lik_x = self._replace_data([prior_x, lik_x])
-        #: Whether the densities sort values (sorted draws as ordered cutpoints or means): the
-        #: posterior then has a copy in every order of the draws, and a Gaussian at one mode
-        #: covers one copy (:mod:`pymc_bdmc.pipeline.pilot` then fits none there).
-        self.sorts_values = any(isinstance(node.op, (SortOp, ArgSortOp)) for node in
-                                applys_between(graph_inputs([prior_x, lik_x]), [prior_x, lik_x]))
+        #: Whether the posterior may repeat its modes: the densities sort values (sorted draws
+        #: as ordered cutpoints or means: a copy per order of the draws), or a mixture's
+        #: components are of one family (a copy per order of their labels). A Gaussian at one
+        #: mode covers one copy (:mod:`pymc_bdmc.pipeline.pilot` then fits none there).
+        self.mirrored_modes = mixes_one_family(model) or any(
+            isinstance(node.op, (SortOp, ArgSortOp))
+            for node in applys_between(graph_inputs([prior_x, lik_x]), [prior_x, lik_x]))
         self.gradients = bool(gradients)
         outputs = [prior_x, lik_x]
         if self.gradients:
