@@ -25,9 +25,9 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+from pymc.distributions.mixture import MixtureRV
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import rewrite_pregrad
-from pymc.distributions.mixture import MixtureRV
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
@@ -59,7 +59,8 @@ from pymc_bdmc.model.compile_record import (
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 from pymc_bdmc.model.location_scale import LocationScaleStructure, find_location_scale
 
-__all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts"]
+__all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts",
+           "may_mirror_modes", "mixes_one_family"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,19 @@ def observed_data_value(value) -> np.ndarray | None:
     if isinstance(value, SharedVariable):
         return np.asarray(value.get_value())
     return None
+
+
+def may_mirror_modes(model: pm.Model, densities: list) -> bool:
+    """Whether the posterior may have a copy of each mode per order of some of its values.
+
+    So where the ``densities`` sort values (sorted draws as ordered cutpoints or means: a copy
+    per order of the draws), or a mixture's components are of one family (a copy per order of
+    their labels). A Gaussian at one mode covers one copy (:mod:`pymc_bdmc.pipeline.pilot`
+    then fits none there).
+    """
+    return mixes_one_family(model) or any(
+        isinstance(node.op, (SortOp, ArgSortOp))
+        for node in applys_between(graph_inputs(densities), densities))
 
 
 def mixes_one_family(model: pm.Model) -> bool:
@@ -159,13 +173,8 @@ class ModelDensity:
             point=initial_point, outputs=[log_prior, log_lik], inputs=self.value_vars
         )
         prior_x, lik_x = self._replace_data([prior_x, lik_x])
-        #: Whether the posterior may repeat its modes: the densities sort values (sorted draws
-        #: as ordered cutpoints or means: a copy per order of the draws), or a mixture's
-        #: components are of one family (a copy per order of their labels). A Gaussian at one
-        #: mode covers one copy (:mod:`pymc_bdmc.pipeline.pilot` then fits none there).
-        self.mirrored_modes = mixes_one_family(model) or any(
-            isinstance(node.op, (SortOp, ArgSortOp))
-            for node in applys_between(graph_inputs([prior_x, lik_x]), [prior_x, lik_x]))
+        #: Whether the posterior may repeat its modes (:func:`may_mirror_modes`).
+        self.mirrored_modes = may_mirror_modes(model, [prior_x, lik_x])
         self.gradients = bool(gradients)
         outputs = [prior_x, lik_x]
         if self.gradients:
