@@ -140,10 +140,11 @@ COMMON_DOC = """
         Where BDMC certified this model earlier in the process from a fitted Gaussian,
         ``sample_ais`` anneals from one too (the path the certificate is about). The bounds
         stay exact: ``q0`` is normalised and sampled exactly. ``"prior"``: always from the
-        prior. ``"fitted"``: from the best fitted Gaussian wherever the pilot fits one. Both,
-        from ``Tuning.laplace_min_observations`` observed values, start from the posterior's
-        Laplace fit where it has a mode and its path is at most
-        ``Tuning.laplace_path_length`` long, without piloting the prior's path.
+        prior. ``"fitted"``: from the best fitted Gaussian wherever the pilot fits one.
+        ``"auto"`` and ``"fitted"``, from ``Tuning.laplace_min_observations`` observed values,
+        start from the posterior's Laplace fit where it has a mode and its path is at most
+        ``Tuning.laplace_path_length`` long, without piloting the prior's path (not where the
+        posterior may repeat its modes: sorted draws, a mixture of one family).
         AIS on the vectorized kernels of continuous models with an adaptive schedule only.
 """
 

@@ -77,10 +77,10 @@ def observed_data_value(value) -> np.ndarray | None:
 def may_mirror_modes(model: pm.Model, densities: list) -> bool:
     """Whether the posterior may have a copy of each mode per order of some of its values.
 
-    So where the ``densities`` sort values (sorted draws as ordered cutpoints or means: a copy
-    per order of the draws), or a mixture's components are of one family (a copy per order of
-    their labels). A Gaussian at one mode covers one copy (:mod:`pymc_bdmc.pipeline.pilot`
-    then fits none there).
+    True where the ``densities`` sort values (sorted draws as ordered cutpoints or means: a
+    copy per order of the draws), or where a mixture's components are of one family (a copy
+    per order of their labels). A Gaussian at one mode covers one copy, so no path starts from
+    a Laplace fit there (:func:`pymc_bdmc.methods.vectorized.laplace_start`).
     """
     return mixes_one_family(model) or any(
         isinstance(node.op, (SortOp, ArgSortOp))
