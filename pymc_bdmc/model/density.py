@@ -91,6 +91,7 @@ def mixes_one_family(model: pm.Model) -> bool:
     """Whether a mixture of ``model`` has components of one family (their labels can swap)."""
     for rv in [*model.free_RVs, *model.observed_RVs]:
         if isinstance(rv.owner.op, MixtureRV):
+            # A MixtureRV's inputs: its generator, the weights, then the components.
             families = {type(c.owner.op) if c.owner is not None else None
                         for c in rv.owner.inputs[2:]}
             if len(families) == 1:
