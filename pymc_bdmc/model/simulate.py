@@ -30,16 +30,38 @@ from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import reseed_rngs
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace
-from pytensor.graph.traversal import graph_inputs
+from pytensor.graph.traversal import graph_inputs, io_toposort
 from pytensor.tensor.exceptions import NotScalarConstantError
-from pytensor.tensor.random.basic import BetaRV, GammaRV, InvGammaRV
+from pytensor.tensor.random.basic import BetaRV, CategoricalRV, GammaRV, InvGammaRV, MultinomialRV
 
 from pymc_bdmc.errors import BDMCInputError, SimulatedDataOverflow
 from pymc_bdmc.model.checks import DIAGNOSED_POINTS, never_finite_message, never_finite_terms
-from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
+from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout, observed_data_value
 
-__all__ = ["SMALL_SHAPE", "JointDraw", "ModelSimulator", "beta_log_odds", "log_gamma_draws",
+__all__ = ["ELEMENTWISE_IN_PYTHON", "HOT_JOINT_VALUES", "SMALL_SHAPE", "JointDraw",
+           "ModelSimulator", "beta_log_odds", "draws_elementwise_in_python", "log_gamma_draws",
            "unconstrained_draws"]
+
+#: From this many observed values, a joint sampler that draws a categorical or multinomial
+#: variable (a mixture's components, an ordinal outcome) compiles in the default (Numba)
+#: backend: the fast-compiling one draws those one element at a time in Python, and BDMC's
+#: guard draws a hundred data sets. Both backends draw the same values from the same seed.
+HOT_JOINT_VALUES = 10_000
+
+#: Random variables whose fast-compiling implementation loops over their elements in Python.
+ELEMENTWISE_IN_PYTHON = (CategoricalRV, MultinomialRV)
+
+
+def draws_elementwise_in_python(outputs) -> bool:
+    """Whether drawing ``outputs`` runs an :data:`ELEMENTWISE_IN_PYTHON` variable (inner graphs
+    of PyMC's symbolic variables, such as a mixture's, included)."""
+    for node in io_toposort([], list(outputs)):
+        if isinstance(node.op, ELEMENTWISE_IN_PYTHON):
+            return True
+        inner = getattr(node.op, "inner_outputs", None)
+        if inner is not None and draws_elementwise_in_python(inner):
+            return True
+    return False
 
 #: Shape parameters below this (or not constant) are drawn in the transform's space: a Gamma
 #: draw of shape 0.05 is below 1e-308 with probability about 1e-15.
@@ -162,6 +184,8 @@ class ModelSimulator:
         self._observed_names = [rv.name for rv in observed]
         self._n_free = len(free)
         self._compile_kwargs = compile_kwargs
+        data = [observed_data_value(model.rvs_to_values[rv]) for rv in observed]
+        self._n_observed = sum(np.size(d) for d in data if d is not None)
         # Prior draws need only the free variables: a likelihood without a random method
         # (e.g. a CustomDist given only a logp) does not stop AIS on real data. The joint
         # sampler, for BDMC, is compiled on first use.
@@ -175,14 +199,14 @@ class ModelSimulator:
         self._joint = joint
         self._joint_fn = None
 
-    def _compile(self, outputs):
-        # Called a few hundred times at most: a fast-compiling backend costs less overall than
-        # a cold Numba compilation of the random graph.
+    def _compile(self, outputs, hot: bool = False):
+        # Called a few hundred times at most: unless it draws much data (``hot``), a
+        # fast-compiling backend costs less overall than a cold Numba compilation of the graph.
+        kwargs = dict(self._compile_kwargs or {})
+        if not hot:
+            kwargs["mode"] = ONE_SHOT_MODE
         with self.model:
-            fn = compile_pytensor(
-                [], outputs, random_seed=0,
-                **{**(self._compile_kwargs or {}), "mode": ONE_SHOT_MODE},
-            )
+            fn = compile_pytensor([], outputs, random_seed=0, **kwargs)
         rngs = [v for v in fn.get_shared()
                 if isinstance(v.get_value(borrow=True), np.random.Generator)]
         return fn, rngs
@@ -206,7 +230,9 @@ class ModelSimulator:
     def draw_joint(self, rng: np.random.Generator) -> JointDraw:
         """One exact joint draw ``(theta*, y*)`` from the prior predictive."""
         if self._joint_fn is None:
-            self._joint_fn = self._compile(self._joint)
+            hot = (self._n_observed >= HOT_JOINT_VALUES
+                   and draws_elementwise_in_python(self._joint))
+            self._joint_fn = self._compile(self._joint, hot=hot)
         fn, rngs = self._joint_fn
         self._reseed(rngs, rng)
         try:
