@@ -53,8 +53,10 @@ ELEMENTWISE_IN_PYTHON = (CategoricalRV, MultinomialRV)
 
 
 def draws_elementwise_in_python(outputs) -> bool:
-    """Whether drawing ``outputs`` runs an :data:`ELEMENTWISE_IN_PYTHON` variable (inner graphs
-    of PyMC's symbolic variables, such as a mixture's, included)."""
+    """Whether drawing ``outputs`` runs an :data:`ELEMENTWISE_IN_PYTHON` variable.
+
+    Inner graphs of PyMC's symbolic variables (a mixture's) are searched too.
+    """
     for node in io_toposort([], list(outputs)):
         if isinstance(node.op, ELEMENTWISE_IN_PYTHON):
             return True
