@@ -5,7 +5,7 @@ log-Jacobians included, and ``beta`` times each likelihood element). A Gibbs upd
 discrete coordinate needs only the terms that depend on it, and two coordinates that share no
 term are conditionally independent, so they can be drawn at the same time. So:
 
-1. **Dependencies** (once, at build time). Each discrete coordinate is moved to another value of
+1. **Dependencies** (once, at build time). Each discrete coordinate is moved to every other value of
    its support at a few valid states; the elementwise terms that change are the ones it touches.
 2. **Colors.** Coordinates that touch a common term conflict; a greedy coloring of that conflict
    graph groups the coordinates into colors whose members touch disjoint sets of terms (the
@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from pymc_bdmc.model.discrete import DiscreteCoordinates
 
-__all__ = ["ChromaticGibbs", "GibbsColor", "OwnedTerms", "TermsFn"]
+__all__ = ["ChromaticGibbs", "GibbsColor", "OwnedTerms", "TermsFn", "shifted_values"]
 
 #: ``x -> (prior_terms, likelihood_terms)``, batched over chains.
 TermsFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -141,7 +141,7 @@ def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     return ~same
 
 
-def _shifted(values: np.ndarray, lower: np.ndarray, size: np.ndarray, r) -> np.ndarray:
+def shifted_values(values: np.ndarray, lower: np.ndarray, size: np.ndarray, r) -> np.ndarray:
     """Each value moved ``r`` places around its support (cyclically)."""
     offset = values - lower + r
     if np.ndim(r) == 0 and r < size.min():  # one wrap at most: cheaper than a float modulo
@@ -212,21 +212,25 @@ class ChromaticGibbs:
         movable = np.flatnonzero(coordinates.size > 1)
         index, lower, size = (coordinates.index[movable], coordinates.lower[movable],
                               coordinates.size[movable])
-        # touched[j, e]: term e changes when coordinate j moves (at any of the points).
+        # touched[j, e]: term e changes when coordinate j moves to another value of its support
+        # (any value, at any of the points). Every value is tried: a switchpoint's term of year
+        # t changes only where the switchpoint crosses t, which one shift would mostly miss.
+        owner = np.repeat(np.arange(len(movable)), size - 1)
+        shifts = np.concatenate([np.arange(1, m) for m in size]) if len(size) else owner
         touched = sp.csr_matrix((len(movable), n_terms), dtype=np.int64)
         for b, point in enumerate(points):
-            blocks = []
-            for start in range(0, len(movable), _PROBE_ROWS):
-                part = slice(start, min(start + _PROBE_ROWS, len(movable)))
-                rows = np.repeat(point[None, :], part.stop - part.start, axis=0)
-                # A different shift at each point, so wide supports are probed more than once.
-                shift = 1 + b % np.maximum(size[part] - 1, 1)
-                rows[np.arange(len(rows)), index[part]] = _shifted(point[index[part]],
-                                                                   lower[part], size[part], shift)
+            for start in range(0, len(owner), _PROBE_ROWS):
+                rows_of = owner[start:start + _PROBE_ROWS]
+                rows = np.repeat(point[None, :], len(rows_of), axis=0)
+                rows[np.arange(len(rows)), index[rows_of]] = shifted_values(
+                    point[index[rows_of]], lower[rows_of], size[rows_of],
+                    shifts[start:start + _PROBE_ROWS])
                 moved = np.concatenate(terms_fn(rows), axis=1)
-                blocks.append(sp.csr_matrix(_changed(moved, base[b][None, :]), dtype=np.int64))
-            if blocks:
-                touched = touched + sp.vstack(blocks, format="csr")
+                changed = sp.csr_matrix(_changed(moved, base[b][None, :]), dtype=np.int64)
+                by_owner = sp.csr_matrix((np.ones(len(rows_of), dtype=np.int64),
+                                          (rows_of, np.arange(len(rows_of)))),
+                                         shape=(len(movable), len(rows_of)))
+                touched = touched + by_owner @ changed
         touched.data[:] = 1
         colors = _greedy_coloring(sp.csr_matrix(touched @ touched.T))
         built = []
@@ -296,7 +300,7 @@ class ChromaticGibbs:
         candidates = np.repeat(x[None], m, axis=0)
         current = x[:, color.coords]
         for r in range(1, m):
-            candidates[r][:, color.coords] = _shifted(current, color.lower, color.size, r)
+            candidates[r][:, color.coords] = shifted_values(current, color.lower, color.size, r)
         prior, lik = terms_fn(candidates.reshape(m * n_chains, -1))
         with np.errstate(invalid="ignore"):
             logits = (color.prior_terms.sums(prior)
@@ -344,7 +348,7 @@ class ChromaticGibbs:
                 continue
             current = x[:, color.coords]
             logits = self.conditional_logits(color, x, beta, terms_fn)
-            x[:, color.coords] = _shifted(current, color.lower, color.size,
+            x[:, color.coords] = shifted_values(current, color.lower, color.size,
                                           _draw_shift(logits, uniforms))
         return x, np.any(x != start, axis=1)
 

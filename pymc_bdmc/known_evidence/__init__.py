@@ -20,6 +20,7 @@ from pymc_bdmc.known_evidence.closed_form import (
     gamma_poisson,
     linear_regression,
     normal_inverse_gamma_regression,
+    switchpoint_poisson,
 )
 from pymc_bdmc.known_evidence.quadrature import (
     autoregression,
@@ -50,4 +51,5 @@ __all__ = [
     "normal_inverse_gamma_regression",
     "quadrature",
     "random_intercepts",
+    "switchpoint_poisson",
 ]

@@ -414,3 +414,49 @@ def binary_attribute(n_obs: int = 8, effect_sd: float = 2.0, noise_sd: float = 0
         return float(logsumexp(terms))
 
     return AnalyticModel(model, log_evidence, {"y": y})
+
+
+def switchpoint_poisson(n_obs: int = 30, rate: float = 1.0, seed: int = 0) -> AnalyticModel:
+    """Build counts whose Poisson rate changes at an unknown time; evidence by enumeration.
+
+    The coal-mining disasters model of PyMC's documentation: ``s ~ DiscreteUniform(0, N - 1)``,
+    ``early, late ~ Exponential(rate)``, ``y_t ~ Poisson(early if t <= s else late)``. For each
+    ``s``, each rate integrates against its counts to ``Gamma(S + 1) / (n + rate)^(S + 1)``
+    (``S`` the counts' sum, ``n`` their number), so ``log p(y)`` is a sum over ``N`` values.
+    The switchpoint touches every count's term, each only where it crosses that count's time.
+
+    Parameters
+    ----------
+    n_obs : int, default 30
+        ``N``, the number of counts (and of values of the switchpoint).
+    rate : float, default 1.0
+        Rate of the exponential priors on the two Poisson rates.
+    seed : int, default 0
+        Seeds the data, which are drawn from the model itself.
+
+    Returns
+    -------
+    AnalyticModel
+        Without a tempered-posterior sampler; the model has the discrete free variable
+        ``switchpoint``.
+    """
+    rng = np.random.default_rng(seed)
+    times = np.arange(n_obs)
+    early, late = rng.exponential(1.0 / rate, 2)
+    y = rng.poisson(np.where(times <= rng.integers(n_obs), early, late))
+    with pm.Model() as model:
+        switchpoint = pm.DiscreteUniform("switchpoint", lower=0, upper=n_obs - 1)
+        early_rate = pm.Exponential("early_rate", rate)
+        late_rate = pm.Exponential("late_rate", rate)
+        pm.Poisson("y", pm.math.switch(switchpoint >= times, early_rate, late_rate), observed=y)
+
+    def log_evidence(observed):
+        yy = np.asarray(observed["y"])
+        before = np.cumsum(yy)  # counts up to and including each time
+        total, count = before[-1], np.arange(1, n_obs + 1)
+        terms = []
+        for summed, n in ((before, count), (total - before, n_obs - count)):
+            terms.append(np.log(rate) + gammaln(summed + 1) - (summed + 1) * np.log(n + rate))
+        return float(logsumexp(terms[0] + terms[1]) - np.log(n_obs) - gammaln(yy + 1).sum())
+
+    return AnalyticModel(model, log_evidence, {"y": y})

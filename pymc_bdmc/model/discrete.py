@@ -25,7 +25,7 @@ from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
 __all__ = ["MAX_SUPPORT", "DiscreteCoordinates", "UnsupportedDiscrete", "discrete_coordinates"]
 
 #: Widest support enumerated: each value costs one batched model evaluation per color.
-MAX_SUPPORT = 64
+MAX_SUPPORT = 128
 
 
 class UnsupportedDiscrete(ValueError):
