@@ -42,6 +42,13 @@ from geometry import SUITE
 import pymc_bdmc as pmb
 from pymc_bdmc import known_evidence
 
+#: British coal-mining disasters per year, 1851-1962 (PyMC's switchpoint example).
+COAL_DISASTERS = np.array([
+    4, 5, 4, 1, 0, 4, 3, 4, 0, 6, 3, 3, 4, 0, 2, 6, 3, 3, 5, 4, 5, 3, 1, 4, 4, 1, 5, 5, 3, 4, 2,
+    5, 2, 2, 3, 4, 2, 1, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0, 1, 0, 1, 1, 0, 0, 3, 1, 0, 3, 2, 2, 0, 1,
+    1, 1, 0, 1, 0, 1, 0, 0, 0, 2, 1, 0, 0, 0, 1, 1, 0, 2, 3, 3, 1, 1, 2, 1, 1, 1, 1, 2, 4, 2, 0,
+    0, 0, 1, 4, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 1])
+
 CLOSED_FORM = {
     "regression, 5 coefficients, N=50": lambda: known_evidence.linear_regression(50, 5, seed=1),
     "Normal-Inverse-Gamma regression": lambda: known_evidence.normal_inverse_gamma_regression(
@@ -49,6 +56,8 @@ CLOSED_FORM = {
     "Gamma-Poisson": lambda: known_evidence.gamma_poisson(seed=4),
     "regression, 20 coefficients, N=500": lambda: known_evidence.linear_regression(
         500, 20, seed=2),
+    "switchpoint, coal-mining disasters": lambda: known_evidence.switchpoint_poisson(
+        counts=COAL_DISASTERS),
 }
 
 

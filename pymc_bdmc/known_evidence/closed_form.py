@@ -416,7 +416,8 @@ def binary_attribute(n_obs: int = 8, effect_sd: float = 2.0, noise_sd: float = 0
     return AnalyticModel(model, log_evidence, {"y": y})
 
 
-def switchpoint_poisson(n_obs: int = 30, rate: float = 1.0, seed: int = 0) -> AnalyticModel:
+def switchpoint_poisson(n_obs: int = 30, rate: float = 1.0, seed: int = 0,
+                        counts: np.ndarray | None = None) -> AnalyticModel:
     """Build counts whose Poisson rate changes at an unknown time; evidence by enumeration.
 
     The coal-mining disasters model of PyMC's documentation: ``s ~ DiscreteUniform(0, N - 1)``,
@@ -432,7 +433,10 @@ def switchpoint_poisson(n_obs: int = 30, rate: float = 1.0, seed: int = 0) -> An
     rate : float, default 1.0
         Rate of the exponential priors on the two Poisson rates.
     seed : int, default 0
-        Seeds the data, which are drawn from the model itself.
+        Seeds the data, which are drawn from the model itself ...
+    counts : array of int, optional
+        ... unless given (then ``n_obs`` is their number), e.g. the British coal-mining
+        disasters per year, 1851-1962, of PyMC's example.
 
     Returns
     -------
@@ -441,9 +445,11 @@ def switchpoint_poisson(n_obs: int = 30, rate: float = 1.0, seed: int = 0) -> An
         ``switchpoint``.
     """
     rng = np.random.default_rng(seed)
+    n_obs = n_obs if counts is None else len(counts)
     times = np.arange(n_obs)
     early, late = rng.exponential(1.0 / rate, 2)
-    y = rng.poisson(np.where(times <= rng.integers(n_obs), early, late))
+    y = (rng.poisson(np.where(times <= rng.integers(n_obs), early, late)) if counts is None
+         else np.asarray(counts, dtype=np.int64))
     with pm.Model() as model:
         switchpoint = pm.DiscreteUniform("switchpoint", lower=0, upper=n_obs - 1)
         early_rate = pm.Exponential("early_rate", rate)
