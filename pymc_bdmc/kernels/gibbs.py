@@ -188,7 +188,7 @@ class ChromaticGibbs:
 
     @classmethod
     def build(cls, coordinates: DiscreteCoordinates, terms_fn: TermsFn,
-              points: np.ndarray) -> ChromaticGibbs:
+              points: np.ndarray, touch_all=()) -> ChromaticGibbs:
         """Find which terms each coordinate touches at ``points`` and color the coordinates.
 
         Parameters
@@ -200,6 +200,10 @@ class ChromaticGibbs:
         points : ndarray, shape (n_points, n_dim)
             Valid states with continuous parameters in general position (prior draws); two or
             three are enough.
+        touch_all : sequence of int, optional
+            Flat indices of coordinates taken to touch every term, whatever the probes show:
+            their conditionals come from the whole density (exact; each gets a color of its
+            own), for coordinates whose terms depend on other discrete values.
 
         Returns
         -------
@@ -231,6 +235,12 @@ class ChromaticGibbs:
                                           (rows_of, np.arange(len(rows_of)))),
                                          shape=(len(movable), len(rows_of)))
                 touched = touched + by_owner @ changed
+        everywhere = np.flatnonzero(np.isin(index, np.asarray(touch_all, dtype=np.int64)))
+        if everywhere.size:
+            touched = touched + sp.csr_matrix(
+                (np.ones(everywhere.size * n_terms, dtype=np.int64),
+                 (np.repeat(everywhere, n_terms), np.tile(np.arange(n_terms), everywhere.size))),
+                shape=touched.shape)
         touched.data[:] = 1
         colors = _greedy_coloring(sp.csr_matrix(touched @ touched.T))
         built = []

@@ -14,7 +14,7 @@ from pymc_bdmc.kernels.pymc_steps import has_discrete_free_variables
 from pymc_bdmc.model.density import FlatLayout, ModelDensity
 from pymc_bdmc.model.discrete import UnsupportedDiscrete, discrete_coordinates
 
-__all__ = ["check_conditionals", "check_plan_pins", "gibbs_kernel", "vectorized_discrete"]
+__all__ = ["check_plan_pins", "differing_conditionals", "gibbs_kernel", "vectorized_discrete"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -73,15 +73,33 @@ def gibbs_kernel(density: ModelDensity, x_prior: np.ndarray) -> ChromaticGibbs |
             "PyMC step methods for them with `step=`."
         )
     gibbs = ChromaticGibbs.build(coordinates, density.terms, probe)
-    check_conditionals(gibbs, density, x_prior[2:8] if len(x_prior) > 2 else probe)
+    checks = x_prior[2:8] if len(x_prior) > 2 else probe
+    differing = differing_conditionals(gibbs, density, checks)
+    if differing.size:
+        # A term a coordinate moves only at values of another discrete variable that neither
+        # probe held (two nested switchpoints): its conditional then comes from every term,
+        # which is exact (terms it does not move cancel), in a color of its own.
+        labels = density.layout.coordinate_labels()
+        logger.debug("Gibbs conditionals of %s from every term: their terms depend on other "
+                     "discrete values.", [labels[i] for i in differing])
+        gibbs = ChromaticGibbs.build(coordinates, density.terms, probe, touch_all=differing)
+        differing = differing_conditionals(gibbs, density, checks)
+    if differing.size:
+        name = density.layout.coordinate_labels()[int(differing[0])]
+        raise BDMCInputError(
+            f"The vectorized Gibbs kernel's conditional of the discrete variable {name!r} "
+            "differs from the model's: its update would sample another distribution. Pass "
+            "PyMC step methods for the discrete variables with `step=` (e.g. "
+            "`step=pm.Metropolis([...])`), and please report the model.")
     logger.debug("Discrete variables %s: %d coordinates in %d colors (%d batched evaluations "
                 "per Gibbs sweep).", list(coordinates.names), gibbs.n_coordinates,
                 len(gibbs.colors), gibbs.evaluations_per_sweep)
     return gibbs
 
 
-def check_conditionals(gibbs: ChromaticGibbs, density: ModelDensity, x: np.ndarray) -> None:
-    """Refuse a Gibbs kernel whose conditionals are not the model's at the states ``x``.
+def differing_conditionals(gibbs: ChromaticGibbs, density: ModelDensity,
+                           x: np.ndarray) -> np.ndarray:
+    """Return the coordinates whose Gibbs conditionals are not the model's at the states ``x``.
 
     Each color's conditional log-densities, summed from the terms its coordinates touch, must
     differ between values as the model's own prior and tempered densities do, one coordinate
@@ -94,12 +112,19 @@ def check_conditionals(gibbs: ChromaticGibbs, density: ModelDensity, x: np.ndarr
     density : ModelDensity
     x : numpy.ndarray
         Valid states (prior draws other than those the kernel was built on).
+
+    Returns
+    -------
+    numpy.ndarray
+        Flat indices of the coordinates whose conditionals differ (empty where none do).
     """
     x = np.atleast_2d(np.asarray(x, dtype=float))
+    differing = []
     for color in gibbs.colors:
-        from_terms = [gibbs.conditional_logits(color, x, beta, density.terms)
-                      for beta in (0.0, 1.0)]  # (m, chains, c) each
-        model = np.full((2, *from_terms[0].shape), -np.inf)
+        # Prior (beta 0) and tempered (beta 1) conditionals: shape (2, m, chains, c).
+        from_terms = np.stack([gibbs.conditional_logits(color, x, beta, density.terms)
+                               for beta in (0.0, 1.0)])
+        model = np.full(from_terms.shape, -np.inf)
         for r in range(color.max_size):
             rows = np.repeat(x[None], len(color.coords), axis=0)  # (c, chains, n_dim)
             for j, coord in enumerate(color.coords):
@@ -111,19 +136,12 @@ def check_conditionals(gibbs: ChromaticGibbs, density: ModelDensity, x: np.ndarr
             model[1, r] = prior + parts.log_likelihood.reshape(len(color.coords), len(x)).T
         beyond = np.arange(color.max_size)[:, None, None] >= color.size  # past a support
         model = np.where(beyond[None], -np.inf, model)
-        for kind, terms, full in zip(("prior", "tempered"), from_terms, model, strict=True):
-            with np.errstate(invalid="ignore"):
-                a, b = terms - terms[0], full - full[0]
-            same = np.where(np.isfinite(a) | np.isfinite(b),
-                            np.isclose(a, b, rtol=1e-6, atol=1e-6), True)
-            if not np.all(same):
-                j = int(np.flatnonzero(~same.all(axis=(0, 1)))[0])
-                name = density.layout.coordinate_labels()[int(color.coords[j])]
-                raise BDMCInputError(
-                    f"The vectorized Gibbs kernel's {kind} conditional of the discrete variable "
-                    f"{name!r} differs from the model's: its update would sample another "
-                    "distribution. Pass PyMC step methods for the discrete variables with "
-                    "`step=` (e.g. `step=pm.Metropolis([...])`), and please report the model.")
+        with np.errstate(invalid="ignore"):
+            a, b = from_terms - from_terms[:, :1], model - model[:, :1]
+        same = np.where(np.isfinite(a) | np.isfinite(b), np.isclose(a, b, rtol=1e-6, atol=1e-6),
+                        True)
+        differing.extend(color.coords[~same.all(axis=(0, 1, 2))])
+    return np.sort(np.asarray(differing, dtype=np.int64))
 
 
 def check_plan_pins(plan: AnnealingPlan, gibbs: ChromaticGibbs) -> None:
