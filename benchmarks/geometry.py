@@ -394,7 +394,7 @@ COAL_DISASTERS = np.array([
 
 
 def switchpoint() -> pm.Model:
-    """PyMC's coal-mining switchpoint: a ``DiscreteUniform`` over 111 years (step methods)."""
+    """PyMC's coal-mining switchpoint: a ``DiscreteUniform`` over 111 years (Gibbs + HMC)."""
     years = np.arange(1851, 1851 + len(COAL_DISASTERS))
     with pm.Model() as model:
         point = pm.DiscreteUniform("switchpoint", lower=years.min(), upper=years.max())

@@ -37,17 +37,10 @@ import pymc as pm
 import xarray as xr
 from _common import quiet, smc_log_ml
 from gallery import GALLERY
-from geometry import SUITE
+from geometry import COAL_DISASTERS, SUITE
 
 import pymc_bdmc as pmb
 from pymc_bdmc import known_evidence
-
-#: British coal-mining disasters per year, 1851-1962 (PyMC's switchpoint example).
-COAL_DISASTERS = np.array([
-    4, 5, 4, 1, 0, 4, 3, 4, 0, 6, 3, 3, 4, 0, 2, 6, 3, 3, 5, 4, 5, 3, 1, 4, 4, 1, 5, 5, 3, 4, 2,
-    5, 2, 2, 3, 4, 2, 1, 3, 2, 2, 1, 1, 1, 1, 3, 0, 0, 1, 0, 1, 1, 0, 0, 3, 1, 0, 3, 2, 2, 0, 1,
-    1, 1, 0, 1, 0, 1, 0, 0, 0, 2, 1, 0, 0, 0, 1, 1, 0, 2, 3, 3, 1, 1, 2, 1, 1, 1, 1, 2, 4, 2, 0,
-    0, 0, 1, 4, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 1])
 
 CLOSED_FORM = {
     "regression, 5 coefficients, N=50": lambda: known_evidence.linear_regression(50, 5, seed=1),
