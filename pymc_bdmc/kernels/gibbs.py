@@ -5,8 +5,9 @@ log-Jacobians included, and ``beta`` times each likelihood element). A Gibbs upd
 discrete coordinate needs only the terms that depend on it, and two coordinates that share no
 term are conditionally independent, so they can be drawn at the same time. So:
 
-1. **Dependencies** (once, at build time). Each discrete coordinate is moved to every other value of
-   its support at a few valid states; the elementwise terms that change are the ones it touches.
+1. **Dependencies** (once, at build time). Each discrete coordinate is moved to every other
+   value of its support at a few valid states; the elementwise terms that change are the ones it
+   touches.
 2. **Colors.** Coordinates that touch a common term conflict; a greedy coloring of that conflict
    graph groups the coordinates into colors whose members touch disjoint sets of terms (the
    binary-attributes matrix ``Z`` of ``Y = Z A + noise`` gets one color per attribute column:
@@ -23,10 +24,12 @@ coordinates, so it is reversible with respect to the tempered density; a sweep v
 in a fixed order and its reversal visits them in the opposite order (``reverse=True``). Nothing
 is tuned: the kernel is a fixed function of ``beta``.
 
-A dependency that changes no term at any of the test states would be missed; the test states
-are prior draws (continuous parameters in general position). The sampler checks, before
-building the kernel, that the terms add up to the model's own densities there
-(``pymc_bdmc.pipeline.discrete.gibbs_kernel``).
+A dependency that changes no term at any of the test states would be missed (a term moved only
+at values of another discrete variable that no test state holds); the test states are prior
+draws (continuous parameters in general position). The sampler checks, before building the
+kernel, that the terms add up to the model's own densities there, and after, that each color's
+conditionals are the model's at other prior draws; a coordinate whose conditional is not is
+given every term (``pymc_bdmc.pipeline.discrete.gibbs_kernel``).
 """
 
 from __future__ import annotations
@@ -359,7 +362,7 @@ class ChromaticGibbs:
             current = x[:, color.coords]
             logits = self.conditional_logits(color, x, beta, terms_fn)
             x[:, color.coords] = shifted_values(current, color.lower, color.size,
-                                          _draw_shift(logits, uniforms))
+                                                _draw_shift(logits, uniforms))
         return x, np.any(x != start, axis=1)
 
 
