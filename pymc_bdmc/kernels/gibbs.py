@@ -311,9 +311,8 @@ class ChromaticGibbs:
         # Every chain at every value of the color's coordinates, in one batched call:
         # rows r * n_chains + k hold chain k with each coordinate shifted r places.
         candidates = np.repeat(x[None], m, axis=0)
-        current = x[:, color.coords]
-        for r in range(1, m):
-            candidates[r][:, color.coords] = shifted_values(current, color.lower, color.size, r)
+        candidates[1:, :, color.coords] = shifted_values(
+            x[None, :, color.coords], color.lower, color.size, np.arange(1, m)[:, None, None])
         prior, lik = terms_fn(candidates.reshape(m * n_chains, -1))
         with np.errstate(invalid="ignore"):
             logits = (color.prior_terms.sums(prior)
