@@ -352,12 +352,12 @@ def test_a_graph_python_mode_cannot_run_keeps_its_vectorized_form():
     np.testing.assert_allclose(total, points @ weights, rtol=1e-12)
 
 
-def test_a_joint_sampler_drawing_many_categorical_values_compiles_hot_and_draws_the_same(
-        monkeypatch):
-    # The fast-compiling backend draws a categorical variable one element at a time in Python
-    # (0.07 s per 12,000-value mixture data set, a hundred of which BDMC's guard draws); from
-    # HOT_JOINT_VALUES observed values such a sampler compiles in the default backend, which
-    # must draw the same data from the same seed.
+def test_a_joint_sampler_that_loops_in_python_compiles_hot_and_draws_the_same(monkeypatch):
+    # The fast-compiling backend draws a categorical variable one element at a time, and runs a
+    # Scan (pm.AR's simulation) one step at a time, in Python: 0.07 s per 12,000-value mixture
+    # data set, 0.01 s per 200-step AR, a hundred of which BDMC's guard draws. From
+    # PYTHON_LOOPS' numbers of observed values such a sampler compiles in the default backend,
+    # which must draw the same data from the same seed.
     import pymc_bdmc.model.simulate as simulate
 
     with pm.Model() as model:
@@ -366,16 +366,19 @@ def test_a_joint_sampler_drawing_many_categorical_values_compiles_hot_and_draws_
         pm.NormalMixture("y", w=w, mu=mu, sigma=1.0, observed=np.zeros(60))
         pm.OrderedLogistic("grade", eta=mu[0], cutpoints=np.array([-1.0, 1.0]),
                            observed=np.zeros(60, dtype=int))
+        pm.AR("series", rho=[pm.Normal("rho", 0, 0.3)], sigma=1.0,
+              init_dist=pm.Normal.dist(0, 1), observed=np.zeros(30))
     with pm.Model() as gaussian:
         pm.Normal("y", pm.Normal("m"), 1.0, observed=np.zeros(60))
-    assert simulate.draws_elementwise_in_python(
-        [model["y"]]) and simulate.draws_elementwise_in_python([model["grade"]])
-    assert not simulate.draws_elementwise_in_python(gaussian.observed_RVs)
+    thresholds = simulate.PYTHON_LOOPS
+    assert simulate.hot_from([model["y"]]) == thresholds[simulate.CategoricalRV]
+    assert simulate.hot_from([model["series"]]) == thresholds[simulate.Scan]
+    assert simulate.hot_from(gaussian.observed_RVs) == np.inf
 
     layout = ModelDensity(model, gradients=False).layout
     draws = {}
     for threshold in (10**9, 100):
-        monkeypatch.setattr(simulate, "HOT_JOINT_VALUES", threshold)
+        monkeypatch.setattr(simulate, "PYTHON_LOOPS", dict.fromkeys(thresholds, threshold))
         simulator = ModelSimulator(model, layout)
         draws[threshold] = simulator.draw_joint(np.random.default_rng(3))
         linker = type(simulator._joint_fn[0].maker.linker).__name__
@@ -383,5 +386,7 @@ def test_a_joint_sampler_drawing_many_categorical_values_compiles_hot_and_draws_
     slow, hot = draws[10**9], draws[100]
     np.testing.assert_allclose(hot.x, slow.x, rtol=1e-12)
     np.testing.assert_array_equal(hot.observed["grade"], slow.observed["grade"])
-    np.testing.assert_allclose(hot.observed["y"], slow.observed["y"], rtol=1e-12, atol=1e-12)
+    for name in ("y", "series"):
+        np.testing.assert_allclose(hot.observed[name], slow.observed[name], rtol=1e-12,
+                                   atol=1e-12)
     assert len(np.unique(slow.observed["grade"])) > 1

@@ -31,6 +31,7 @@ from pymc.pytensorf import reseed_rngs
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import graph_inputs, io_toposort
+from pytensor.scan.op import Scan
 from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.basic import BetaRV, CategoricalRV, GammaRV, InvGammaRV, MultinomialRV
 
@@ -38,32 +39,34 @@ from pymc_bdmc.errors import BDMCInputError, SimulatedDataOverflow
 from pymc_bdmc.model.checks import DIAGNOSED_POINTS, never_finite_message, never_finite_terms
 from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout, observed_data_value
 
-__all__ = ["ELEMENTWISE_IN_PYTHON", "HOT_JOINT_VALUES", "SMALL_SHAPE", "JointDraw",
-           "ModelSimulator", "beta_log_odds", "draws_elementwise_in_python", "log_gamma_draws",
-           "unconstrained_draws"]
+__all__ = ["PYTHON_LOOPS", "SMALL_SHAPE", "JointDraw", "ModelSimulator", "beta_log_odds",
+           "hot_from", "log_gamma_draws", "unconstrained_draws"]
 
-#: From this many observed values, a joint sampler that draws a categorical or multinomial
-#: variable (a mixture's components, an ordinal outcome) compiles in the default (Numba)
-#: backend: the fast-compiling one draws those one element at a time in Python, and BDMC's
-#: guard draws a hundred data sets. Both backends draw the same values from the same seed.
-HOT_JOINT_VALUES = 10_000
-
-#: Random variables whose fast-compiling implementation loops over their elements in Python.
-ELEMENTWISE_IN_PYTHON = (CategoricalRV, MultinomialRV)
+#: Operations whose fast-compiling implementation loops in Python, and from how many observed
+#: values a joint sampler holding one compiles in the default (Numba) backend instead. There a
+#: categorical draw (a mixture's components, an ordinal outcome) costs about 3 us per element,
+#: a ``Scan`` step (``pm.AR``'s simulation) about 50 us, for each of the 101 data sets BDMC's
+#: guard draws; Numba's compilation costs about a second once its cache holds the operations.
+#: Both backends draw the same values from the same seed.
+PYTHON_LOOPS = {CategoricalRV: 10_000, MultinomialRV: 10_000, Scan: 200}
 
 
-def draws_elementwise_in_python(outputs) -> bool:
-    """Whether drawing ``outputs`` runs an :data:`ELEMENTWISE_IN_PYTHON` variable.
+def hot_from(outputs) -> float:
+    """The fewest observed values from which drawing ``outputs`` compiles in Numba.
 
-    Inner graphs of PyMC's symbolic variables (a mixture's) are searched too.
+    The smallest :data:`PYTHON_LOOPS` threshold of an operation in the graph (inner graphs of
+    PyMC's symbolic variables, such as a mixture's, included); infinite where there is none.
     """
+    fewest = np.inf
     for node in io_toposort([], list(outputs)):
-        if isinstance(node.op, ELEMENTWISE_IN_PYTHON):
-            return True
+        for op_type, threshold in PYTHON_LOOPS.items():
+            if isinstance(node.op, op_type):
+                fewest = min(fewest, threshold)
         inner = getattr(node.op, "inner_outputs", None)
-        if inner is not None and draws_elementwise_in_python(inner):
-            return True
-    return False
+        if inner is not None:
+            fewest = min(fewest, hot_from(inner))
+    return fewest
+
 
 #: Shape parameters below this (or not constant) are drawn in the transform's space: a Gamma
 #: draw of shape 0.05 is below 1e-308 with probability about 1e-15.
@@ -232,9 +235,8 @@ class ModelSimulator:
     def draw_joint(self, rng: np.random.Generator) -> JointDraw:
         """One exact joint draw ``(theta*, y*)`` from the prior predictive."""
         if self._joint_fn is None:
-            hot = (self._n_observed >= HOT_JOINT_VALUES
-                   and draws_elementwise_in_python(self._joint))
-            self._joint_fn = self._compile(self._joint, hot=hot)
+            self._joint_fn = self._compile(self._joint,
+                                           hot=self._n_observed >= hot_from(self._joint))
         fn, rngs = self._joint_fn
         self._reseed(rngs, rng)
         try:
