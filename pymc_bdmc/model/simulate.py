@@ -52,7 +52,7 @@ PYTHON_LOOPS = {CategoricalRV: 10_000, MultinomialRV: 10_000, Scan: 200}
 
 
 def hot_from(outputs) -> float:
-    """The fewest observed values from which drawing ``outputs`` compiles in Numba.
+    """Return the fewest observed values from which drawing ``outputs`` compiles in Numba.
 
     The smallest :data:`PYTHON_LOOPS` threshold of an operation in the graph (inner graphs of
     PyMC's symbolic variables, such as a mixture's, included); infinite where there is none.
