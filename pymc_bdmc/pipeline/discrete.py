@@ -125,15 +125,16 @@ def differing_conditionals(gibbs: ChromaticGibbs, density: ModelDensity,
         from_terms = np.stack([gibbs.conditional_logits(color, x, beta, density.terms)
                                for beta in (0.0, 1.0)])
         model = np.full(from_terms.shape, -np.inf)
+        c = len(color.coords)
+        current = x[:, color.coords].T  # (c, chains)
         for r in range(color.max_size):
-            rows = np.repeat(x[None], len(color.coords), axis=0)  # (c, chains, n_dim)
-            for j, coord in enumerate(color.coords):
-                rows[j, :, coord] = shifted_values(rows[j, :, coord], color.lower[j],
-                                                   color.size[j], r)
+            rows = np.repeat(x[None], c, axis=0)  # (c, chains, n_dim): coordinate j moved in j
+            rows[np.arange(c), :, color.coords] = shifted_values(
+                current, color.lower[:, None], color.size[:, None], r)
             parts = density.parts(rows.reshape(-1, x.shape[1]))
-            prior = parts.log_prior.reshape(len(color.coords), len(x)).T
+            prior = parts.log_prior.reshape(c, len(x)).T
             model[0, r] = prior
-            model[1, r] = prior + parts.log_likelihood.reshape(len(color.coords), len(x)).T
+            model[1, r] = prior + parts.log_likelihood.reshape(c, len(x)).T
         beyond = np.arange(color.max_size)[:, None, None] >= color.size  # past a support
         model = np.where(beyond[None], -np.inf, model)
         with np.errstate(invalid="ignore"):
