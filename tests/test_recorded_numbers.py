@@ -11,7 +11,11 @@ from a fitted Gaussian when the equilibration before each fit began stopping whe
 population had settled; the ten default-kernel AIS and BDMC cases when short paths began
 making one HMC transition per temperature, not two; ``calibrate`` when a fitted path on few
 data stopped starting from a Laplace fit).
-Compared to 1e-12 relative (``tests/recorded_runs.py`` says why not bit for bit).
+Compared to 1e-9, relative and absolute (``tests/recorded_runs.py`` says why not bit for bit:
+the search's runs of thousands of leapfrog steps amplify PyTensor's round-off between processes
+to 4e-10 on a log weight, and the gaps are differences of bounds, seen to move by 3e-12 from run
+to run on a machine where 1e-12 relative had passed for weeks). Any change of an algorithm, of
+its draws or of their order moves the numbers by many orders of magnitude more.
 """
 
 import json
@@ -27,14 +31,15 @@ def numbers():
 
 
 RECORDED = json.loads(RECORD.read_text())
+TOLERANCE = 1e-9
 
 
 @pytest.mark.parametrize("case", sorted(RECORDED))
 def test_numbers_are_identical_to_the_record(numbers, case):
     assert sorted(numbers[case]) == sorted(RECORDED[case])
     for key, recorded in RECORDED[case].items():
-        np.testing.assert_allclose(_flat(numbers[case][key]), _flat(recorded), rtol=1e-12,
-                                   atol=0, err_msg=f"{case}: {key}")
+        np.testing.assert_allclose(_flat(numbers[case][key]), _flat(recorded), rtol=TOLERANCE,
+                                   atol=TOLERANCE, err_msg=f"{case}: {key}")
 
 
 def _flat(value) -> np.ndarray:
