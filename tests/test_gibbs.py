@@ -463,3 +463,59 @@ def test_plan_is_reused_on_a_discrete_model(attributes_3):
     # Layout: A (2 x 3) then Z (5 x 2). The plan pins Z: HMC never moves a discrete coordinate.
     assert np.all(plan.inv_mass[1:, 6:] == 0) and np.all(plan.inv_mass[1:, :6] > 0)
     np.testing.assert_allclose(again["evidence"].lower, first["evidence"].lower, rtol=1e-10)
+
+
+# -- where a step's sweep goes -----------------------------------------------------------------
+def _pinned_plan(gibbs, n_dim, transitions_per_step, n_leapfrog=3, n_steps=6):
+    inv_mass = np.ones((n_steps + 1, n_dim))
+    inv_mass[:, gibbs.pinned] = 0.0
+    return pmb.AnnealingPlan(betas=np.linspace(0.0, 1.0, n_steps + 1),
+                             step_size=np.full(n_steps + 1, 0.05), inv_mass=inv_mass,
+                             n_leapfrog=n_leapfrog, jitter=0.0,
+                             transitions_per_step=transitions_per_step)
+
+
+@pytest.mark.parametrize("transitions_per_step, n_leapfrog, between", [
+    (1, 3, True),     # a 12-value sweep costs more than a 3-step transition: HMC, sweep, HMC
+    (1, 12, False),   # it costs less than a 12-step one: sweep, HMC, reversed sweep
+    (2, 12, True),    # an even number of transitions surrounds it at no extra cost
+])
+def test_a_one_color_sweep_goes_between_transitions_where_that_is_cheaper(
+        transitions_per_step, n_leapfrog, between, gibbs_of, monkeypatch):
+    from pymc_bdmc.algorithms.ais import ais_forward
+    from pymc_bdmc.kernels import plan as plan_module
+    from pymc_bdmc.pipeline.execution import count_sweeps, count_transitions
+
+    density, _, gibbs, points = gibbs_of(_switchpoint)
+    assert gibbs.reversible and gibbs.states_per_sweep == 12
+    plan = _pinned_plan(gibbs, points.shape[1], transitions_per_step, n_leapfrog)
+    assert plan.sweep_between_transitions(gibbs) == between
+    transitions = []
+    hmc_step = plan_module.hmc_step
+    monkeypatch.setattr(plan_module, "hmc_step",
+                        lambda *a, **k: transitions.append(1) or hmc_step(*a, **k))
+    terms_before = density.n_term_evaluations
+    x = points[:4]
+    ais_forward(np.random.default_rng(0), x, density.parts(x), plan.betas,
+                plan.transition(density.parts, discrete=gibbs.bound_to(density.terms)))
+    # The counts the sampler reports (and chooses workers on) are the calls made; ais_forward
+    # makes n_steps - 1 transitions, the counts are per n_steps.
+    n_transitions = count_transitions(plan, 1, 0, gibbs)
+    per_step = n_transitions // plan.n_steps
+    assert per_step == transitions_per_step + (between and transitions_per_step % 2)
+    assert len(transitions) == per_step * (plan.n_steps - 1)
+    sweeps = density.n_term_evaluations - terms_before  # one terms call per color and sweep
+    assert sweeps == count_sweeps(gibbs, n_transitions, plan) // plan.n_steps * (plan.n_steps - 1)
+    assert sweeps == (1 if between else 2) * (plan.n_steps - 1)
+
+
+def test_a_sweep_of_several_colors_stays_around_the_transitions(gibbs_of):
+    # Its reversal visits the colors in the other order: alone in the middle it would not be
+    # reversible, so the step stays `sweep, HMC, reversed sweep`.
+    density, _, gibbs, points = gibbs_of(_attributes)
+    assert len(gibbs.colors) > 1 and not gibbs.reversible
+    for transitions_per_step in (1, 2):
+        plan = _pinned_plan(gibbs, points.shape[1], transitions_per_step)
+        assert not plan.sweep_between_transitions(gibbs)
+        assert plan.sweeps_per_step(gibbs) == 2
+        assert plan.hmc_transitions_per_step(gibbs) == transitions_per_step

@@ -42,7 +42,7 @@ import scipy.sparse as sp
 
 from pymc_bdmc.model.discrete import DiscreteCoordinates
 
-__all__ = ["ChromaticGibbs", "GibbsColor", "OwnedTerms", "TermsFn", "shifted_values"]
+__all__ = ["BoundSweep", "ChromaticGibbs", "GibbsColor", "OwnedTerms", "TermsFn", "shifted_values"]
 
 #: ``x -> (prior_terms, likelihood_terms)``, batched over chains.
 TermsFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -277,6 +277,19 @@ class ChromaticGibbs:
         return max((color.max_size for color in self.colors), default=1)
 
     @property
+    def states_per_sweep(self) -> int:
+        """States per chain at which a sweep evaluates the terms (each color's widest support)."""
+        return sum(color.max_size for color in self.colors)
+
+    @property
+    def reversible(self) -> bool:
+        """Whether one sweep is reversible by itself: one color, an exact block update.
+
+        A sweep over several colors is not (its reversal visits them in the other order).
+        """
+        return len(self.colors) == 1
+
+    @property
     def fusable(self) -> bool:
         """Whether the compiled color update suits these colors.
 
@@ -288,18 +301,14 @@ class ChromaticGibbs:
             max(color.prior_terms.padding, color.likelihood_terms.padding) <= _MAX_PADDING
             for color in self.colors)
 
-    def bound_to(self, terms_fn: TermsFn, update: ColorUpdate | None = None):
+    def bound_to(self, terms_fn: TermsFn, update: ColorUpdate | None = None) -> BoundSweep:
         """Bind the sweep to ``terms_fn``, as ``(rng, x, beta, reverse) -> x_new``.
 
-        The form :meth:`pymc_bdmc.kernels.tuning.AnnealingPlan.transition` takes. ``update``
+        The form :meth:`pymc_bdmc.kernels.plan.AnnealingPlan.transition` takes. ``update``
         is a compiled color update (:meth:`~pymc_bdmc.model.density.ModelDensity.fused_gibbs`)
         to run instead of the NumPy one.
         """
-
-        def sweep(rng, x, beta, reverse):
-            return self.sweep(rng, x, beta, terms_fn, reverse, update)[0]
-
-        return sweep
+        return BoundSweep(self, terms_fn, update)
 
     @staticmethod
     def conditional_logits(color: GibbsColor, x: np.ndarray, beta: float,
@@ -367,6 +376,28 @@ class ChromaticGibbs:
             x[:, color.coords] = shifted_values(current, color.lower, color.size,
                                                 _draw_shift(logits, uniforms))
         return x, np.any(x != start, axis=1)
+
+
+@dataclass(frozen=True)
+class BoundSweep:
+    """A sweep bound to a terms function: ``sweep(rng, x, beta, reverse) -> x_new``.
+
+    Attributes
+    ----------
+    gibbs : ChromaticGibbs
+        The kernel (its colors say what a sweep costs and whether it is reversible).
+    terms_fn : callable
+    update : callable, optional
+        A compiled color update (see :meth:`ChromaticGibbs.sweep`).
+    """
+
+    gibbs: ChromaticGibbs
+    terms_fn: TermsFn
+    update: ColorUpdate | None = None
+
+    def __call__(self, rng, x: np.ndarray, beta: float, reverse: bool) -> np.ndarray:
+        """One sweep of every chain of ``x`` at ``beta`` (colors reversed with ``reverse``)."""
+        return self.gibbs.sweep(rng, x, beta, self.terms_fn, reverse, self.update)[0]
 
 
 def _draw_shift(logits: np.ndarray, uniforms: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ import numpy as np
 
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.kernels.base_distribution import GaussianBase
+from pymc_bdmc.kernels.gibbs import BoundSweep, ChromaticGibbs
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, PartsFn, hmc_step
 from pymc_bdmc.model.density import DensityParts
 
@@ -24,11 +25,12 @@ if TYPE_CHECKING:
     from pymc_bdmc.kernels.fused_hmc import FusedHMC
     from pymc_bdmc.kernels.scale_moves import ScaleMoves
 
-__all__ = ["AnnealingPlan", "DiscreteSweep"]
+__all__ = ["GRADIENT_COST", "AnnealingPlan"]
 
-#: A sweep of Gibbs updates of the discrete coordinates: ``(rng, x, beta, reverse) -> x_new``
-#: (e.g. :meth:`pymc_bdmc.kernels.gibbs.ChromaticGibbs.sweep` on a model's terms).
-DiscreteSweep = Callable[[np.random.Generator, np.ndarray, float, bool], np.ndarray]
+#: What one gradient evaluation counts for, in evaluations of the model's elementwise terms at
+#: one state, when deciding where a step's Gibbs sweep goes (on counts, not timings, so that
+#: results do not depend on the machine).
+GRADIENT_COST = 2
 
 
 @dataclass(frozen=True)
@@ -156,21 +158,50 @@ class AnnealingPlan:
         return HMCParams(float(self.step_size[t]), self.inv_mass[t], self.n_leapfrog, self.jitter,
                          factor)
 
+    def sweep_between_transitions(self, gibbs: ChromaticGibbs | None) -> bool:
+        """Whether each step is ``HMC.., sweep, ..HMC`` rather than ``sweep, HMC.., sweep``.
+
+        Only a sweep that is reversible by itself (one color) can stand alone in the middle of
+        a palindrome, and only without scale moves (which take the middle). It then saves a
+        sweep a step; with an odd number of transitions per step it costs one more transition,
+        which it is worth where a sweep evaluates the terms at more states per chain than
+        :data:`GRADIENT_COST` times a transition's leapfrog steps (a switchpoint over a
+        hundred years: one sweep of a hundred states against a few gradients).
+        """
+        if gibbs is None or not gibbs.reversible or self.scale_moves:
+            return False
+        return (self.transitions_per_step % 2 == 0
+                or gibbs.states_per_sweep > GRADIENT_COST * self.n_leapfrog)
+
+    def hmc_transitions_per_step(self, gibbs: ChromaticGibbs | None = None) -> int:
+        """HMC transitions a step makes (one more where an odd number surrounds a sweep)."""
+        n = self.transitions_per_step
+        return n + n % 2 if self.sweep_between_transitions(gibbs) else n
+
+    def sweeps_per_step(self, gibbs: ChromaticGibbs | None) -> int:
+        """Gibbs sweeps a step makes: none without discrete coordinates, else one or two."""
+        if gibbs is None:
+            return 0
+        return 1 if self.sweep_between_transitions(gibbs) else 2
+
     def transition(self, parts_fn: PartsFn, fused: FusedHMC | None = None,
-                   discrete: DiscreteSweep | None = None,
+                   discrete: BoundSweep | None = None,
                    moves: ScaleMoves | None = None) -> Transition:
         """The plan's kernels as a :class:`~pymc_bdmc.kernels.base.Transition`.
 
         With ``fused`` (the compiled transition on the same densities) each HMC transition is
         one compiled call; the kernels and their random draws are the same. With ``discrete``
         (Gibbs sweeps of the discrete coordinates, which the plan's zero inverse masses pin
-        during HMC), each step is the palindrome ``sweep, HMC transitions, reversed sweep``:
-        reversible, so reverse runs apply the same kernel. With ``moves`` (the model's scale
-        moves, used where :attr:`scale_moves` is set), they go in the middle of an even number
-        of HMC transitions, or before and after an odd number (palindromes again). Their
-        proposals scale with the plan's inverse mass. ``parts_fn`` must be the path's
-        (:meth:`path_parts`).
+        during HMC), each step is a palindrome: ``HMC transitions, sweep, HMC transitions``
+        where :meth:`sweep_between_transitions` says so, else ``sweep, HMC transitions,
+        reversed sweep``. Either is reversible, so reverse runs apply the same kernel. With
+        ``moves`` (the model's scale moves, used where :attr:`scale_moves` is set), they go in
+        the middle of an even number of HMC transitions, or before and after an odd number
+        (palindromes again). Their proposals scale with the plan's inverse mass.
+        ``parts_fn`` must be the path's (:meth:`path_parts`).
         """
+        if discrete is not None and self.sweep_between_transitions(discrete.gibbs):
+            return self._sweep_between(parts_fn, fused, discrete)
 
         def apply(rng, x, parts, t):
             beta = float(self.betas[t])
@@ -185,6 +216,21 @@ class AnnealingPlan:
                 x = discrete(rng, x, beta, True)
                 parts = parts_fn(x)
             return x, parts, info
+
+        return apply
+
+    def _sweep_between(self, parts_fn, fused, discrete) -> Transition:
+        n_transitions = self.hmc_transitions_per_step(discrete.gibbs)
+
+        def apply(rng, x, parts, t):
+            beta = float(self.betas[t])
+
+            def middle(x, parts):
+                x = discrete(rng, x, beta, False)
+                return x, parts_fn(x)
+
+            return self._hmc(rng, x, parts, beta, self.kernel(t), parts_fn, fused, middle,
+                             n_transitions)
 
         return apply
 
@@ -233,20 +279,23 @@ class AnnealingPlan:
         x, parts, _ = moves.sweep(rng, x, parts, beta, sd, parts_fn, reverse=True)
         return x, parts, info
 
-    def _hmc(self, rng, x, parts, beta, params, parts_fn, fused=None, middle=None):
+    def _hmc(self, rng, x, parts, beta, params, parts_fn, fused=None, middle=None,
+             n_transitions=None):
+        """``n_transitions`` (the plan's by default) HMC transitions, ``middle`` halfway."""
+        n_transitions = n_transitions or self.transitions_per_step
+
         def step(x, parts):
             if fused is not None:  # the same kernel, compiled (dense or not, either path)
                 return fused.step(rng, x, parts, beta, params, self.base)
             return hmc_step(rng, x, parts, beta, params, parts_fn)
 
         x, parts, info = step(x, parts)
-        for i in range(1, self.transitions_per_step):
-            if middle is not None and i == self.transitions_per_step // 2:
+        for i in range(1, n_transitions):
+            if middle is not None and i == n_transitions // 2:
                 x, parts = middle(x, parts)
             x, parts, more = step(x, parts)
             info = HMCInfo(info.acceptance_rate + more.acceptance_rate,
                            info.accepted | more.accepted, info.divergent | more.divergent)
-        if self.transitions_per_step > 1:
-            info = HMCInfo(info.acceptance_rate / self.transitions_per_step, info.accepted,
-                           info.divergent)
+        if n_transitions > 1:
+            info = HMCInfo(info.acceptance_rate / n_transitions, info.accepted, info.divergent)
         return x, parts, info

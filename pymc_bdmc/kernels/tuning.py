@@ -33,9 +33,10 @@ import numpy as np
 
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.estimators import log_mean_exp
+from pymc_bdmc.kernels.gibbs import BoundSweep
 from pymc_bdmc.kernels.hmc import HMCParams, PartsFn
 from pymc_bdmc.kernels.pilot_metrics import MetricChoice
-from pymc_bdmc.kernels.plan import AnnealingPlan, DiscreteSweep
+from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.trajectory_length import (
     LEAPFROG_CANDIDATES,
     best_candidate,
@@ -223,7 +224,7 @@ def run_pilot(
     adapt_per_step: int = 3,
     initial_step_size: float = 0.5,
     on_step: Callable[[float], None] | None = None,
-    discrete: DiscreteSweep | None = None,
+    discrete: BoundSweep | None = None,
     pinned: np.ndarray | None = None,
     dense: bool = True,
     moves: ScaleMoves | None = None,
@@ -432,7 +433,7 @@ def tune_plan(
     jitter: float = 0.2,
     transitions_per_step: int = 1,
     on_step: Callable[[float], None] | None = None,
-    discrete: DiscreteSweep | None = None,
+    discrete: BoundSweep | None = None,
     pinned: np.ndarray | None = None,
     dense: bool = True,
     moves: ScaleMoves | None = None,

@@ -217,7 +217,8 @@ class SMC:
         density, truth, streams, smc, parallel = (problem.density, problem.truth, job.streams,
                                                   self.smc, job.parallel)
         plan, gibbs = tuned.plan, tuned.gibbs
-        n_transitions = count_transitions(plan, 1 if truth is None else 2, s.reverse_spread)
+        n_transitions = count_transitions(plan, 1 if truth is None else 2, s.reverse_spread,
+                                          gibbs)
         auto = parallel.cores is None and parallel.executor is None
         timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
         n_sweeps = count_sweeps(gibbs, n_transitions, plan)

@@ -204,7 +204,7 @@ class VectorizedAIS:
         timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
 
         def how_to_run(plan: AnnealingPlan, announce: bool = True):
-            n_transitions = count_transitions(plan, directions, s.reverse_spread)
+            n_transitions = count_transitions(plan, directions, s.reverse_spread, gibbs)
             n_sweeps = count_sweeps(gibbs, n_transitions, plan)
             fused = use_fused_kernel(parallel.fused_kernel, density, timing, plan,
                                      n_transitions, n_sweeps)

@@ -231,7 +231,8 @@ def metric_seconds(x: np.ndarray, plan: AnnealingPlan, every_step: bool = False)
     return METRIC_PRODUCTS * share * float(np.median(products))
 
 
-def count_transitions(plan: AnnealingPlan, directions: int, spread: int) -> int:
+def count_transitions(plan: AnnealingPlan, directions: int, spread: int,
+                      gibbs: ChromaticGibbs | None = None) -> int:
     """HMC transitions of the measured runs (each chain group runs all of them).
 
     Parameters
@@ -241,30 +242,33 @@ def count_transitions(plan: AnnealingPlan, directions: int, spread: int) -> int:
         1 (forward) or 2 (forward and reverse).
     spread : int
         Transitions at beta = 1 before a reverse run.
+    gibbs : ChromaticGibbs, optional
+        The discrete coordinates' sweep (where it goes can add a transition a step).
 
     Returns
     -------
     int
     """
-    return plan.transitions_per_step * (directions * plan.n_steps + (spread if directions == 2
-                                                                     else 0))
+    return plan.hmc_transitions_per_step(gibbs) * (
+        directions * plan.n_steps + (spread if directions == 2 else 0))
 
 
 def count_sweeps(gibbs: ChromaticGibbs | None, n_transitions: int, plan: AnnealingPlan) -> int:
-    """Gibbs sweeps of the measured runs: two per step (the palindrome around the HMC moves).
+    """Gibbs sweeps of the measured runs: one or two a step (:meth:`~AnnealingPlan.transition`).
 
     Parameters
     ----------
     gibbs : ChromaticGibbs or None
     n_transitions : int
-        From :func:`count_transitions`.
+        From :func:`count_transitions` (with the same ``gibbs``).
     plan : AnnealingPlan
 
     Returns
     -------
     int
     """
-    return 0 if gibbs is None else 2 * n_transitions // plan.transitions_per_step
+    return (plan.sweeps_per_step(gibbs) * n_transitions
+            // plan.hmc_transitions_per_step(gibbs))
 
 
 def predicted_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps: int,
