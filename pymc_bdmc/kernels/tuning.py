@@ -234,9 +234,10 @@ def run_pilot(
 ) -> PilotResult:
     """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
 
-    ``discrete`` sweeps the discrete coordinates before each HMC transition, and ``moves``
-    (the model's scale moves, with proposals scaled by the population's spread) are made
-    there too, so that the population follows a funnel into its neck; ``pinned`` are
+    ``discrete`` sweeps the discrete coordinates before each adaptation transition (not
+    before the probes of other trajectory lengths, which measure HMC alone). ``moves`` (the
+    model's scale moves, with proposals scaled by the population's spread) are made before
+    every transition, so that the population follows a funnel into its neck; ``pinned`` are
     the coordinates HMC must not move (their variance, so their inverse mass, is 0). With
     ``dense``, temperatures where the population is strongly correlated get a dense mass
     matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`), and a path from a full-rank
@@ -303,7 +304,7 @@ def run_pilot(
         # The first candidate adapts as a single fixed length always did; each other one is
         # probed by one transition per temperature.
         for which in [0] * adapt_per_step + list(range(1, len(candidates))):
-            if discrete is not None:
+            if discrete is not None and which == 0:  # the probes measure HMC alone
                 x = discrete(rng, x, beta, False)
                 parts = parts_fn(x)
             if moves is not None:
