@@ -10,7 +10,8 @@ lower-bound search began measuring its first length at half of it; the eight cas
 from a fitted Gaussian when the equilibration before each fit began stopping where the
 population had settled; the ten default-kernel AIS and BDMC cases when short paths began
 making one HMC transition per temperature, not two; ``calibrate`` when a fitted path on few
-data stopped starting from a Laplace fit).
+data stopped starting from a Laplace fit; ``bdmc_gibbs`` when the pilot stopped sweeping the
+discrete coordinates before its probe transitions).
 Compared to 1e-9, relative and absolute (``tests/recorded_runs.py`` says why not bit for bit:
 the search's runs of thousands of leapfrog steps amplify PyTensor's round-off between processes
 to 4e-10 on a log weight, and the gaps are differences of bounds, seen to move by 3e-12 from run
