@@ -36,7 +36,7 @@ from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.gibbs import BoundSweep
 from pymc_bdmc.kernels.hmc import HMCParams, PartsFn
 from pymc_bdmc.kernels.pilot_metrics import MetricChoice
-from pymc_bdmc.kernels.plan import AnnealingPlan
+from pymc_bdmc.kernels.plan import GRADIENT_COST, AnnealingPlan
 from pymc_bdmc.kernels.trajectory_length import (
     LEAPFROG_CANDIDATES,
     best_candidate,
@@ -235,7 +235,8 @@ def run_pilot(
     """Adaptive-tempering SMC pilot from prior draws ``x0`` to the posterior (see module doc).
 
     ``discrete`` sweeps the discrete coordinates before each adaptation transition (not
-    before the probes of other trajectory lengths, which measure HMC alone). ``moves`` (the
+    before the probes of other trajectory lengths, which measure HMC alone; a sweep of one
+    color that costs more than a transition, before the first only). ``moves`` (the
     model's scale moves, with proposals scaled by the population's spread) are made before
     every transition, so that the population follows a funnel into its neck; ``pinned`` are
     the coordinates HMC must not move (their variance, so their inverse mass, is 0). With
@@ -266,6 +267,12 @@ def run_pilot(
     metric = MetricChoice(parts_fn, x0.shape[1] - len(np.unique(pinned)), dense, pinned, tuning)
     candidates = LEAPFROG_CANDIDATES if n_leapfrog is None else (n_leapfrog,)
     n_probe = probe_size(n_chains)
+    # Sweeps go before the adaptation transitions (the probes measure HMC alone). A sweep of
+    # one color draws all its coordinates exactly at once: where it evaluates more states than
+    # the transition's gradients, it goes before the first transition of a temperature only.
+    sweep_each = discrete is None or not (
+        discrete.gibbs.reversible
+        and discrete.gibbs.states_per_sweep > GRADIENT_COST * candidates[0])
     # Each trajectory length has its own step size (longer ones accept less at a given step).
     log_eps = np.full(len(candidates), np.log(initial_step_size))
     weights = np.full(n_chains, 1.0 / n_chains)
@@ -303,8 +310,8 @@ def run_pilot(
         probes = np.zeros(len(candidates))
         # The first candidate adapts as a single fixed length always did; each other one is
         # probed by one transition per temperature.
-        for which in [0] * adapt_per_step + list(range(1, len(candidates))):
-            if discrete is not None and which == 0:  # the probes measure HMC alone
+        for i, which in enumerate([0] * adapt_per_step + list(range(1, len(candidates)))):
+            if discrete is not None and which == 0 and (i == 0 or sweep_each):
                 x = discrete(rng, x, beta, False)
                 parts = parts_fn(x)
             if moves is not None:
