@@ -519,3 +519,29 @@ def test_a_sweep_of_several_colors_stays_around_the_transitions(gibbs_of):
         assert not plan.sweep_between_transitions(gibbs)
         assert plan.sweeps_per_step(gibbs) == 2
         assert plan.hmc_transitions_per_step(gibbs) == transitions_per_step
+
+
+@pytest.mark.parametrize("build, per_temperature", [
+    (_switchpoint, 1),   # one color of 12 states: more than a 3-step transition's gradients
+    (_attributes, 3),    # several colors: before each of the three adaptation transitions
+])
+def test_the_pilot_sweeps_an_expensive_single_color_once_a_temperature(build, per_temperature,
+                                                                      gibbs_of):
+    from pymc_bdmc.kernels.tuning import run_pilot
+
+    density, _, gibbs, points = gibbs_of(build)
+    calls = []
+    sweep = gibbs.bound_to(density.terms)
+
+    def counted(rng, x, beta, reverse):
+        calls.append(beta)
+        return sweep(rng, x, beta, reverse)
+
+    counted.gibbs = gibbs
+    x0 = points[:8]
+    pilot = run_pilot(np.random.default_rng(0), x0, density.parts(x0), density.parts,
+                      n_leapfrog=None, target_accept=0.8, jitter=0.0, discrete=counted,
+                      pinned=gibbs.pinned)
+    n_temperatures = len(pilot.betas) - 1
+    assert len(calls) == per_temperature * n_temperatures
+    assert sorted(set(calls)) == sorted(pilot.betas[1:])
