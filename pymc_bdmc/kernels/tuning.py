@@ -267,12 +267,7 @@ def run_pilot(
     metric = MetricChoice(parts_fn, x0.shape[1] - len(np.unique(pinned)), dense, pinned, tuning)
     candidates = LEAPFROG_CANDIDATES if n_leapfrog is None else (n_leapfrog,)
     n_probe = probe_size(n_chains)
-    # Sweeps go before the adaptation transitions (the probes measure HMC alone). A sweep of
-    # one color draws all its coordinates exactly at once: where it evaluates more states than
-    # the transition's gradients, it goes before the first transition of a temperature only.
-    sweep_each = discrete is None or not (
-        discrete.gibbs.reversible
-        and discrete.gibbs.states_per_sweep > GRADIENT_COST * candidates[0])
+    sweep_before = _sweep_before(discrete, candidates, adapt_per_step)
     # Each trajectory length has its own step size (longer ones accept less at a given step).
     log_eps = np.full(len(candidates), np.log(initial_step_size))
     weights = np.full(n_chains, 1.0 / n_chains)
@@ -311,7 +306,7 @@ def run_pilot(
         # The first candidate adapts as a single fixed length always did; each other one is
         # probed by one transition per temperature.
         for i, which in enumerate([0] * adapt_per_step + list(range(1, len(candidates)))):
-            if discrete is not None and which == 0 and (i == 0 or sweep_each):
+            if sweep_before[i]:
                 x = discrete(rng, x, beta, False)
                 parts = parts_fn(x)
             if moves is not None:
@@ -342,6 +337,21 @@ def run_pilot(
                                    jump_per_gradient=jump if n_leapfrog is None else None,
                                    n_particles=n_chains, final_x=x,
                                    final_weights=normalized_weights(log_w))
+
+
+def _sweep_before(discrete: BoundSweep | None, candidates, adapt_per_step: int) -> list[bool]:
+    """Which of a pilot temperature's transitions a sweep of the discrete coordinates precedes.
+
+    The adaptation transitions (the probes of other lengths measure HMC alone). A sweep of one
+    color draws all its coordinates exactly at once: where it evaluates more states than the
+    transition's gradients, it precedes the first only.
+    """
+    probes = [False] * (len(candidates) - 1)
+    if discrete is None:
+        return [False] * adapt_per_step + probes
+    once = (discrete.gibbs.reversible
+            and discrete.gibbs.states_per_sweep > GRADIENT_COST * candidates[0])
+    return [i == 0 or not once for i in range(adapt_per_step)] + probes
 
 
 def thermodynamic_length(betas: np.ndarray, sd_log_likelihood: np.ndarray) -> np.ndarray:
