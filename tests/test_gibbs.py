@@ -512,7 +512,7 @@ def test_a_one_color_sweep_goes_between_transitions_where_that_is_cheaper(
 def test_a_sweep_of_several_colors_stays_around_the_transitions(gibbs_of):
     # Its reversal visits the colors in the other order: alone in the middle it would not be
     # reversible, so the step stays `sweep, HMC, reversed sweep`.
-    density, _, gibbs, points = gibbs_of(_attributes)
+    _, _, gibbs, points = gibbs_of(_attributes)
     assert len(gibbs.colors) > 1 and not gibbs.reversible
     for transitions_per_step in (1, 2):
         plan = _pinned_plan(gibbs, points.shape[1], transitions_per_step)
