@@ -505,7 +505,7 @@ def test_a_one_color_sweep_goes_between_transitions_where_that_is_cheaper(
     assert per_step == transitions_per_step + (between and transitions_per_step % 2)
     assert len(transitions) == per_step * (plan.n_steps - 1)
     sweeps = density.n_term_evaluations - terms_before  # one terms call per color and sweep
-    assert sweeps == count_sweeps(gibbs, n_transitions, plan) // plan.n_steps * (plan.n_steps - 1)
+    assert sweeps == count_sweeps(plan, 1, 0, gibbs) // plan.n_steps * (plan.n_steps - 1)
     assert sweeps == (1 if between else 2) * (plan.n_steps - 1)
 
 

@@ -25,12 +25,21 @@ if TYPE_CHECKING:
     from pymc_bdmc.kernels.fused_hmc import FusedHMC
     from pymc_bdmc.kernels.scale_moves import ScaleMoves
 
-__all__ = ["GRADIENT_COST", "AnnealingPlan"]
+__all__ = ["GRADIENT_COST", "AnnealingPlan", "sweep_outweighs_transition"]
 
 #: What one gradient evaluation counts for, in evaluations of the model's elementwise terms at
 #: one state, when deciding where a step's Gibbs sweep goes (on counts, not timings, so that
 #: results do not depend on the machine).
 GRADIENT_COST = 2
+
+
+def sweep_outweighs_transition(gibbs: ChromaticGibbs, n_leapfrog: int) -> bool:
+    """Whether a sweep costs more than a transition of ``n_leapfrog`` leapfrog steps.
+
+    States per chain at which the sweep evaluates the terms, against the transition's
+    gradients counted :data:`GRADIENT_COST` each.
+    """
+    return gibbs.states_per_sweep > GRADIENT_COST * n_leapfrog
 
 
 @dataclass(frozen=True)
@@ -171,7 +180,7 @@ class AnnealingPlan:
         if gibbs is None or not gibbs.reversible or self.scale_moves:
             return False
         return (self.transitions_per_step % 2 == 0
-                or gibbs.states_per_sweep > GRADIENT_COST * self.n_leapfrog)
+                or sweep_outweighs_transition(gibbs, self.n_leapfrog))
 
     def hmc_transitions_per_step(self, gibbs: ChromaticGibbs | None = None) -> int:
         """HMC transitions a step makes (one more where an odd number surrounds a sweep)."""

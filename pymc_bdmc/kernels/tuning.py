@@ -36,7 +36,7 @@ from pymc_bdmc.estimators import log_mean_exp
 from pymc_bdmc.kernels.gibbs import BoundSweep
 from pymc_bdmc.kernels.hmc import HMCParams, PartsFn
 from pymc_bdmc.kernels.pilot_metrics import MetricChoice
-from pymc_bdmc.kernels.plan import GRADIENT_COST, AnnealingPlan
+from pymc_bdmc.kernels.plan import AnnealingPlan, sweep_outweighs_transition
 from pymc_bdmc.kernels.trajectory_length import (
     LEAPFROG_CANDIDATES,
     best_candidate,
@@ -349,8 +349,8 @@ def _sweep_before(discrete: BoundSweep | None, candidates, adapt_per_step: int) 
     probes = [False] * (len(candidates) - 1)
     if discrete is None:
         return [False] * adapt_per_step + probes
-    once = (discrete.gibbs.reversible
-            and discrete.gibbs.states_per_sweep > GRADIENT_COST * candidates[0])
+    once = discrete.gibbs.reversible and sweep_outweighs_transition(discrete.gibbs,
+                                                                     candidates[0])
     return [i == 0 or not once for i in range(adapt_per_step)] + probes
 
 

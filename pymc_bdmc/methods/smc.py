@@ -217,11 +217,11 @@ class SMC:
         density, truth, streams, smc, parallel = (problem.density, problem.truth, job.streams,
                                                   self.smc, job.parallel)
         plan, gibbs = tuned.plan, tuned.gibbs
-        n_transitions = count_transitions(plan, 1 if truth is None else 2, s.reverse_spread,
-                                          gibbs)
+        directions = 1 if truth is None else 2
+        n_transitions = count_transitions(plan, directions, s.reverse_spread, gibbs)
         auto = parallel.cores is None and parallel.executor is None
         timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
-        n_sweeps = count_sweeps(gibbs, n_transitions, plan)
+        n_sweeps = count_sweeps(plan, directions, s.reverse_spread, gibbs)
         workers = choose_workers(parallel.cores, parallel.executor,
                                  predicted_seconds(timing, n_transitions, n_sweeps,
                                                    plan.n_leapfrog), s.chains,

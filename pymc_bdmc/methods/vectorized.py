@@ -205,7 +205,7 @@ class VectorizedAIS:
 
         def how_to_run(plan: AnnealingPlan, announce: bool = True):
             n_transitions = count_transitions(plan, directions, s.reverse_spread, gibbs)
-            n_sweeps = count_sweeps(gibbs, n_transitions, plan)
+            n_sweeps = count_sweeps(plan, directions, s.reverse_spread, gibbs)
             fused = use_fused_kernel(parallel.fused_kernel, density, timing, plan,
                                      n_transitions, n_sweeps)
             # Workers are chosen on the NumPy kernel's time, which a fused kernel does not

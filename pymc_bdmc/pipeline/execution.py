@@ -241,7 +241,7 @@ def count_transitions(plan: AnnealingPlan, directions: int, spread: int,
     directions : int
         1 (forward) or 2 (forward and reverse).
     spread : int
-        Transitions at beta = 1 before a reverse run.
+        Kernel steps at beta = 1 before a reverse run.
     gibbs : ChromaticGibbs, optional
         The discrete coordinates' sweep (where it goes can add a transition a step).
 
@@ -249,26 +249,24 @@ def count_transitions(plan: AnnealingPlan, directions: int, spread: int,
     -------
     int
     """
-    return plan.hmc_transitions_per_step(gibbs) * (
-        directions * plan.n_steps + (spread if directions == 2 else 0))
+    return plan.hmc_transitions_per_step(gibbs) * _kernel_steps(plan, directions, spread)
 
 
-def count_sweeps(gibbs: ChromaticGibbs | None, n_transitions: int, plan: AnnealingPlan) -> int:
+def count_sweeps(plan: AnnealingPlan, directions: int, spread: int,
+                 gibbs: ChromaticGibbs | None) -> int:
     """Gibbs sweeps of the measured runs: one or two a step (:meth:`~AnnealingPlan.transition`).
 
-    Parameters
-    ----------
-    gibbs : ChromaticGibbs or None
-    n_transitions : int
-        From :func:`count_transitions` (with the same ``gibbs``).
-    plan : AnnealingPlan
+    Parameters are those of :func:`count_transitions`.
 
     Returns
     -------
     int
     """
-    return (plan.sweeps_per_step(gibbs) * n_transitions
-            // plan.hmc_transitions_per_step(gibbs))
+    return plan.sweeps_per_step(gibbs) * _kernel_steps(plan, directions, spread)
+
+
+def _kernel_steps(plan: AnnealingPlan, directions: int, spread: int) -> int:
+    return directions * plan.n_steps + (spread if directions == 2 else 0)
 
 
 def predicted_seconds(timing: KernelTiming | None, n_transitions: int, n_sweeps: int,
