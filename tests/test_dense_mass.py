@@ -11,7 +11,13 @@ import pymc_bdmc as pmb
 from pymc_bdmc import known_evidence
 from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCInfo, HMCParams, hmc_step
-from pymc_bdmc.kernels.mass import dense_mass_factor, shrunk_correlation, stiffness
+from pymc_bdmc.kernels.mass import (
+    dense_mass_factor,
+    exceeds_condition,
+    factor_from_correlation,
+    shrunk_correlation,
+    stiffness,
+)
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.verification import Verifier
 
@@ -34,6 +40,31 @@ def test_shrunk_correlation_approaches_the_truth_and_stays_well_conditioned():
     few = rng.normal(size=(10, 30))
     correlation, _ = shrunk_correlation(few, np.full(10, 0.1))
     assert np.linalg.eigvalsh(correlation)[0] > 0.05
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.3, 0.5, 0.6, 0.9])
+def test_fewer_particles_than_coordinates_decide_the_dense_metric_as_the_full_spectrum(rho):
+    # With 40 particles on 120 coordinates the condition number comes from the particles' 40 x 40
+    # Gram matrix, not an eigendecomposition of the 120 x 120 correlation: the same metric (to
+    # BLAS's round-off) from weakly to strongly correlated populations, either side of the
+    # threshold.
+    rng = np.random.default_rng(3)
+    x, _ = _correlated_draws(40, rng, rho=rho, d=120)
+    weights = rng.dirichlet(np.full(40, 5.0))
+    variance = x.var(axis=0)
+    movable = np.ones(120, bool)
+    correlation, _ = shrunk_correlation(x, weights)
+    spectrum = np.linalg.eigvalsh(correlation)
+    whole = factor_from_correlation(correlation, variance, movable, weights)
+    fast = dense_mass_factor(x, weights, variance, movable, max_dim=120)
+    assert (whole is None) == (fast is None)
+    if whole is not None:
+        np.testing.assert_allclose(whole, fast, rtol=1e-12, atol=1e-14)
+    for condition in (2.0, 5.0, 10.0, 20.0):
+        assert exceeds_condition(correlation, condition) == (
+            spectrum[-1] / spectrum[0] > condition)
+    if rho in (0.0, 0.9):  # both sides of the threshold are exercised
+        assert (fast is None) == (rho == 0.0)
 
 
 def test_importance_weights_count_like_repeated_particles():

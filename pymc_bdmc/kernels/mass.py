@@ -76,8 +76,12 @@ def shrunk_correlation(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndar
     variance : ndarray, shape (d,)
     """
     rows, level, shrinkage, variance = _ledoit_wolf(values, weights)
-    correlation = level * np.eye(rows.shape[1]) + (1.0 - shrinkage) * (rows.T @ rows)
-    return correlation, variance
+    return _shrunk(rows, level, shrinkage), variance
+
+
+def _shrunk(rows: np.ndarray, level: float, shrinkage: float) -> np.ndarray:
+    """Return the shrunk correlation ``level * I + (1 - shrinkage) * R^T R``."""
+    return level * np.eye(rows.shape[1]) + (1.0 - shrinkage) * (rows.T @ rows)
 
 
 def low_rank_shrunk_correlation(values: np.ndarray, weights: np.ndarray
@@ -208,8 +212,24 @@ def dense_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.ndar
     index = np.flatnonzero(movable)
     if not 2 <= index.size <= max_dim or len(values) < 3:
         return None
-    correlation, _ = shrunk_correlation(values[:, index], weights)
-    return factor_from_correlation(correlation, variance, movable, weights, scores)
+    rows, level, shrinkage, _ = _ledoit_wolf(values[:, index], weights)
+    return factor_from_correlation(_shrunk(rows, level, shrinkage), variance, movable, weights,
+                                   scores, _shrunk_extremes(rows, level, shrinkage))
+
+
+def _shrunk_extremes(rows: np.ndarray, level: float, shrinkage: float
+                     ) -> tuple[float, float] | None:
+    """Smallest and largest eigenvalue of ``level * I + (1 - shrinkage) * R^T R``, or None.
+
+    With fewer particles than coordinates ``R^T R`` is singular and its nonzero eigenvalues are
+    those of the small Gram matrix ``R R^T``: the extremes are ``level`` and ``level`` plus the
+    largest of them, without a ``d x d`` eigendecomposition. None with as many particles as
+    coordinates or more.
+    """
+    if len(rows) >= rows.shape[1]:
+        return None
+    largest = float(np.linalg.eigvalsh(rows @ rows.T)[-1])
+    return level, level + (1.0 - shrinkage) * largest
 
 
 def curvature_correlation(values: np.ndarray, variance: np.ndarray, movable: np.ndarray,
@@ -412,7 +432,8 @@ def curvature_mass_factor(values: np.ndarray, weights: np.ndarray, variance: np.
     return factor_from_correlation(correlation, variance, movable, weights, scores)
 
 
-def exceeds_condition(correlation: np.ndarray, condition: float = DENSE_CONDITION) -> bool:
+def exceeds_condition(correlation: np.ndarray, condition: float = DENSE_CONDITION,
+                      extremes: tuple[float, float] | None = None) -> bool:
     """Whether a correlation matrix's condition number is above ``condition``.
 
     Any two coordinates correlated by ``r`` bound it from below by ``(1 + r) / (1 - r)`` (the
@@ -420,19 +441,23 @@ def exceeds_condition(correlation: np.ndarray, condition: float = DENSE_CONDITIO
     interlacing). Where that bound already exceeds ``condition`` (``|r| > 9 / 11`` at 10: a
     random walk's neighbours) no eigendecomposition is needed, which on 1001 coordinates cost
     as much as the rest of a curvature metric's linear algebra. A correlation that is not
-    positive definite is left to the Cholesky factorisation that follows.
+    positive definite is left to the Cholesky factorisation that follows. ``extremes``, where
+    known, are the smallest and largest eigenvalue (:func:`_shrunk_extremes`).
     """
     off_diagonal = np.abs(correlation - np.diag(np.diag(correlation)))
     r = float(off_diagonal.max(initial=0.0))
     if r >= 1.0 or (1.0 + r) / (1.0 - r) > condition:
         return True
-    eigenvalues = np.linalg.eigvalsh(correlation)
-    return bool(eigenvalues[0] > 0 and eigenvalues[-1] / eigenvalues[0] > condition)
+    if extremes is None:
+        eigenvalues = np.linalg.eigvalsh(correlation)
+        extremes = eigenvalues[0], eigenvalues[-1]
+    smallest, largest = extremes
+    return bool(smallest > 0 and largest / smallest > condition)
 
 
 def factor_from_correlation(correlation: np.ndarray, variance: np.ndarray, movable: np.ndarray,
-                            weights: np.ndarray, scores: np.ndarray | None = None
-                            ) -> np.ndarray | None:
+                            weights: np.ndarray, scores: np.ndarray | None = None,
+                            extremes: tuple[float, float] | None = None) -> np.ndarray | None:
     """Return the dense factor of ``correlation`` at the population's scales, or None.
 
     Parameters
@@ -441,6 +466,8 @@ def factor_from_correlation(correlation: np.ndarray, variance: np.ndarray, movab
         Over the ``k`` movable coordinates.
     variance, movable, weights, scores
         As for :func:`dense_mass_factor`.
+    extremes : tuple of float, optional
+        The smallest and largest eigenvalue of ``correlation``, where known.
 
     Returns
     -------
@@ -449,7 +476,7 @@ def factor_from_correlation(correlation: np.ndarray, variance: np.ndarray, movab
         not positive definite, or not less stiff than the diagonal metric.
     """
     index = np.flatnonzero(movable)
-    if not exceeds_condition(correlation):
+    if not exceeds_condition(correlation, extremes=extremes):
         return None
     scale = np.sqrt(variance[index])
     try:
