@@ -390,3 +390,32 @@ def test_a_joint_sampler_that_loops_in_python_compiles_hot_and_draws_the_same(mo
         np.testing.assert_allclose(hot.observed[name], slow.observed[name], rtol=1e-12,
                                    atol=1e-12)
     assert len(np.unique(slow.observed["grade"])) > 1
+
+
+def test_a_function_compiled_per_row_stacks_the_rows_even_where_python_mode_cannot_run():
+    # compile_per_row (results' constraining) compiles the per-chain graph in the fast-compiling
+    # mode and loops over rows; a graph that mode cannot run (an elementwise op of more than 32
+    # inputs) is compiled in the default mode instead, with the same values.
+    import pytensor.tensor as pt
+    from pymc.pytensorf import compile as compile_pytensor
+
+    from pymc_bdmc.model.batching import compile_per_row
+
+    x = pt.vector("x")
+    points = np.array([[0.1, 0.2, 0.3], [0.3, -0.4, 1.0], [1.0, 2.0, -1.0], [0.0, 0.5, 2.0]])
+    weights = np.array([sum(i + 1 for i in range(40) if i % 3 == j) for j in range(3)])
+    wide = [pt.add(*[x[i % 3] * (i + 1) for i in range(40)]), pt.exp(x)]
+    plain = [pt.sum(x**2), pt.exp(x)]
+    for outputs, first, modes in ((wide, points @ weights, ["FAST_COMPILE", None]),
+                                  (plain, np.sum(points**2, axis=1), ["FAST_COMPILE"])):
+        compiled = []
+
+        def compile_fn(*args, **kwargs):
+            compiled.append(kwargs.get("mode"))
+            return compile_pytensor(*args, **kwargs)
+
+        total, exponential = compile_per_row(compile_fn, x, outputs)(points)
+        np.testing.assert_allclose(total, first, rtol=1e-12)
+        np.testing.assert_allclose(exponential, np.exp(points), rtol=1e-12)
+        assert total.shape == (4,) and exponential.shape == (4, 3)
+        assert compiled == modes

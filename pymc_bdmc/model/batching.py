@@ -37,6 +37,7 @@ __all__ = [
     "checks_to_switches",
     "compile_batched",
     "compile_pair_batched",
+    "compile_per_row",
     "join_value_inputs",
     "register_fused_kernel",
 ]
@@ -135,7 +136,7 @@ def poison_rows(point: np.ndarray, movable: np.ndarray | None = None) -> np.ndar
     return np.stack(rows)
 
 
-def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True,
+def compile_batched(compile_fn, x, outputs, points: np.ndarray,
                     extra_inputs=(), extra_values=(), movable=None, **kwargs):
     """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
 
@@ -143,15 +144,13 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray, hot: bool = True
     at ``points`` before use, and for independence of the chains (valid rows must not change
     next to NaN and extreme rows); where it fails or disagrees (it mis-broadcasts some PyMC
     graphs), a ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function
-    instead. ``compile_fn(inputs, outputs, **kwargs)`` compiles; ``hot=False`` compiles with
-    :data:`ONE_SHOT_MODE` (for functions called rarely). ``extra_inputs`` are further inputs
+    instead. ``compile_fn(inputs, outputs, **kwargs)`` compiles (functions called rarely are
+    better served by :func:`compile_per_row`). ``extra_inputs`` are further inputs
     shared by all chains (not batched), passed after the batch of ``x``; ``extra_values`` are
     values of them used to validate the batched graph; ``movable`` are the coordinates the
     independence check may set to NaN or extremes (default all; not discrete ones). Returns
     ``(function, batching)``.
     """
-    if not hot:
-        kwargs = {**kwargs, "mode": ONE_SHOT_MODE}
     extra_inputs, extra_values = list(extra_inputs), list(extra_values)
     batch_x = pt.matrix("x_batch", dtype=x.dtype)
     try:
@@ -210,6 +209,33 @@ def _per_chain_values(compile_fn, x, extra_inputs, outputs, kwargs, points, extr
         logger.debug("Per-chain reference in Python mode failed (%s); compiling it hot.", err)
     single = compile_fn([x, *extra_inputs], outputs, **kwargs)
     return [single(point, *extra_values) for point in points]
+
+
+def compile_per_row(compile_fn, x, outputs, **kwargs) -> Callable[[np.ndarray], list]:
+    """Compile ``outputs(x)`` for one row, as a function of a batch that loops over its rows.
+
+    For functions called a handful of times on a few rows (constraining results): the
+    per-chain graph in :data:`ONE_SHOT_MODE` compiles in a fraction of the time of a
+    vectorized one with its validation (on a latent GP, a batched Cholesky's rewrites took
+    longer than every call). Where the Python backend cannot run the graph (an elementwise op
+    of more than 32 inputs), it is compiled in the default mode instead. The function returns
+    one array per output, stacked over the rows.
+    """
+    single = compile_fn([x], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
+    state = {"single": single}
+
+    def per_row(batch: np.ndarray) -> list:
+        try:
+            rows = [state["single"](row) for row in batch]
+        except Exception as err:  # whatever Python mode cannot run
+            if state["single"] is not single:
+                raise
+            logger.debug("Python mode cannot run this graph (%s); compiling it hot.", err)
+            state["single"] = compile_fn([x], outputs, **kwargs)
+            rows = [state["single"](row) for row in batch]
+        return [np.stack([np.asarray(row[i]) for row in rows]) for i in range(len(outputs))]
+
+    return per_row
 
 
 def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):

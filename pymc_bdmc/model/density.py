@@ -46,6 +46,7 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     checks_to_switches,
     compile_batched,
     compile_pair_batched,
+    compile_per_row,
     finite_parts,
     join_value_inputs,
     register_fused_kernel,
@@ -239,10 +240,9 @@ class ModelDensity:
         reverse[continuous] = wiggle[continuous][::-1]
         return np.stack([x0, x0 + 0.1 * wiggle, x0 - 0.2 * reverse])
 
-    def _compile_batched(self, x, outputs, hot: bool = True, extra_inputs=(),
-                         extra_values=(), **kwargs):
+    def _compile_batched(self, x, outputs, extra_inputs=(), extra_values=(), **kwargs):
         """Compile ``outputs(x)`` over a batch of ``x`` rows (see :func:`compile_batched`)."""
-        return compile_batched(self._compile, x, outputs, self._validation_points(), hot=hot,
+        return compile_batched(self._compile, x, outputs, self._validation_points(),
                                extra_inputs=extra_inputs, extra_values=extra_values,
                                movable=self._continuous, **kwargs)
 
@@ -515,8 +515,8 @@ class ModelDensity:
             outs = list(get_default_varnames(self.model.unobserved_value_vars,
                                              include_transformed=False))
             new_outs, x_in = join_value_inputs(self._initial_point, outs, self.value_vars)
-            fn, _ = self._compile_batched(x_in, self._replace_data(new_outs), hot=False,
-                                          on_unused_input="ignore")
+            fn = compile_per_row(self._compile, x_in, self._replace_data(new_outs),
+                                 on_unused_input="ignore")
             self._constrain_fn = ([o.name for o in outs], fn)
         names, fn = self._constrain_fn
         values = fn(np.ascontiguousarray(np.atleast_2d(x), dtype=float))
