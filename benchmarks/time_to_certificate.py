@@ -8,6 +8,7 @@ Run from the repository root::
     python3 benchmarks/time_to_certificate.py --huge --no-exact --no-smc --max-time 900
     python3 benchmarks/time_to_certificate.py --million --no-exact --no-smc --max-time 900
     python3 benchmarks/time_to_certificate.py --gallery --no-exact  # models as users write them
+    python3 benchmarks/time_to_certificate.py --paper --no-exact --no-smc  # the BDMC paper's
     python3 benchmarks/time_to_certificate.py --ais-alone          # sample_ais with no certificate
 
 For each model, in one process and in this order, at the defaults: ``pmb.sample_bdmc()`` (the
@@ -37,7 +38,7 @@ import pymc as pm
 import xarray as xr
 from _common import quiet, smc_log_ml
 from gallery import GALLERY
-from geometry import COAL_DISASTERS, SUITE
+from geometry import COAL_DISASTERS, PAPER, SUITE
 
 import pymc_bdmc as pmb
 from pymc_bdmc import known_evidence
@@ -175,6 +176,8 @@ def main(argv=None) -> None:
                         help="also the 500-step walk, a 500-group hierarchy, a 100k regression")
     parser.add_argument("--gallery", action="store_true",
                         help="also benchmarks/gallery.py (no exact evidence: gap only)")
+    parser.add_argument("--paper", action="store_true",
+                        help="also the BDMC paper's low-rank and clustering models (gap only)")
     parser.add_argument("--ais-alone", action="store_true",
                         help="sample_ais only, with no certificate before it")
     parser.add_argument("--tuning", nargs="*", default=[], metavar="FIELD=VALUE",
@@ -189,6 +192,7 @@ def main(argv=None) -> None:
     models |= HUGE if args.huge else {}
     models |= MILLION if args.million else {}
     models |= GALLERY if args.gallery else {}
+    models |= PAPER if args.paper else {}
     print(f"# {time.strftime('%Y-%m-%d')}, pymc_bdmc {pmb.__version__}, {tuning}", flush=True)
     for seed in range(args.seeds):
         for name, build in models.items():
