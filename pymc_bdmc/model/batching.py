@@ -216,10 +216,10 @@ def compile_per_row(compile_fn, x, outputs, **kwargs) -> Callable[[np.ndarray], 
 
     For functions called a handful of times on a few rows (constraining results): the
     per-chain graph in :data:`ONE_SHOT_MODE` compiles in a fraction of the time of a
-    vectorized one with its validation (on a latent GP, a batched Cholesky's rewrites took
-    longer than every call). Where the Python backend cannot run the graph (an elementwise op
-    of more than 32 inputs), it is compiled in the default mode instead. The function returns
-    one array per output, stacked over the rows.
+    vectorized one and its validation, whose rewrites can outlast every call made. Where the
+    Python backend cannot run the graph (an elementwise op of more than 32 inputs), it is
+    compiled in the default mode instead. The function returns one array per output, stacked
+    over the rows.
     """
     single = compile_fn([x], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
     state = {"single": single}
