@@ -419,3 +419,31 @@ def test_a_function_compiled_per_row_stacks_the_rows_even_where_python_mode_cann
         np.testing.assert_allclose(exponential, np.exp(points), rtol=1e-12)
         assert total.shape == (4,) and exponential.shape == (4, 3)
         assert compiled == modes
+
+
+def test_a_large_batch_is_constrained_by_one_vectorized_call_with_the_per_row_values():
+    # Past PER_ROW_LIMIT rows (held-out cases times chains) a Python loop costs more than a
+    # vectorized graph: constrain() compiles one on first need, keeps it, and gives the values
+    # the per-row function gives row by row.
+    from pymc_bdmc.model.batching import PER_ROW_LIMIT
+    from pymc_bdmc.model.density import ModelDensity
+
+    with pm.Model() as model:
+        scale = pm.HalfNormal("scale", 1.0)
+        effect = pm.Normal("effect", 0.0, scale, shape=3)
+        pm.Deterministic("total", effect.sum() * scale)
+        pm.Normal("y", effect.sum(), 1.0, observed=np.zeros(4))
+    density = ModelDensity(model)
+    x = np.random.default_rng(0).normal(size=(PER_ROW_LIMIT + 40, density.n_dim))
+    few = density.constrain(x[:PER_ROW_LIMIT])
+    compilations = density.n_compilations
+    many = density.constrain(x)
+    assert density.n_compilations > compilations  # the vectorized graph, once
+    compilations = density.n_compilations
+    again = density.constrain(x[::-1])
+    assert density.n_compilations == compilations
+    for name in ("scale", "effect", "total"):
+        np.testing.assert_allclose(many[name][:PER_ROW_LIMIT], few[name], rtol=1e-12)
+        np.testing.assert_allclose(again[name], many[name][::-1], rtol=1e-12)
+    np.testing.assert_allclose(many["total"], many["effect"].sum(axis=1) * many["scale"],
+                               rtol=1e-12)

@@ -33,6 +33,7 @@ __all__ = [
     "COMPILE_LOCK",
     "FUSED_KERNELS",
     "ONE_SHOT_MODE",
+    "PER_ROW_LIMIT",
     "BatchedParts",
     "checks_to_switches",
     "compile_batched",
@@ -211,20 +212,31 @@ def _per_chain_values(compile_fn, x, extra_inputs, outputs, kwargs, points, extr
     return [single(point, *extra_values) for point in points]
 
 
-def compile_per_row(compile_fn, x, outputs, **kwargs) -> Callable[[np.ndarray], list]:
+#: Rows up to which :func:`compile_per_row` loops over the per-chain graph; a larger batch
+#: (held-out cases times chains) is evaluated by one vectorized call instead.
+PER_ROW_LIMIT = 256
+
+
+def compile_per_row(compile_fn, x, outputs, batched: Callable[[], Callable] | None = None,
+                    **kwargs) -> Callable[[np.ndarray], list]:
     """Compile ``outputs(x)`` for one row, as a function of a batch that loops over its rows.
 
-    For functions called a handful of times on a few rows (constraining results): the
-    per-chain graph in :data:`ONE_SHOT_MODE` compiles in a fraction of the time of a
-    vectorized one and its validation, whose rewrites can outlast every call made. Where the
-    Python backend cannot run the graph (an elementwise op of more than 32 inputs), it is
-    compiled in the default mode instead. The function returns one array per output, stacked
-    over the rows.
+    For functions called a handful of times (constraining results): the per-chain graph in
+    :data:`ONE_SHOT_MODE` compiles in a fraction of the time of a vectorized one and its
+    validation, whose rewrites can outlast every call made on a few rows. Batches of more than
+    :data:`PER_ROW_LIMIT` rows go to ``batched()`` (compiled on first need, then kept): a loop
+    in Python would cost more there. Where the Python backend cannot run the graph (an
+    elementwise op of more than 32 inputs), it is compiled in the default mode instead. The
+    function returns one array per output, stacked over the rows.
     """
     single = compile_fn([x], outputs, **{**kwargs, "mode": ONE_SHOT_MODE})
-    state = {"single": single}
+    state = {"single": single, "batched": None}
 
     def per_row(batch: np.ndarray) -> list:
+        if batched is not None and len(batch) > PER_ROW_LIMIT:
+            if state["batched"] is None:
+                state["batched"] = batched()
+            return list(state["batched"](batch))
         try:
             rows = [state["single"](row) for row in batch]
         except Exception as err:  # whatever Python mode cannot run

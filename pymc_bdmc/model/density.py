@@ -515,8 +515,11 @@ class ModelDensity:
             outs = list(get_default_varnames(self.model.unobserved_value_vars,
                                              include_transformed=False))
             new_outs, x_in = join_value_inputs(self._initial_point, outs, self.value_vars)
-            fn = compile_per_row(self._compile, x_in, self._replace_data(new_outs),
-                                 on_unused_input="ignore")
+            graph = self._replace_data(new_outs)
+            fn = compile_per_row(
+                self._compile, x_in, graph, on_unused_input="ignore",
+                batched=lambda: self._compile_batched(x_in, graph, mode=ONE_SHOT_MODE,
+                                                      on_unused_input="ignore")[0])
             self._constrain_fn = ([o.name for o in outs], fn)
         names, fn = self._constrain_fn
         values = fn(np.ascontiguousarray(np.atleast_2d(x), dtype=float))
