@@ -8,7 +8,7 @@ from the model, reverse AIS from the generating parameters gives a stochastic up
 import importlib
 import logging
 
-from pymc_bdmc import known_evidence, schedules, testbed, unnormalized, verification
+from pymc_bdmc import schedules, unnormalized
 from pymc_bdmc.compare import bayes_factor, compare
 from pymc_bdmc.config import Tuning
 from pymc_bdmc.errors import BDMCInputError
@@ -22,7 +22,6 @@ from pymc_bdmc.evidence import (
     sample_unnormalized_evidence,
 )
 from pymc_bdmc.kernels.plan import AnnealingPlan
-from pymc_bdmc.testbed.runner import compare_estimators
 from pymc_bdmc.unnormalized import ERGM, ExponentialFamily, Ising, unnormalized_likelihoods
 from pymc_bdmc.version import __version__
 
@@ -54,21 +53,34 @@ __all__ = [
     "verification",
 ]
 
-#: Submodules imported on first access: ``pymc_bdmc.plots`` needs matplotlib, which is optional;
-#: ``testing`` and ``testing_quadrature`` are deprecated names of ``known_evidence``'s modules
-#: (importing them warns).
-_LAZY_SUBMODULES = ("plots", "testing", "testing_quadrature")
+#: Submodules imported on first access, so that ``import pymc_bdmc`` (and every worker process)
+#: does not pay for what an evidence run never uses: ``plots`` needs matplotlib, which is
+#: optional; ``known_evidence``, ``testbed`` and ``verification`` hold reference models and
+#: checks that pull in most of SciPy; ``testing`` and ``testing_quadrature`` are deprecated names
+#: of ``known_evidence``'s modules (importing them warns).
+_LAZY_SUBMODULES = (
+    "known_evidence",
+    "plots",
+    "testbed",
+    "testing",
+    "testing_quadrature",
+    "verification",
+)
+#: Public functions of lazy submodules, by the module that defines them.
+_LAZY_FUNCTIONS = {"compare_estimators": "pymc_bdmc.testbed.runner"}
 
 
 def __getattr__(name: str):
-    """Import a lazy submodule (``pmb.plots``, or a deprecated name) on first access."""
+    """Import a lazy submodule (``pmb.plots``, ``pmb.known_evidence``, ...) on first access."""
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"pymc_bdmc.{name}")
+    if name in _LAZY_FUNCTIONS:
+        return getattr(importlib.import_module(_LAZY_FUNCTIONS[name]), name)
     raise AttributeError(f"module 'pymc_bdmc' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY_SUBMODULES})
+    return sorted({*globals(), *_LAZY_SUBMODULES, *_LAZY_FUNCTIONS})
 
 
 _log = logging.getLogger("pymc_bdmc")

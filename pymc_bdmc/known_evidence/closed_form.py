@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pymc as pm
-from scipy import stats
+import scipy
 from scipy.special import betaln, gammaln, logsumexp
 
 __all__ = [
@@ -183,7 +183,7 @@ def normal_inverse_gamma_regression(n_obs: int = 30, n_coef: int = 3, a: float =
     """
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n_obs, n_coef))
-    sigma2 = stats.invgamma(a, scale=b).rvs(random_state=rng)
+    sigma2 = scipy.stats.invgamma(a, scale=b).rvs(random_state=rng)
     w_true = rng.normal(0, np.sqrt(sigma2) * prior_scale, n_coef)
     y = x @ w_true + rng.normal(0, np.sqrt(sigma2), n_obs)
     shape = (b / a) * (np.eye(n_obs) + prior_scale**2 * x @ x.T)
@@ -193,7 +193,7 @@ def normal_inverse_gamma_regression(n_obs: int = 30, n_coef: int = 3, a: float =
         pm.Normal("y", pm.math.dot(x, w), pm.math.sqrt(s2), observed=y)
 
     def log_evidence(observed):
-        return stats.multivariate_t(np.zeros(n_obs), shape, df=2 * a).logpdf(observed["y"])
+        return scipy.stats.multivariate_t(np.zeros(n_obs), shape, df=2 * a).logpdf(observed["y"])
 
     def tempered(beta, observed, n, rng):
         # Conjugate with X -> sqrt(beta) X, y -> sqrt(beta) y, and n -> beta n in sigma2's shape.
@@ -405,7 +405,7 @@ def binary_attribute(n_obs: int = 8, effect_sd: float = 2.0, noise_sd: float = 0
 
     def log_evidence(observed):
         yy = np.asarray(observed["y"], dtype=float)
-        noise = stats.norm(0, noise_sd).logpdf(yy)
+        noise = scipy.stats.norm(0, noise_sd).logpdf(yy)
         terms = []
         for zz in configurations:
             ones = int(zz.sum())

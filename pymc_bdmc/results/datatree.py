@@ -39,7 +39,6 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 import xarray as xr
-from arviz_base import from_dict, make_attrs
 from pymc.backends.arviz import coords_and_dims_for_inferencedata
 
 from pymc_bdmc.algorithms.ais import AISRun
@@ -232,6 +231,8 @@ def _sample_tree(rng: np.random.Generator, density: ModelDensity, log_w: np.ndar
         "lp": (parts.log_prior + parts.log_likelihood)[None, :],
         "log_likelihood": parts.log_likelihood[None, :],
     }
+    from arviz_base import from_dict, make_attrs  # lazily: arviz_base takes 0.5 s to import
+
     run_attrs = make_attrs(
         {**attrs, "inference_library_version": __version__}, inference_library=pm
     )

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+import scipy
 
 from pymc_bdmc.errors import BDMCInputError
 
@@ -75,8 +75,8 @@ class ExchangeChain:
         mean = self.pilot()
         cov = np.atleast_2d(np.cov(self.theta, rowvar=False)) * scale**2
         if df is None:
-            return stats.multivariate_normal(mean, cov)
-        return stats.multivariate_t(mean, cov, df=df)
+            return scipy.stats.multivariate_normal(mean, cov)
+        return scipy.stats.multivariate_t(mean, cov, df=df)
 
 
 def exchange_sampler(simulator, stats_y, natural: Callable, log_prior: Callable, theta0,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+import scipy
 
 from pymc_bdmc.kernels.base import Transition
 from pymc_bdmc.model.density import DensityParts, FlatLayout
@@ -161,7 +161,7 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         diff = np.mean(a, axis=0) - np.mean(b, axis=0)
         t = diff / np.sqrt(va + vb)
         df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
-        p = 2 * stats.t.sf(np.abs(t), df)
+        p = 2 * scipy.stats.t.sf(np.abs(t), df)
     constant = (va + vb) == 0  # a constant statistic: equal means pass, different ones fail
     p = np.where(constant, np.where(diff == 0, 1.0, 0.0), p)
     t = np.where(constant, np.where(diff == 0, 0.0, np.inf), t)
@@ -174,7 +174,7 @@ def one_sample(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         mean, se = np.mean(d, axis=0), np.std(d, axis=0, ddof=1) / np.sqrt(n)
         t = mean / se
-        p = 2 * stats.t.sf(np.abs(t), n - 1)
+        p = 2 * scipy.stats.t.sf(np.abs(t), n - 1)
     p = np.where(se == 0, np.where(mean == 0, 1.0, 0.0), p)
     return np.where(se == 0, 0.0, t), np.where(np.isnan(p), 0.0, p)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
-from scipy import stats
+import scipy
 
 from pymc_bdmc.verification.common import (
     QUANTILES,
@@ -103,7 +103,7 @@ def invariance(self, kernel: KernelFactory, *, t: int, beta: float,
         if np.any(np.isnan(a)) or np.any(np.isnan(b)):
             res_stat, res_p = np.inf, 0.0
         else:
-            res = stats.ks_2samp(a, b)
+            res = scipy.stats.ks_2samp(a, b)
             res_stat, res_p = res.statistic, res.pvalue
         names.append(f"KS: {label}")
         statistic.append(res_stat)
