@@ -352,6 +352,35 @@ def test_a_graph_python_mode_cannot_run_keeps_its_vectorized_form():
     np.testing.assert_allclose(total, points @ weights, rtol=1e-12)
 
 
+def test_the_per_chain_reference_is_unrewritten_and_rechecked_where_that_loses_precision():
+    # The vectorized graph is checked against the per-chain graph compiled with no rewrites
+    # (fast to compile). log(exp(x)) at x = 800 is inf there, 800 once rewritten: that
+    # disagreement is checked again in the fast-compiling mode, which rewrites it, so the graph
+    # stays vectorized; a graph that agrees at once needs no second reference.
+    import pytensor.tensor as pt
+    from pymc.pytensorf import compile as compile_pytensor
+
+    from pymc_bdmc.model.batching import ONE_SHOT_MODE, REFERENCE_MODE, compile_batched
+
+    x = pt.vector("x")
+    points = np.array([[0.1, 800.0], [0.3, -0.4], [1.0, 2.0]])
+    overflowing = [pt.sum(pt.log(pt.exp(x))), pt.exp(-x)]
+    plain = [pt.sum(x), pt.exp(-x)]
+    for outputs, modes in ((overflowing, [None, REFERENCE_MODE, ONE_SHOT_MODE]),
+                           (plain, [None, REFERENCE_MODE])):
+        compiled = []
+
+        def compile_fn(*args, **kwargs):
+            compiled.append(kwargs.get("mode"))
+            return compile_pytensor(*args, **kwargs)
+
+        fn, batching = compile_batched(compile_fn, x, outputs, points)
+        assert batching == "vectorized"
+        assert compiled == modes
+        total, _ = fn(points)
+        np.testing.assert_allclose(total, points.sum(axis=1), rtol=1e-12)
+
+
 def test_a_joint_sampler_that_loops_in_python_compiles_hot_and_draws_the_same(monkeypatch):
     # The fast-compiling backend draws a categorical variable one element at a time, and runs a
     # Scan (pm.AR's simulation) one step at a time, in Python: 0.07 s per 12,000-value mixture
