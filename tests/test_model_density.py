@@ -381,6 +381,36 @@ def test_the_per_chain_reference_is_unrewritten_and_rechecked_where_that_loses_p
         np.testing.assert_allclose(total, points.sum(axis=1), rtol=1e-12)
 
 
+def test_the_per_chain_reference_never_compiles_c_code(monkeypatch):
+    # An OpFromGraph (AllocDiag, as in a Cholesky's gradient) links its inner function in
+    # PyTensor's default VM, with C thunks: a C++ compiler probe and module lookups that took
+    # 0.6 s on the latent GP. The reference is compiled with no C++ compiler configured.
+    import pytensor.link.c.op as c_op
+    import pytensor.tensor as pt
+    from pymc.pytensorf import compile as compile_pytensor
+
+    from pymc_bdmc.model.batching import REFERENCE_MODE, compile_batched
+
+    def no_c_thunks(*args, **kwargs):
+        raise RuntimeError("a C thunk was compiled")
+
+    monkeypatch.setattr(c_op.COp, "make_c_thunk", no_c_thunks)
+    compiled = []
+
+    def compile_fn(*args, **kwargs):
+        compiled.append(kwargs.get("mode"))
+        return compile_pytensor(*args, **kwargs)
+
+    x = pt.vector("x")
+    points = np.array([[0.1, 0.2, 0.3], [1.0, 2.0, 3.0], [0.0, -1.0, 2.0]])
+    fn, batching = compile_batched(compile_fn, x, [pt.sum(pt.exp(pt.diag(x))), pt.exp(x)],
+                                   points)
+    assert batching == "vectorized"
+    assert compiled == [None, REFERENCE_MODE]
+    total, _ = fn(points)
+    np.testing.assert_allclose(total, np.exp(points).sum(axis=1) + 6, rtol=1e-12)
+
+
 def test_a_joint_sampler_that_loops_in_python_compiles_hot_and_draws_the_same(monkeypatch):
     # The fast-compiling backend draws a categorical variable one element at a time, and runs a
     # Scan (pm.AR's simulation) one step at a time, in Python: 0.07 s per 12,000-value mixture
