@@ -36,6 +36,26 @@ def test_parts_match_pymc_logp(nig, nig_density):
         assert parts.log_likelihood[i] == pytest.approx(lik_fn(point), rel=EXACT)
 
 
+def test_prior_and_likelihood_from_one_pass_are_pymcs_varlogp_and_observedlogp():
+    # Two free variables (one transformed) and two observed ones, so that a split at the wrong
+    # index or a lost Jacobian shows.
+    from pymc_bdmc.model.density import prior_and_likelihood
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 2)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.Normal("y", mu, sigma, observed=[0.3, -0.1, 1.2])
+        pm.Poisson("k", pt.exp(mu), observed=[1, 0, 3])
+    point = model.initial_point()
+    point = {**point, "mu": np.array(0.4), "sigma_log__": np.array(-0.3)}
+    prior, likelihood = prior_and_likelihood(model)
+    for ours, pymcs in ((prior, model.varlogp), (likelihood, model.observedlogp)):
+        values = [model.compile_fn(graph, point_fn=True)(point) for graph in (ours, pymcs)]
+        assert values[0] == values[1]
+    assert model.compile_fn(prior, point_fn=True)(point) != 0
+    assert model.compile_fn(likelihood, point_fn=True)(point) != 0
+
+
 def test_tempered_gradient_matches_finite_differences(nig_density):
     x = _random_points(nig_density, 3, 1)
     beta = 0.37
