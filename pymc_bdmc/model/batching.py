@@ -55,7 +55,7 @@ ONE_SHOT_MODE = "FAST_COMPILE"
 
 #: Backend of the per-chain reference a vectorized graph is checked against: Python thunks and
 #: no graph rewrites at all (only PyMC's own parameter checks), compiled with no C++ compiler
-#: configured; 5-20 times faster to compile than :data:`ONE_SHOT_MODE`, for a few points.
+#: configured: a fraction of :data:`ONE_SHOT_MODE`'s compile time, for a few points.
 REFERENCE_MODE = Mode(linker=VMLinker(use_cloop=False, c_thunks=False), optimizer=None)
 
 #: Held while this package compiles a PyTensor function. PyTensor compilation is not thread-safe

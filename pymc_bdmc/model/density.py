@@ -105,8 +105,8 @@ def mixes_one_family(model: pm.Model) -> bool:
 def prior_and_likelihood(model: pm.Model):
     """``model.varlogp`` and ``model.observedlogp``, from one pass of PyMC's logp rewriting.
 
-    Each of the two properties derives the log densities of the whole model graph on its own,
-    which was a third of the latent GP's graph building outside compilation.
+    Each of the two properties runs PyMC's logprob rewriting over the whole model graph on its
+    own; one ``model.logp(sum=False)`` call runs it once, and the sums are PyMC's.
     """
     n_free = len(model.free_RVs)
     factors = model.logp(vars=[*model.free_RVs, *model.observed_RVs], sum=False)
