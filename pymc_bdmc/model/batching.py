@@ -216,11 +216,11 @@ def _check_per_chain(batched, compile_fn, x, extra_inputs, outputs, kwargs, poin
                    for b, s in zip(batched, reference, strict=True))
 
     for mode in (REFERENCE_MODE, ONE_SHOT_MODE):
+        # Without a C++ compiler, inner functions (an OpFromGraph's, linked by PyTensor in its
+        # default VM) get Python thunks too: no compiler probe, no C module lookups.
+        flags = {"cxx": ""} if mode is REFERENCE_MODE else {}
         try:
-            # Without a C++ compiler, inner functions (an OpFromGraph's, linked by PyTensor in
-            # its default VM) get Python thunks too: no compiler probe, no C module lookups.
-            with COMPILE_LOCK, pytensor.config.change_flags(cxx="" if mode is REFERENCE_MODE
-                                                           else pytensor.config.cxx):
+            with COMPILE_LOCK, pytensor.config.change_flags(**flags):
                 single = compile_fn([x, *extra_inputs], outputs, **{**kwargs, "mode": mode})
             references = [single(point, *extra_values) for point in points]
         except Exception as err:  # whatever Python mode cannot run

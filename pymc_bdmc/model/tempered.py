@@ -32,7 +32,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import ancestors
 
-from pymc_bdmc.model.density import FlatLayout, observed_data_value
+from pymc_bdmc.model.density import FlatLayout, observed_data_value, prior_and_likelihood
 
 __all__ = ["TemperedClone", "TemperedModel"]
 
@@ -154,11 +154,11 @@ class TemperedClone:
         if observed:
             self.set_observed(observed)
 
-        lik = clone.observedlogp
+        prior, lik = prior_and_likelihood(clone)
         if potentials_in_likelihood and clone.potentials:
             lik = lik + clone.potentiallogp
         self._parts_fn = clone.compile_fn(
-            [clone._bdmc_replace_data(clone.varlogp), clone._bdmc_replace_data(lik)],
+            [clone._bdmc_replace_data(prior), clone._bdmc_replace_data(lik)],
             inputs=clone.value_vars, on_unused_input="ignore", **(compile_kwargs or {}),
         )
 

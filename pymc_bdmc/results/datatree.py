@@ -231,7 +231,7 @@ def _sample_tree(rng: np.random.Generator, density: ModelDensity, log_w: np.ndar
         "lp": (parts.log_prior + parts.log_likelihood)[None, :],
         "log_likelihood": parts.log_likelihood[None, :],
     }
-    from arviz_base import from_dict, make_attrs  # lazily: arviz_base takes 0.5 s to import
+    from arviz_base import from_dict, make_attrs  # lazily: slow to import
 
     run_attrs = make_attrs(
         {**attrs, "inference_library_version": __version__}, inference_library=pm

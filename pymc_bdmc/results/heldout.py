@@ -100,7 +100,7 @@ def heldout_posterior_groups(rng: np.random.Generator, density: CaseDensity,
         "log_likelihood": parts.log_likelihood.reshape(chains, cases)[None],
     }
     stats_dims = {name: per_case for name in sample_stats}
-    from arviz_base import from_dict, make_attrs  # lazily: arviz_base takes 0.5 s to import
+    from arviz_base import from_dict, make_attrs  # lazily: slow to import
 
     run_attrs = make_attrs(
         {**attrs, "inference_library_version": __version__}, inference_library=pm
