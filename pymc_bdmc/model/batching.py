@@ -19,7 +19,6 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pymc.logprob.utils import CheckParameterValue
-from pymc.pytensorf import compile as compile_pytensor
 from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.mode import Mode
 from pytensor.compile.sharedvalue import SharedVariable
@@ -30,6 +29,7 @@ from pytensor.tensor.blockwise import Blockwise
 
 from pymc_bdmc.model.compile_record import fused_form, mark_kernel_compiled
 from pymc_bdmc.model.layout import DensityParts
+from pymc_bdmc.model.rewrite_cache import compile_function
 
 __all__ = [
     "COMPILE_LOCK",
@@ -402,7 +402,7 @@ class BatchedParts:
 
     def _compile(self, inputs, outputs, **kwargs):
         with COMPILE_LOCK:
-            fn = compile_pytensor(inputs, outputs, **{**self._graph[4], **kwargs})
+            fn = compile_function(inputs, outputs, **{**self._graph[4], **kwargs})
         fn.trust_input = True
         return fn
 

@@ -26,7 +26,6 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.mixture import MixtureRV
-from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import rewrite_pregrad
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
@@ -61,6 +60,7 @@ from pymc_bdmc.model.compile_record import (
 )
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 from pymc_bdmc.model.location_scale import LocationScaleStructure, find_location_scale
+from pymc_bdmc.model.rewrite_cache import compile_function
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts",
            "may_mirror_modes", "mixes_one_family", "prior_and_likelihood"]
@@ -265,7 +265,7 @@ class ModelDensity:
     def _compile(self, inputs, outputs, **kwargs):
         self.n_compilations += 1
         with COMPILE_LOCK, self.model:
-            fn = compile_pytensor(inputs, outputs, **{**self.compile_kwargs, **kwargs})
+            fn = compile_function(inputs, outputs, **{**self.compile_kwargs, **kwargs})
         fn.trust_input = True
         return fn
 

@@ -1,0 +1,301 @@
+"""Rewritten graphs kept on disk, so that a model's functions skip PyTensor's rewrites next time.
+
+Compiling a model's batched density with Numba spends most of its time in PyTensor's graph
+rewrites (canonicalisation, stabilisation, fusion, in-place): 0.3-1 s a graph on this
+project's suite models, where the compiled code itself already comes from Numba's disk cache.
+Rewriting is a deterministic function of the graph, so :func:`compile_function` keeps each
+rewritten graph beside PyTensor's caches (:data:`CACHE_DIR`), under a key of the graph *before*
+rewriting (:func:`graph_key`), and a later compilation of the same graph, in this process or
+another, links the stored graph without rewriting it again. The function is the same: the same
+final graph, so the same Numba code and the same numbers to the last bit.
+
+The key is the graph's full structure: every operation (as pickled, so with all its
+parameters), how the nodes are wired, each variable's type, the constants' values, the
+versions of PyTensor, PyMC, Numba and this package, the compilation mode and the PyTensor flags
+that steer rewriting. Shared variables (the observed data) enter by type only, so the same model
+on other data of the same shape reuses its graph. A record that cannot be read, or a graph the
+key cannot describe (free variables, random generators, updates), only means a normal
+compilation.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import io
+import logging
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+import pytensor
+from pymc.pytensorf import compile as compile_pytensor
+from pytensor.compile.executor import Function
+from pytensor.compile.mode import Mode, get_mode
+from pytensor.compile.ops import DeepCopyOp
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Constant, NominalVariable, Variable
+from pytensor.graph.fg import FunctionGraph
+from pytensor.graph.rewriting.basic import SequentialGraphRewriter
+from pytensor.graph.traversal import io_toposort
+from pytensor.tensor.sharedvar import TensorSharedVariable
+
+from pymc_bdmc.version import __version__
+
+__all__ = ["CACHE_DIR", "MAX_RECORDS", "MAX_RECORD_BYTES", "compile_function", "graph_key"]
+
+logger = logging.getLogger("pymc_bdmc.model.density")
+
+#: Where rewritten graphs are kept (``PYMC_BDMC_REWRITE_CACHE`` overrides it; ``off`` disables).
+CACHE_DIR = Path(os.environ.get("PYMC_BDMC_REWRITE_CACHE",
+                                Path(pytensor.config.base_compiledir) / "pymc_bdmc_rewrites"))
+
+#: Graphs whose record would be larger (large constant data) are not kept.
+MAX_RECORD_BYTES = 16 * 2**20
+#: Past this many records, the least recently used tenth is removed.
+MAX_RECORDS = 2000
+
+_FORMAT = 1
+# PyTensor flags that change what the rewrites produce.
+_FLAGS = ("floatX", "intX", "cast_policy", "optimizer_including", "optimizer_excluding",
+          "optimizer_requiring", "numba__fastmath", "tensor__insert_inplace_optimizer_validate_nb")
+
+
+def _enabled() -> bool:
+    return str(CACHE_DIR).lower() not in ("off", "0", "")
+
+
+class _KeyPickler(pickle.Pickler):
+    """Pickles operations for the key, with what is process-local in them left out.
+
+    Variables inside operations lose their automatic names; inner graphs (an ``OpFromGraph``'s,
+    a ``Scan``'s) are described by their own :func:`graph_key`, since a ``FunctionGraph``'s
+    state holds timings and traversal-ordered bookkeeping; compiled functions an operation keeps
+    are left out.
+    """
+
+    def reducer_override(self, obj):
+        if isinstance(obj, FunctionGraph):
+            inner = graph_key(obj.inputs, obj.outputs)
+            if inner is None:
+                raise pickle.PicklingError("an inner graph the key cannot describe")
+            return str, (f"inner graph {inner[0]}",)
+        if isinstance(obj, Function):
+            return str, ("compiled function",)
+        # Nominal variables (inner graphs' inputs) are named by position already.
+        if isinstance(obj, Variable) and not isinstance(obj, NominalVariable):
+            state = {k: v for k, v in obj.__dict__.items()
+                     if k not in ("auto_name", "tag") and not k.startswith("__")}
+            return object.__new__, (type(obj),), state
+        return NotImplemented
+
+
+def _op_bytes(op) -> bytes:
+    buffer = io.BytesIO()
+    _KeyPickler(buffer, protocol=5).dump(op)
+    return buffer.getvalue()
+
+
+def _constant_bytes(constant: Constant) -> bytes:
+    data = constant.data
+    if isinstance(data, np.ndarray | np.generic):
+        array = np.asarray(data)
+        return f"{array.dtype.str}{array.shape}".encode() + array.tobytes()
+    return pickle.dumps(data, protocol=5)
+
+
+def graph_key(inputs, outputs, extra: str = "") -> tuple[str, list] | None:
+    """Return the key of ``outputs(inputs)`` before rewriting, and its shared variables in order.
+
+    ``extra`` (the mode, say) enters the key too. None where the graph has a root that is neither
+    an input, a constant nor a tensor shared variable (a random generator, a free variable), or
+    an operation that cannot be pickled: such graphs are compiled as usual.
+    """
+    digest = hashlib.sha256(extra.encode())
+    token: dict[Variable, str] = {}
+    for i, variable in enumerate(inputs):
+        token[variable] = f"i{i}"
+        digest.update(f"i{i}:{variable.type};".encode())
+    shared: list[SharedVariable] = []
+    try:
+        for n, node in enumerate(io_toposort(list(inputs), list(outputs))):
+            for variable in node.inputs:
+                if variable in token:
+                    continue
+                if isinstance(variable, Constant):
+                    token[variable] = f"c{len(token)}"
+                    digest.update(f"{token[variable]}:{variable.type}:".encode())
+                    digest.update(_constant_bytes(variable))
+                elif isinstance(variable, TensorSharedVariable):
+                    token[variable] = f"s{len(shared)}"
+                    shared.append(variable)
+                    digest.update(f"{token[variable]}:{variable.type};".encode())
+                else:
+                    return None
+            digest.update(_op_bytes(node.op))
+            digest.update(",".join(token[v] for v in node.inputs).encode())
+            for k, out in enumerate(node.outputs):
+                token[out] = f"n{n}.{k}"
+                digest.update(f"->{out.type};".encode())
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    for out in outputs:
+        if out not in token:  # an output that is an input or constant itself
+            return None
+        digest.update(f"out:{token[out]};".encode())
+    return digest.hexdigest()[:40], shared
+
+
+def _environment(mode) -> str:
+    flags = ";".join(f"{f}={getattr(pytensor.config, f, None)}" for f in _FLAGS)
+    try:
+        model = pm.modelcontext(None)
+        check_bounds = model.check_bounds
+    except TypeError:
+        check_bounds = True
+    return (f"format={_FORMAT};pytensor={pytensor.__version__};pymc={pm.__version__};"
+            f"numba={_numba_version()};numpy={np.__version__};pymc_bdmc={__version__};"
+            f"mode={_mode_description(get_mode(mode))};check_bounds={check_bounds};{flags}")
+
+
+@functools.cache
+def _numba_version() -> str:
+    """Numba's version, without importing it (0.7 s) before a Numba function is compiled."""
+    try:
+        return importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def _mode_description(mode: Mode) -> str:
+    """Describe a mode by its linker and the rewrites it asks for (its ``str`` holds addresses)."""
+    query = mode.provided_optimizer
+    parts = [type(mode.linker).__qualname__]
+    for name in ("include", "exclude", "require"):
+        parts.append(f"{name}={sorted(map(str, getattr(query, name, ()) or ()))}")
+    return ",".join(parts)
+
+
+def compile_function(inputs, outputs, **kwargs):
+    """``pymc.pytensorf.compile(inputs, outputs, **kwargs)``, its rewrites cached on disk.
+
+    Only the default (hot) mode is cached, with no keyword but ``on_unused_input``: one-shot
+    and reference modes rewrite little. Call under the compile lock.
+    """
+    if not _enabled() or set(kwargs) - {"on_unused_input"}:
+        return compile_pytensor(inputs, outputs, **kwargs)
+    inputs, outputs = list(inputs), list(outputs)
+    described = graph_key(inputs, outputs, _environment(None))
+    if described is None:
+        return compile_pytensor(inputs, outputs, **kwargs)
+    key, shared = described
+    path = CACHE_DIR / f"{key}.pkl"
+    if path.exists():
+        fn = _load(path, inputs, shared, kwargs)
+        if fn is not None:
+            return fn
+    fn = compile_pytensor(inputs, outputs, **kwargs)
+    _store(path, fn, inputs, shared)
+    return fn
+
+
+def _roots(fn, inputs, shared) -> list[str] | None:
+    """Each of ``fn``'s graph inputs as ``"i<k>"`` (an input) or ``"s<k>"`` (a shared variable)."""
+    tokens = []
+    for spec in fn.maker.inputs:
+        variable = spec.variable
+        if any(variable is v for v in inputs):
+            tokens.append(f"i{next(i for i, v in enumerate(inputs) if v is variable)}")
+        elif any(variable is v for v in shared):
+            tokens.append(f"s{next(i for i, v in enumerate(shared) if v is variable)}")
+        else:
+            return None
+    return tokens
+
+
+def _store(path: Path, fn, inputs, shared) -> None:
+    fgraph = fn.maker.fgraph
+    if fgraph.update_mapping or len(fgraph.inputs) != len(fn.maker.inputs):
+        return
+    constant_bytes = sum(np.asarray(v.data).nbytes for v in fgraph.variables
+                         if isinstance(v, Constant) and isinstance(v.data, np.ndarray | np.generic))
+    if constant_bytes > MAX_RECORD_BYTES:  # large data as constants: not worth a record
+        return
+    roots = _roots(fn, inputs, shared)
+    if roots is None:
+        return
+    # insert_deepcopy runs again after the (skipped) rewrites of a cached compilation.
+    outputs = [out.owner.inputs[0] if out.owner is not None and isinstance(out.owner.op, DeepCopyOp)
+               else out for out in fgraph.outputs]
+    position = {id(v): j for j, v in enumerate(fgraph.inputs)}
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            j = position.get(id(obj))
+            return None if j is None else j
+
+    buffer = io.BytesIO()
+    try:
+        pickle.dump(roots, buffer, protocol=5)  # read first: what each persistent id stands for
+        Pickler(buffer, protocol=5).dump(outputs)
+    except (pickle.PicklingError, TypeError, AttributeError) as err:
+        logger.debug("Rewritten graph not kept (%s).", err)
+        return
+    if buffer.tell() > MAX_RECORD_BYTES:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(buffer.getvalue())
+        os.replace(partial, path)
+        _prune(path.parent)
+    except OSError as err:
+        logger.debug("Rewritten graph not kept (%s).", err)
+
+
+def _prune(directory: Path) -> None:
+    """Remove the least recently used tenth of the records once there are too many."""
+    records = list(directory.glob("*.pkl"))
+    if len(records) <= MAX_RECORDS:
+        return
+
+    def last_used(record):
+        try:
+            return record.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    for record in sorted(records, key=last_used)[:max(1, len(records) // 10)]:
+        record.unlink(missing_ok=True)
+
+
+def _load(path: Path, inputs, shared, kwargs):
+    """Link a stored rewritten graph into a function; None where the record cannot be used."""
+    try:
+        with path.open("rb") as stream:
+            record_roots: list = []
+
+            class Unpickler(pickle.Unpickler):
+                def persistent_load(self, pid):
+                    return record_roots[pid]
+
+            for token in pickle.load(stream):
+                record_roots.append((inputs if token[0] == "i" else shared)[int(token[1:])])
+            outputs = Unpickler(stream).load()
+        # No rewrites at all (a rewriter object, not a query, so not even the linker's
+        # required ones: they ran before the graph was stored).
+        mode = Mode(linker=get_mode(None).linker, optimizer=SequentialGraphRewriter())
+        fn = pytensor.function(inputs, outputs, mode=mode, accept_inplace=True, **kwargs)
+    except Exception as err:  # an unusable record means: compile as usual
+        logger.debug("Cached rewritten graph %s unusable (%s); rewriting.", path.name, err)
+        return None
+    logger.debug("Rewritten graph loaded from the cache (%s).", path.name)
+    try:
+        os.utime(path)  # recently used: kept when the cache is pruned
+    except OSError:
+        pass
+    return fn
+
