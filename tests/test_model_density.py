@@ -1,9 +1,12 @@
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 import pytest
+from pytensor.graph.traversal import ancestors
 
 from pymc_bdmc import known_evidence
+from pymc_bdmc.model.cache import compiled_model
 from pymc_bdmc.model.density import FlatLayout, ModelDensity
 from pymc_bdmc.model.simulate import ModelSimulator
 
@@ -526,3 +529,19 @@ def test_a_large_batch_is_constrained_by_one_vectorized_call_with_the_per_row_va
         np.testing.assert_allclose(again[name], many[name][::-1], rtol=1e-12)
     np.testing.assert_allclose(many["total"], many["effect"].sum(axis=1) * many["scale"],
                                rtol=1e-12)
+
+
+def test_graphs_built_here_carry_no_creation_traces_and_the_flag_is_restored():
+    with pm.Model() as model:
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Normal("y", pm.Normal("mu", 0.0, 1.0), sigma, observed=np.array([0.3, -0.1, 0.8]))
+    limit = pytensor.config.traceback__limit
+    density = compiled_model(model, cache=False).density
+    assert pytensor.config.traceback__limit == limit
+    nodes = [v.owner for v in ancestors(density._hot_graph[1])
+             if v.owner is not None]
+    assert nodes and not any(getattr(node.tag, "trace", None) for node in nodes)
+    # The user's own graph keeps them (where PyTensor's flags ask for them).
+    user_nodes = [v.owner for v in ancestors(model.free_RVs)
+                  if v.owner is not None]
+    assert limit == 0 or any(getattr(node.tag, "trace", None) for node in user_nodes)

@@ -136,3 +136,4 @@ def test_the_cache_keeps_the_records_used_last(cache_dir, monkeypatch, caplog):
     with caplog.at_level(logging.DEBUG, logger="pymc_bdmc.model.density"):
         compile_function([a], [pt.exp(a) + 4.0])
     assert "loaded from the cache" in caplog.text
+

@@ -29,7 +29,11 @@ from pymc_bdmc.kernels.hmc import (
     HMCParams,
     draw_transition_noise,
 )
-from pymc_bdmc.model.batching import checks_to_switches, register_fused_kernel
+from pymc_bdmc.model.batching import (
+    checks_to_switches,
+    register_fused_kernel,
+    without_stack_traces,
+)
 from pymc_bdmc.model.layout import DensityParts
 
 if TYPE_CHECKING:
@@ -90,7 +94,8 @@ class FusedHMC:
         if key not in self._fns:
             build = _principal_graph if principal else _transition_graph
             kwargs = {} if principal else {"dense": dense, "base": base}
-            self._fns[key] = self._compile_fn(*build(self._x, self._outputs, **kwargs))
+            with without_stack_traces():
+                self._fns[key] = self._compile_fn(*build(self._x, self._outputs, **kwargs))
         return self._fns[key]
 
     def step(self, rng, x: np.ndarray, parts: DensityParts, beta: float,

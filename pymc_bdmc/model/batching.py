@@ -44,6 +44,7 @@ __all__ = [
     "compile_per_row",
     "join_value_inputs",
     "register_fused_kernel",
+    "without_stack_traces",
 ]
 
 logger = logging.getLogger("pymc_bdmc.model.density")
@@ -63,6 +64,17 @@ REFERENCE_MODE = Mode(linker=VMLinker(use_cloop=False, c_thunks=False), optimize
 #: workers) compile their chains' densities in several threads of one process. Processes need no
 #: lock: each has its own compiler, and PyTensor's on-disk caches lock across processes.
 COMPILE_LOCK = threading.RLock()
+
+
+def without_stack_traces():
+    """PyTensor's flags while this package builds graphs: no creation trace on each node.
+
+    PyTensor records where each node was created, walking the Python stack past its own frames
+    for every node: a quarter of building a model's batched graphs (PyMC's logp, gradients,
+    vectorizing) on the suite's models. The traces only decorate error messages about nodes
+    built here; the graphs and their values are the same.
+    """
+    return pytensor.config.change_flags(traceback__limit=0)
 
 
 def join_value_inputs(point: Mapping[str, np.ndarray], outputs: list, inputs: list):
@@ -410,8 +422,9 @@ class BatchedParts:
         """Compile (once); returns self."""
         if self._fn is None:
             x, outputs, _, points, _, _, movable, _, _ = self._graph
-            self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
-                                                      movable=movable)
+            with without_stack_traces():
+                self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
+                                                          movable=movable)
         return self
 
     def terms(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pymc as pm
 
+from pymc_bdmc.model.batching import without_stack_traces
 from pymc_bdmc.model.density import ModelDensity, observed_data_value
 from pymc_bdmc.model.reparameterize import OtherForm, other_form
 from pymc_bdmc.model.simulate import ModelSimulator
@@ -114,15 +115,16 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
         logger.debug("Reusing the compiled densities of this model.")
         return CompiledModel(density, simulator, 0.0, True)
     start = time.perf_counter()
-    # The same evidence; the user's model is not touched.
-    form = other_form(model) if other else OtherForm(model)
-    density = ModelDensity(form.model, potentials_in_likelihood=potentials_in_likelihood,
-                           compile_kwargs=compile_kwargs, gradients=gradients,
-                           reparameterized=form.swapped,
-                           reparameterized_walks=form.walks,
-                           reparameterized_vector_walks=form.vector_walks,
-                           reparameterized_autoregressions=form.autoregressions)
-    simulator = ModelSimulator(form.model, density.layout, compile_kwargs=compile_kwargs)
+    with without_stack_traces():
+        # The same evidence; the user's model is not touched.
+        form = other_form(model) if other else OtherForm(model)
+        density = ModelDensity(form.model, potentials_in_likelihood=potentials_in_likelihood,
+                               compile_kwargs=compile_kwargs, gradients=gradients,
+                               reparameterized=form.swapped,
+                               reparameterized_walks=form.walks,
+                               reparameterized_vector_walks=form.vector_walks,
+                               reparameterized_autoregressions=form.autoregressions)
+        simulator = ModelSimulator(form.model, density.layout, compile_kwargs=compile_kwargs)
     if cache:
         _CACHE[key] = (model, density, simulator)
         while len(_CACHE) > CACHE_SIZE:
