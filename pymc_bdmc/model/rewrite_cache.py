@@ -10,12 +10,12 @@ another, links the stored graph without rewriting it again. The function is the 
 final graph, so the same Numba code and the same numbers to the last bit.
 
 The key is the graph's full structure: every operation (as pickled, so with all its
-parameters), how the nodes are wired, each variable's type, the constants' values, the
-versions of PyTensor, PyMC, Numba and this package, the compilation mode and the PyTensor flags
-that steer rewriting. Shared variables (the observed data) enter by type only, so the same model
-on other data of the same shape reuses its graph. A record that cannot be read, or a graph the
-key cannot describe (free variables, random generators, updates), only means a normal
-compilation.
+parameters), how the nodes are wired, each variable's type, the constants' values, the versions
+of Python, PyTensor, PyMC, Numba, NumPy and this package, the compilation mode and the PyTensor
+flags that steer rewriting. Shared variables (the observed data) enter by type only, so the
+same model on other data of the same shape reuses its graph. A record that cannot be read, or a
+graph the key cannot describe (free variables, random generators, updates), only means a
+normal compilation.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import io
 import logging
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -156,7 +157,8 @@ def _environment(mode) -> str:
         check_bounds = model.check_bounds
     except TypeError:
         check_bounds = True
-    return (f"format={_FORMAT};pytensor={pytensor.__version__};pymc={pm.__version__};"
+    return (f"format={_FORMAT};python={sys.version_info[:3]};pytensor={pytensor.__version__};"
+            f"pymc={pm.__version__};"
             f"numba={_numba_version()};numpy={np.__version__};pymc_bdmc={__version__};"
             f"mode={_mode_description(get_mode(mode))};check_bounds={check_bounds};{flags}")
 
