@@ -137,3 +137,11 @@ def test_the_cache_keeps_the_records_used_last(cache_dir, monkeypatch, caplog):
         compile_function([a], [pt.exp(a) + 4.0])
     assert "loaded from the cache" in caplog.text
 
+
+
+def test_compilation_flags_key_another_record(cache_dir):
+    a = pt.vector("a")
+    compile_function([a], [pt.exp(a) * 2.0 + 1.0])
+    with pytensor.config.change_flags(numba__fastmath=False):
+        compile_function([a], [pt.exp(a) * 2.0 + 1.0])
+    assert len(list(cache_dir.glob("*.pkl"))) == 2

@@ -61,8 +61,9 @@ MAX_RECORDS = 2000
 
 _FORMAT = 1
 # PyTensor flags that change what the rewrites produce.
-_FLAGS = ("floatX", "intX", "cast_policy", "optimizer_including", "optimizer_excluding",
-          "optimizer_requiring", "numba__fastmath", "tensor__insert_inplace_optimizer_validate_nb")
+_FLAGS = ("floatX", "cast_policy", "optimizer", "optimizer_including", "optimizer_excluding",
+          "optimizer_requiring", "optdb__position_cutoff", "optdb__max_use_ratio",
+          "numba__fastmath", "tensor__insert_inplace_optimizer_validate_nb")
 
 
 def _enabled() -> bool:
