@@ -11,6 +11,7 @@ import the kernels.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -66,15 +67,18 @@ REFERENCE_MODE = Mode(linker=VMLinker(use_cloop=False, c_thunks=False), optimize
 COMPILE_LOCK = threading.RLock()
 
 
+@contextlib.contextmanager
 def without_stack_traces():
-    """PyTensor's flags while this package builds graphs: no creation trace on each node.
+    """Build graphs here with no creation trace on each node (and the compile lock held).
 
     PyTensor records where each node was created, walking the Python stack past its own frames
     for every node: a quarter of building a model's batched graphs (PyMC's logp, gradients,
     vectorizing) on the suite's models. The traces only decorate error messages about nodes
-    built here; the graphs and their values are the same.
+    built here; the graphs and their values are the same. The flag is global, so threads that
+    build graphs take turns: each restores what it found.
     """
-    return pytensor.config.change_flags(traceback__limit=0)
+    with COMPILE_LOCK, pytensor.config.change_flags(traceback__limit=0):
+        yield
 
 
 def join_value_inputs(point: Mapping[str, np.ndarray], outputs: list, inputs: list):
