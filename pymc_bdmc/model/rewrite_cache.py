@@ -207,16 +207,10 @@ def compile_function(inputs, outputs, **kwargs):
 
 def _roots(fn, inputs, shared) -> list[str] | None:
     """Each of ``fn``'s graph inputs as ``"i<k>"`` (an input) or ``"s<k>"`` (a shared variable)."""
-    tokens = []
-    for spec in fn.maker.inputs:
-        variable = spec.variable
-        if any(variable is v for v in inputs):
-            tokens.append(f"i{next(i for i, v in enumerate(inputs) if v is variable)}")
-        elif any(variable is v for v in shared):
-            tokens.append(f"s{next(i for i, v in enumerate(shared) if v is variable)}")
-        else:
-            return None
-    return tokens
+    tokens = {id(v): f"i{k}" for k, v in enumerate(inputs)}
+    tokens.update((id(v), f"s{k}") for k, v in enumerate(shared))
+    roots = [tokens.get(id(spec.variable)) for spec in fn.maker.inputs]
+    return None if None in roots else roots
 
 
 def _store(path: Path, fn, inputs, shared) -> None:
