@@ -427,13 +427,14 @@ def test_frozen_kernel_estimates_are_unbiased_in_z_space(small_regression):
 
 
 def test_a_pilot_estimate_biased_high_does_not_choose_the_longer_path():
-    # 200 non-centred groups whose data (simulated at seed 5) put the group scale high: the
-    # prior path's pilot (46 long) overshoots the exact log p(y*) by 1.9 nats and so beat a
-    # fitted path 5 times shorter. Estimated again with frozen kernels, it does not. (With the
-    # population's correlations, as when this was measured: the curvature's change the stream.)
+    # 200 non-centred groups on data simulated at seed 0: the prior path's pilot (33 long)
+    # overshoots the exact log p(y*) by 3.9 nats and so beat a fitted path 6 times shorter.
+    # Estimated again with frozen kernels, it does not (measured; seeds 8 and 10 too). (With
+    # the population's correlations, as when this was measured: the curvature's change the
+    # stream.)
     am = known_evidence.group_intercepts(200, 20, seed=0)
     with am.model:
-        result = pmb.sample_bdmc(n_steps=10, chains=4, random_seed=5, progressbar=False,
+        result = pmb.sample_bdmc(n_steps=10, chains=4, random_seed=0, progressbar=False,
                                  cores=1, reparameterize=True, max_time=None,
                                  tuning=pmb.Tuning(curvature_min_dim=1000))
     attrs, exact = result["evidence"].attrs, am.log_evidence_of(result)

@@ -81,18 +81,56 @@ def test_the_package_never_calls_numpy_global_random_functions():
     assert not offenders, offenders
 
 
+def _replay(searched, seed):
+    """The call that replays a search's result: its recorded length, chains, pilot and form.
+
+    ``pilot_chains`` only where it is not a call's default for those chains (the pilot of a
+    search that went on to more chains stays at its first size).
+    """
+    attrs = searched.attrs
+    chains, pilot_chains = int(attrs["chains"]), int(attrs["auto_pilot_chains"][-1])
+    return pmb.sample_bdmc(n_steps=int(attrs["n_steps"]), chains=chains,
+                           pilot_chains=None if pilot_chains == max(chains, 64) else pilot_chains,
+                           reparameterize=bool(attrs["auto_reparameterized"][-1]),
+                           random_seed=seed, progressbar=False)["evidence"]
+
+
 def test_a_search_certified_at_its_first_attempt_is_replayed_by_its_recorded_settings():
     # What the search chose is in the result: the same seed at the recorded length and chains
-    # gives the same bounds bit for bit. (Later attempts share the first attempt's pilot and
-    # streams, so a longer search is not replayed this way: docs/explanation/how-it-works.md.)
+    # gives the same bounds bit for bit.
     from pymc_bdmc import known_evidence
 
     with known_evidence.linear_regression(50, 5, seed=1).model:
         searched = pmb.sample_bdmc(random_seed=3, progressbar=False)["evidence"]
         assert list(searched.attrs["auto_n_steps"]) == [searched.attrs["n_steps"]]
-        replayed = pmb.sample_bdmc(n_steps=int(searched.attrs["n_steps"]),
-                                   chains=int(searched.attrs["chains"]), random_seed=3,
+        replayed = _replay(searched, 3)
+    for bound in ("lower", "upper"):
+        assert float(replayed[bound]) == float(searched[bound])
+
+
+@pytest.mark.parametrize("case", ["more chains, then longer", "other form"])
+def test_a_longer_search_is_replayed_by_its_recorded_settings(case):
+    # Every attempt draws from the call's streams restarted (pipeline/seeding.py), and a call
+    # in the other form simulates its data as written, as the search does: the attempt a
+    # search returns is the call with its settings, whichever attempt it was. A tight target
+    # makes these searches go on (measured: 100 steps on 32 chains, on 160, then 200 steps;
+    # and 100, 200, then 100 steps in the other form).
+    from pymc_bdmc import known_evidence
+
+    if case == "other form":
+        model, seed, target = known_evidence.eight_schools(centered=True).model, 1, 0.05
+    else:
+        model, seed, target = known_evidence.linear_regression(50, 5, seed=1).model, 3, 0.01
+    with model:
+        searched = pmb.sample_bdmc(random_seed=seed, target_gap=target,
                                    progressbar=False)["evidence"]
+        attrs = searched.attrs
+        assert len(attrs["auto_n_steps"]) > 1
+        if case == "other form":
+            assert attrs["auto_reparameterized"][-1] and not attrs["auto_reparameterized"][0]
+        else:
+            assert attrs["auto_chains"][-1] > attrs["auto_chains"][0]
+        replayed = _replay(searched, seed)
     for bound in ("lower", "upper"):
         assert float(replayed[bound]) == float(searched[bound])
 

@@ -11,7 +11,9 @@ from a fitted Gaussian when the equilibration before each fit began stopping whe
 population had settled; the ten default-kernel AIS and BDMC cases when short paths began
 making one HMC transition per temperature, not two; ``calibrate`` when a fitted path on few
 data stopped starting from a Laplace fit; ``bdmc_gibbs`` when the pilot stopped sweeping the
-discrete coordinates before its probe transitions).
+discrete coordinates before its probe transitions; ``bdmc_other_form``, ``bdmc_search_swap`` and
+``ais_auto`` when every attempt and every form's pilot began drawing from the call's streams
+started afresh, and a call in the other form began simulating its data as written).
 Compared to 1e-9, relative and absolute (``tests/recorded_runs.py`` says why not bit for bit:
 the search's runs of thousands of leapfrog steps amplify PyTensor's round-off between processes
 to 4e-10 on a log weight, and the gaps are differences of bounds, seen to move by 3e-12 from run

@@ -406,9 +406,10 @@ def sample_bdmc(
         seeded result reproducible bit for bit.
     reparameterize : bool or None, default None
         ``True`` runs the model's Gaussian hierarchies in their other parameterisation from
-        the start, ``False`` as written throughout; ``None`` runs them as written and lets the
-        ``n_steps="auto"`` search try the other form (see ``target_gap``). Refused for a
-        model with nothing to swap, and with PyMC step methods.
+        the start (on ``theta*`` and ``y*`` simulated from the model as written, so a seed
+        gives the same data in either form), ``False`` as written throughout; ``None`` runs
+        them as written and lets the ``n_steps="auto"`` search try the other form (see
+        ``target_gap``). Refused for a model with nothing to swap, and with PyMC step methods.
     match_data : bool, int or None, default None
         Which simulated data set to certify on. ``False``: one draw from the prior predictive,
         as in the BDMC paper. ``None``: that draw, unless its data overflow or lie more than

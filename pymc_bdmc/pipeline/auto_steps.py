@@ -18,8 +18,10 @@ within ``target_gap``) it runs again:
   twice the last, at most what fits in what is left of ``max_time``.
 
 Every attempt sandwiches the same simulated data through the first attempt's pilot re-frozen
-onto its length (a fresh pilot only where said above), with fresh randomness: the pilot sees
-neither ``theta*`` nor a measured chain, so each attempt's bounds are valid on their own. The
+onto its length (a fresh pilot only where said above), drawing from the call's random streams
+started afresh (:func:`~pymc_bdmc.pipeline.seeding.restarted`), so that a call with its settings
+replays it: the pilot sees neither ``theta*`` nor a measured chain, so each attempt's bounds are
+valid on their own (their shared random numbers make them correlated, not biased). The
 search stops at the first attempt within the target, which slightly favours attempts whose
 noise narrowed the gap: a certificate is a measured gap, not a proof. The result is the last
 attempt's, with every attempt recorded in its ``evidence`` attributes (``auto_*``,

@@ -35,6 +35,7 @@ from pymc_bdmc.pipeline.path_choice import prefer_second_checked
 from pymc_bdmc.pipeline.progress import StageProgress, StepCounter, progress_enabled
 from pymc_bdmc.pipeline.results import short_summary, summary_line
 from pymc_bdmc.pipeline.runs import forward_and_reverse
+from pymc_bdmc.pipeline.seeding import restarted
 from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.pipeline.timing import call_clock, peak_memory_mb, timed
 
@@ -221,9 +222,11 @@ def _choose_form(method: EvidenceMethod, job: Job, switch: FormSwitch,
         if not switch.use(other):
             switch.use(False)
             return ""
+        # Each form's pilot draws what a call in that form would; the frozen estimates below
+        # go on from the first one's streams (fresh draws for both).
         with timed("pilot"):
-            tuned = method.tune(job, switch.current.problem, attempt, settings, bar,
-                                switch.current.memo)
+            tuned = method.tune(fresh_streams(job) if other else job, switch.current.problem,
+                                attempt, settings, bar, switch.current.memo)
         pilots.append(getattr(tuned, "pilot", None))
         tuned_forms.append((switch.current.problem, tuned))
     if any(pilot is None for pilot in pilots):
@@ -308,6 +311,7 @@ def run_attempt(method: EvidenceMethod, job: Job, form: Form, attempt: Attempt,
     xarray.DataTree
     """
     settings = settings_for(job.settings, attempt)
+    job = fresh_streams(job)  # replayed by a call with this attempt's settings (seeding.py)
     if attempt.pilot_chains is not None:  # a fresh, larger pilot replaces the shared one
         form.memo.clear()
     start = time.perf_counter()
@@ -334,6 +338,11 @@ def run_attempt(method: EvidenceMethod, job: Job, form: Form, attempt: Attempt,
         group.attrs.update(run_model_evaluations=int(evaluations),
                            model_call_seconds=float(launch.model_call_seconds))
     return result
+
+
+def fresh_streams(job: Job) -> Job:
+    """``job`` with the streams an attempt draws from back at their start (:func:`restarted`)."""
+    return dataclasses.replace(job, streams=restarted(job.streams))
 
 
 def record_time(result: xr.DataTree, clock: dict, seconds: float) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pymc_bdmc.methods.protocol import Job, Problem
 from pymc_bdmc.model.checks import check_finite_start
 from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.reparameterize import draw_in_other_form
 from pymc_bdmc.pipeline.compile import compile_model
 from pymc_bdmc.pipeline.draws import simulate_truth
 from pymc_bdmc.pipeline.timing import timed
@@ -54,9 +55,22 @@ def model_problem(job: Job, *, other: bool = False, gradients: bool = True,
         check(density)
     if not job.simulate:
         return Problem(density, simulator, None, compile_time)
-    with timed("simulate"):
-        truth, attrs = simulate_truth(simulator, job.model, job.streams, job.match_data)
-    density.set_observed(truth.observed)
+    if other:
+        # The model as written simulates (theta*, y*), as when a search switches forms: a seed
+        # gives the same data in either form, and such a search's attempt is replayed.
+        written, written_simulator, written_time = compile_model(
+            job.model, job.potentials_in_likelihood, job.compile_kwargs, gradients=gradients)
+        compile_time += written_time
+        with timed("simulate"):
+            truth, attrs = simulate_truth(written_simulator, job.model, job.streams,
+                                          job.match_data)
+        written.set_observed(truth.observed)
+        density.set_observed(truth.observed)
+        truth = draw_in_other_form(truth, written, density)
+    else:
+        with timed("simulate"):
+            truth, attrs = simulate_truth(simulator, job.model, job.streams, job.match_data)
+        density.set_observed(truth.observed)
     if check_start:
         check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
                            density.layout, truth.x[None, :], hint=SIMULATED_START_HINT)

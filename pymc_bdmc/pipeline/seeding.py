@@ -1,16 +1,27 @@
-"""Random streams of a run: one independent child stream per stage, spawned from the seed."""
+"""Random streams of a run: one independent child stream per stage, spawned from the seed.
+
+Each attempt of a search (and each pilot of a form) starts the streams it draws from afresh
+(:func:`restarted`): it draws exactly what a call with its settings would, so that
+``sample_bdmc(n_steps=<recorded>, chains=<recorded>, random_seed=<the same>)`` replays the
+attempt a search returned, whichever attempt it was.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
-__all__ = ["STREAMS", "streams"]
+__all__ = ["ATTEMPT_STREAMS", "STREAMS", "restarted", "streams"]
 
 #: The stages that draw random numbers, in the order their streams are spawned (the order is
 #: part of the seed's meaning: changing it changes every result; a new stage goes last, which
 #: leaves the earlier ones as they were).
 STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "reverse", "summary",
            "candidates")
+
+#: The stages an attempt draws from (the simulated data are drawn once, before any attempt).
+ATTEMPT_STREAMS = ("pilot_init", "pilot", "forward_init", "forward", "reverse", "summary")
 
 
 def streams(random_seed) -> dict[str, np.random.Generator]:
@@ -28,3 +39,31 @@ def streams(random_seed) -> dict[str, np.random.Generator]:
     """
     root = np.random.default_rng(random_seed)
     return dict(zip(STREAMS, root.spawn(len(STREAMS)), strict=True))
+
+
+def restarted(streams: Mapping[str, np.random.Generator],
+              stages: tuple[str, ...] = ATTEMPT_STREAMS) -> dict[str, np.random.Generator]:
+    """The streams with ``stages`` back at their start, the others as they are.
+
+    Each stage's generator is made again from a copy of its seed sequence that has spawned no
+    children yet, so it draws, and spawns (:class:`~pymc_bdmc.parallel.streams.ChainBlocks`),
+    what it did when first made.
+
+    Parameters
+    ----------
+    streams : mapping
+        As :func:`streams` returns them.
+    stages : tuple of str, optional
+
+    Returns
+    -------
+    dict
+    """
+    fresh = dict(streams)
+    for stage in stages:
+        generator = streams[stage]
+        seed = generator.bit_generator.seed_seq
+        start = np.random.SeedSequence(entropy=seed.entropy, spawn_key=seed.spawn_key,
+                                       pool_size=seed.pool_size)
+        fresh[stage] = np.random.Generator(type(generator.bit_generator)(start))
+    return fresh
