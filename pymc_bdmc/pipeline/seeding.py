@@ -43,7 +43,7 @@ def streams(random_seed) -> dict[str, np.random.Generator]:
 
 def restarted(streams: Mapping[str, np.random.Generator],
               stages: tuple[str, ...] = ATTEMPT_STREAMS) -> dict[str, np.random.Generator]:
-    """The streams with ``stages`` back at their start, the others as they are.
+    """Return the streams with ``stages`` back at their start, the others as they are.
 
     Each stage's generator is made again from a copy of its seed sequence that has spawned no
     children yet, so it draws, and spawns (:class:`~pymc_bdmc.parallel.streams.ChainBlocks`),
