@@ -32,7 +32,7 @@ def _theta_star_moved(model, seed):
     written = compiled_model(model).density
     other = compiled_model(model, other=True).density
     truth = compiled_model(model).simulator.draw_joint(np.random.default_rng(seed))
-    return written, other, truth, draw_in_other_form(truth, written, other)
+    return written, other, truth, draw_in_other_form(truth, written.layout, other)
 
 
 def test_normals_whose_scale_depends_on_a_free_variable_swap_and_no_others():
@@ -98,7 +98,7 @@ def test_theta_star_keeps_its_point_of_the_joint_distribution_in_centred_coordin
     truth = compiled_model(model).simulator.draw_joint(np.random.default_rng(3))
     written.set_observed(truth.observed)
     centred.set_observed(truth.observed)
-    moved = draw_in_other_form(truth, written, centred)
+    moved = draw_in_other_form(truth, written.layout, centred)
     for name in ("tau", "lam", "z"):
         np.testing.assert_allclose(moved.free[name], truth.free[name], rtol=1e-12)
     before, after = written.parts(truth.x[None, :]), centred.parts(moved.x[None, :])

@@ -23,11 +23,12 @@ import pymc as pm
 
 from pymc_bdmc.model.batching import without_stack_traces
 from pymc_bdmc.model.density import ModelDensity, observed_data_value
+from pymc_bdmc.model.layout import FlatLayout
 from pymc_bdmc.model.reparameterize import OtherForm, other_form
 from pymc_bdmc.model.simulate import ModelSimulator
 
 __all__ = ["CACHE_SIZE", "CompiledModel", "clear_cache", "compiled_model", "model_key",
-           "observed_values"]
+           "observed_values", "written_simulator"]
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,22 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
         while len(_CACHE) > CACHE_SIZE:
             _CACHE.popitem(last=False)
     return CompiledModel(density, simulator, time.perf_counter() - start, False)
+
+
+def written_simulator(model: pm.Model, compile_kwargs: dict | None = None) -> ModelSimulator:
+    """The simulator of ``model`` as written, without compiling its densities where they are not.
+
+    For a call in the other form, which simulates its data as written
+    (:func:`pymc_bdmc.pipeline.problem.model_problem`): the as-written model's compiled
+    simulator where this process has one, else one on the same layout as its densities'.
+    """
+    for gradients in (True, False):
+        key = (*_fingerprint(model, False, compile_kwargs), False, gradients)
+        if key in _CACHE and _CACHE[key][0] is model:
+            return _CACHE[key][2]
+    with without_stack_traces():
+        layout = FlatLayout.from_point([v.name for v in model.value_vars], model.initial_point())
+        return ModelSimulator(model, layout, compile_kwargs=compile_kwargs)
 
 
 def clear_cache() -> None:

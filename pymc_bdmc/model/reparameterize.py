@@ -63,6 +63,7 @@ from pytensor.tensor.linalg import cholesky
 from pytensor.tensor.random.basic import MvNormalRV, NormalRV
 
 from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.layout import FlatLayout
 from pymc_bdmc.model.simulate import JointDraw
 
 try:  # PyMC's random walks are symbolic random variables over an init and innovations
@@ -194,9 +195,9 @@ def other_form(model: pm.Model) -> OtherForm:
                      frozenset(vector_walks), frozenset(autoregressions))
 
 
-def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDensity
+def draw_in_other_form(truth: JointDraw, layout: FlatLayout, other: ModelDensity
                        ) -> JointDraw:
-    """``truth`` (a draw in ``density``'s coordinates) in the other form's coordinates.
+    """``truth`` (a draw in ``layout``'s coordinates) in the other form's coordinates.
 
     The same point of the joint distribution: every variable keeps its value. Each swapped
     variable ``u`` is affine in the free variable ``h`` behind it, given the others, so ``h =
@@ -207,8 +208,8 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
     Parameters
     ----------
     truth : JointDraw
-    density : ModelDensity
-        The model as written, which simulated ``truth``.
+    layout : FlatLayout
+        The layout of the model as written, which simulated ``truth``.
     other : ModelDensity
         Its other form (``other.reparameterized`` non-empty).
 
@@ -216,7 +217,7 @@ def draw_in_other_form(truth: JointDraw, density: ModelDensity, other: ModelDens
     -------
     JointDraw
     """
-    point = density.layout.unravel(truth.x)
+    point = layout.unravel(truth.x)
     helpers, walks = other.reparameterized, other.reparameterized_walks
     layout = other.layout
     probes = []

@@ -118,5 +118,5 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
     if truth is None:
         return other, compiled.simulator, None, compiled.compile_time
     other.set_observed(truth.observed)
-    return (other, compiled.simulator, draw_in_other_form(truth, density, other),
+    return (other, compiled.simulator, draw_in_other_form(truth, density.layout, other),
             compiled.compile_time)
