@@ -134,7 +134,7 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
 
 
 def written_simulator(model: pm.Model, compile_kwargs: dict | None = None) -> ModelSimulator:
-    """The simulator of ``model`` as written, without compiling its densities where they are not.
+    """Return the simulator of ``model`` as written, without compiling its densities anew.
 
     For a call in the other form, which simulates its data as written
     (:func:`pymc_bdmc.pipeline.problem.model_problem`): the as-written model's compiled
