@@ -145,8 +145,8 @@ def written_simulator(model: pm.Model, compile_kwargs: dict | None = None) -> Mo
         if key in _CACHE and _CACHE[key][0] is model:
             return _CACHE[key][2]
     with without_stack_traces():
-        layout = FlatLayout.from_point([v.name for v in model.value_vars], model.initial_point())
-        return ModelSimulator(model, layout, compile_kwargs=compile_kwargs)
+        return ModelSimulator(model, FlatLayout.of_model(model, model.initial_point()),
+                              compile_kwargs=compile_kwargs)
 
 
 def clear_cache() -> None:

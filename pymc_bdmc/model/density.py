@@ -167,7 +167,7 @@ class ModelDensity:
         self.n_evaluations = 0  # batched calls of the hot function (cost accounting)
         initial_point = model.initial_point()
         self.value_vars = list(model.value_vars)
-        self.layout = FlatLayout.from_point([v.name for v in self.value_vars], initial_point)
+        self.layout = FlatLayout.of_model(model, initial_point)
         self._initial_point = initial_point
 
         # Observed data become shared variables owned here (replaced in every graph we build).

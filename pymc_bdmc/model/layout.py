@@ -47,6 +47,11 @@ class FlatLayout:
         dtypes = tuple(str(np.asarray(point[name]).dtype) for name in names)
         return cls(tuple(names), tuple(shapes), tuple(slices), dtypes)
 
+    @classmethod
+    def of_model(cls, model, point: Mapping[str, np.ndarray]) -> FlatLayout:
+        """Build the layout of ``model``'s value variables, in its order, at ``point``."""
+        return cls.from_point([v.name for v in model.value_vars], point)
+
     def is_discrete(self, name: str) -> bool:
         """Whether value variable ``name`` has an integer (or boolean) dtype."""
         if not self.dtypes:

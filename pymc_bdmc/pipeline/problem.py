@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from pymc_bdmc.methods.protocol import Job, Problem
@@ -10,7 +9,7 @@ from pymc_bdmc.model.cache import written_simulator
 from pymc_bdmc.model.checks import check_finite_start
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.reparameterize import draw_in_other_form
-from pymc_bdmc.pipeline.compile import compile_model
+from pymc_bdmc.pipeline.compile import compile_model, timed_build
 from pymc_bdmc.pipeline.draws import simulate_truth
 from pymc_bdmc.pipeline.timing import timed
 
@@ -57,21 +56,17 @@ def model_problem(job: Job, *, other: bool = False, gradients: bool = True,
         check(density)
     if not job.simulate:
         return Problem(density, simulator, None, compile_time)
+    source = simulator
     if other:
         # The model as written simulates (theta*, y*), as when a search switches forms: a seed
         # gives the same data in either form, and such a search's attempt is replayed.
-        with timed("compile"):
-            start = time.perf_counter()
-            written = written_simulator(job.model, job.compile_kwargs)
-            compile_time += time.perf_counter() - start
-        with timed("simulate"):
-            truth, attrs = simulate_truth(written, job.model, job.streams, job.match_data)
-        density.set_observed(truth.observed)
-        truth = draw_in_other_form(truth, written.layout, density)
-    else:
-        with timed("simulate"):
-            truth, attrs = simulate_truth(simulator, job.model, job.streams, job.match_data)
-        density.set_observed(truth.observed)
+        source, seconds = timed_build(lambda: written_simulator(job.model, job.compile_kwargs))
+        compile_time += seconds
+    with timed("simulate"):
+        truth, attrs = simulate_truth(source, job.model, job.streams, job.match_data)
+    density.set_observed(truth.observed)
+    if other:
+        truth = draw_in_other_form(truth, source.layout, density)
     if check_start:
         check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
                            density.layout, truth.x[None, :], hint=SIMULATED_START_HINT)
