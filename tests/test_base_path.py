@@ -129,17 +129,23 @@ def _shifted_base_plan(am, density, rng, base, principal=False, tuning=DEFAULT_T
                          plan.jitter, 1, *factors, base=base)
 
 
-# (1, False) repeats (0, False) on other draws: in --runslow only.
+# (1, False) repeats (0, False) on other draws: in --runslow only. (3, "low rank"): principal
+# metrics in a low-rank base's symmetric-root coordinates.
 @pytest.mark.parametrize(("seed", "principal"), [
-    (0, False), pytest.param(1, False, marks=pytest.mark.slow), (2, True)])
+    (0, False), pytest.param(1, False, marks=pytest.mark.slow), (2, True), (3, "low rank")])
 def test_forward_and_reverse_weights_from_a_fitted_base_are_unbiased_in_z_space(
         small_regression, seed, principal):
-    # As above Tuning.dense_max_dim, where a full-rank base's path gets principal metrics.
+    # As above Tuning.dense_max_dim, where a base from the curvature gets principal metrics.
     am, density, _ = small_regression
     rng = np.random.default_rng(sum(map(ord, "base path")) + seed)
     mean, cov = _exact_posterior_moments(am)
     sd = np.sqrt(np.diag(cov))
     base = GaussianBase.from_covariance(mean + 0.3 * sd, 1.2 * cov)
+    if principal == "low rank":  # its direction furthest from the identity only
+        furthest = np.argsort(np.abs(np.log(base.eigenvalues)))[-1:]
+        base = dataclasses.replace(base, basis=base.basis[:, furthest],
+                                   eigenvalues=base.eigenvalues[furthest])
+        assert not base.full_rank and base.principal_metrics
     plan = _shifted_base_plan(am, density, rng, base, principal,
                               pmb.Tuning(dense_max_dim=1))
     parts_fn = plan.path_parts(density.parts)

@@ -148,6 +148,56 @@ def test_gaussian_base_from_a_given_correlation_keeps_the_populations_moments():
         GaussianBase.from_correlation(values, weights, -np.eye(4))
 
 
+def _near_identity_correlation(d, eigenvalues, seed):
+    # The identity plus a few directions, as a hierarchy's curvature (many groups, few
+    # shared parameters), plus round-off-sized symmetric noise.
+    rng = np.random.default_rng(seed)
+    directions = np.linalg.qr(rng.normal(size=(d, len(eigenvalues))))[0]
+    noise = 1e-7 * rng.normal(size=(d, d))
+    return (np.eye(d) + (directions * (np.asarray(eigenvalues) - 1.0)) @ directions.T
+            + noise + noise.T)
+
+
+def test_a_base_from_a_nearly_identity_correlation_keeps_only_its_distinct_directions():
+    d = 40
+    correlation = _near_identity_correlation(d, [0.5, 1.8, 3.0], seed=7)
+    rng = np.random.default_rng(8)
+    values = rng.normal(size=(30, d)) * rng.uniform(0.5, 2.0, d)
+    base = GaussianBase.from_correlation(values, np.full(30, 1 / 30), correlation)
+    assert base.basis.shape == (d, 3) and not base.full_rank and base.principal_metrics
+    np.testing.assert_allclose(np.sort(base.eigenvalues), [0.5, 1.8, 3.0], atol=1e-5)
+    scale = np.outer(base.scale, base.scale)
+    np.testing.assert_allclose(base.covariance, correlation * scale, atol=1e-5)
+    # Where more than half the directions differ from 1, the whole basis is kept.
+    spread = np.linspace(0.5, 2.0, 6)
+    assert GaussianBase.from_correlation(values[:, :6], np.full(30, 1 / 30),
+                                         _near_identity_correlation(6, spread, 9)).full_rank
+
+
+@pytest.mark.parametrize("full_rank", [True, False])
+def test_principal_coordinates_factor_the_base_exactly(full_rank):
+    # A = from_principal(I) - mean (by rows): A A^T is the covariance; principal() inverts it,
+    # principal_gradient is A^T, gradient_at_principal is grad log q0 and log q0 is
+    # log_norm - |z|^2 / 2, whether A is the eigenbasis' factor or the symmetric root.
+    d = 30
+    rng = np.random.default_rng(10)
+    values = rng.normal(size=(25, d)) * rng.uniform(0.5, 2.0, d) + rng.normal(size=d)
+    correlation = (_gaussian(d=d, seed=11)[2] if full_rank
+                   else _near_identity_correlation(d, [0.4, 2.5], seed=12))
+    base = GaussianBase.from_correlation(values, np.full(25, 1 / 25), correlation)
+    assert base.full_rank == full_rank
+    factor = (base.from_principal(np.eye(d)) - base.mean).T
+    np.testing.assert_allclose(factor @ factor.T, base.covariance, atol=1e-12)
+    x, grad = rng.normal(size=(6, d)), rng.normal(size=(6, d))
+    z = base.principal(x)
+    np.testing.assert_allclose(base.from_principal(z), x, atol=1e-12)
+    np.testing.assert_allclose(base.principal_step(x - base.mean), z, atol=1e-12)
+    np.testing.assert_allclose(base.principal_gradient(grad), grad @ factor, atol=1e-12)
+    log_q, grad_q = base.logpdf_and_grad(x)
+    np.testing.assert_allclose(base.log_norm - 0.5 * np.sum(z**2, axis=1), log_q, atol=1e-10)
+    np.testing.assert_allclose(base.gradient_at_principal(z), grad_q, atol=1e-10)
+
+
 def test_fit_base_takes_the_posteriors_curvature_above_dense_max_dim():
     _, _, correlation, gradient = _gaussian(d=6)
 

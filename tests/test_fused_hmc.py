@@ -133,13 +133,18 @@ def test_principal_form_compiled_matches_numpy_kernel(scale_model_density, beta)
     assert density.has_fused_hmc(dense=True, base=True, principal=True)
 
 
-def test_principal_form_needs_a_full_rank_base(scale_model_density):
+def test_principal_form_needs_a_base_and_the_compiled_one_a_full_rank_base(
+        scale_model_density):
     density = scale_model_density
     x = np.zeros((4, density.n_dim))
     params = HMCParams(0.5, np.ones(density.n_dim), 2, mass_factor=np.ones(density.n_dim))
-    with pytest.raises(ValueError, match="full-rank base"):
-        density.fused_hmc().step(np.random.default_rng(0), x, density.parts(x), 0.5, params)
-    with pytest.raises(ValueError, match="full-rank base"):
+    low_rank = GaussianBase(np.zeros(density.n_dim), np.ones(density.n_dim),
+                            np.eye(density.n_dim, 1), np.array([2.0]), principal_metrics=True)
+    for base in (None, low_rank):
+        with pytest.raises(ValueError, match="full-rank base"):
+            density.fused_hmc().step(np.random.default_rng(0), x, density.parts(x), 0.5,
+                                     params, base)
+    with pytest.raises(ValueError, match="fitted base"):
         hmc_step(np.random.default_rng(0), x, density.parts(x), 0.5, params, density.parts)
 
 
@@ -227,6 +232,16 @@ def test_fused_kernel_is_chosen_when_it_pays(setting, density, n_transitions, ex
     timing = KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 240 us fused
     plan = SimpleNamespace(n_leapfrog=3)
     assert use_fused_kernel(setting, density, timing, plan, n_transitions) is expected
+
+
+def test_principal_metrics_on_a_low_rank_base_run_the_numpy_kernel_even_when_asked():
+    # The compiled principal form factors a full-rank base only; the NumPy kernel does both.
+    timing = KernelTiming(model_call=50e-6, transition=300e-6)
+    density = _StubDensity(compiled=True)
+    for basis, expected in ((np.eye(3), True), (np.eye(3, 1), False)):
+        base = GaussianBase(np.zeros(3), np.ones(3), basis, np.full(basis.shape[1], 2.0))
+        plan = SimpleNamespace(n_leapfrog=3, principal_metrics=True, base=base)
+        assert use_fused_kernel(True, density, timing, plan, 10) is expected
 
 
 def test_the_predicted_wall_time_follows_the_kernel_and_the_workers_chosen():

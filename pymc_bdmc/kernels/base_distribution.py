@@ -45,6 +45,12 @@ LAPLACE_MAX_ITERATIONS = 400
 
 #: Smallest variance of a fitted coordinate (guards a collapsed pilot population).
 MIN_BASE_VARIANCE = 1e-12
+#: A correlation measured from the curvature keeps only its eigenvalues further than this from 1
+#: (in ``|log eigenvalue|``) where fewer than half its directions are: the rest are taken as 1,
+#: which moves the base by at most ``d * tolerance^2 / 4`` nats of KL divergence and makes every
+#: product with its basis ``O(d r)`` instead of ``O(d^2)`` (a hierarchy's curvature differs from
+#: the identity in a few directions only).
+BASE_EIGENVALUE_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True)
@@ -64,12 +70,18 @@ class GaussianBase:
         Orthonormal columns (``r >= 1``; a column with eigenvalue 1 adds nothing).
     eigenvalues : ndarray, shape (r,)
         Positive: the correlation's eigenvalues along ``basis`` (1 elsewhere).
+    principal_metrics : bool, default False
+        Whether pilots give the path from this base metrics diagonal in its principal
+        coordinates (:mod:`~pymc_bdmc.kernels.pilot_metrics`): set for a base from the
+        posterior's curvature, which the whole path stays close to. Only pilots read it (a
+        saved plan's metrics say what they are).
     """
 
     mean: np.ndarray
     scale: np.ndarray
     basis: np.ndarray
     eigenvalues: np.ndarray
+    principal_metrics: bool = False
 
     @classmethod
     def fit(cls, values: np.ndarray, weights: np.ndarray) -> GaussianBase:
@@ -113,7 +125,8 @@ class GaussianBase:
         eigenvalues, basis = np.linalg.eigh(covariance / np.outer(scale, scale))
         if not eigenvalues[0] > 0:
             raise np.linalg.LinAlgError("the covariance matrix is not positive definite")
-        return cls(np.asarray(mean, dtype=float), scale, basis, eigenvalues)
+        return cls(np.asarray(mean, dtype=float), scale, basis, eigenvalues,
+                   principal_metrics=True)
 
     @classmethod
     def from_correlation(cls, values: np.ndarray, weights: np.ndarray,
@@ -130,7 +143,8 @@ class GaussianBase:
         weights : ndarray, shape (n,)
             Normalised importance weights.
         correlation : ndarray, shape (n_dim, n_dim)
-            Positive definite, unit diagonal.
+            Positive definite, unit diagonal. Where fewer than half its eigenvalues are further
+            than :data:`BASE_EIGENVALUE_TOLERANCE` from 1, only those are kept.
 
         Raises
         ------
@@ -143,7 +157,12 @@ class GaussianBase:
         eigenvalues, basis = np.linalg.eigh(correlation)
         if not eigenvalues[0] > 0:
             raise np.linalg.LinAlgError("the correlation matrix is not positive definite")
-        return cls(mean, np.sqrt(variance), basis, eigenvalues)
+        kept = np.abs(np.log(eigenvalues)) > BASE_EIGENVALUE_TOLERANCE
+        if 2 * np.count_nonzero(kept) < eigenvalues.size:
+            if not np.any(kept):  # one inert column keeps every array non-empty
+                kept[0] = True
+            basis, eigenvalues = basis[:, kept], eigenvalues[kept]
+        return cls(mean, np.sqrt(variance), basis, eigenvalues, principal_metrics=True)
 
     @property
     def n_dim(self) -> int:
@@ -228,7 +247,7 @@ class GaussianBase:
         return DensityParts(log_q, joint - log_q, grad_q,
                             parts.grad_log_prior + parts.grad_log_likelihood - grad_q)
 
-    # -- principal coordinates: HMC whitened by a full-rank base (kernels/hmc.py) -------------
+    # -- principal coordinates: HMC whitened by the base (kernels/hmc.py) ----------------------
     @property
     def full_rank(self) -> bool:
         """Whether ``basis`` spans the space (``A = S U diag(sqrt(eigenvalues))`` is square)."""
@@ -239,32 +258,43 @@ class GaussianBase:
         return np.sqrt(self.eigenvalues)
 
     def principal(self, x: np.ndarray) -> np.ndarray:
-        """Rows of ``x`` in principal coordinates ``z = A^{-1} (x - mean)`` (full rank only).
+        """Rows of ``x`` in principal coordinates ``z = A^{-1} (x - mean)``.
 
-        ``A = S U diag(sqrt(eigenvalues))`` factors the covariance, ``A A^T``; unlike
-        :meth:`whiten`'s symmetric root it costs one product with ``U``. Under the base ``z`` is
-        standard normal, and ``log q0 = log_norm - |z|^2 / 2``.
+        ``A`` factors the covariance, ``A A^T``: on a full-rank base ``S U diag(sqrt(
+        eigenvalues))``, which costs one product with ``U`` (unlike :meth:`whiten`'s symmetric
+        root), otherwise that symmetric root, two products with the narrow ``U``. Under the
+        base ``z`` is standard normal, and ``log q0 = log_norm - |z|^2 / 2``.
         """
         return self.principal_step(x - self.mean)
 
     def principal_step(self, step: np.ndarray) -> np.ndarray:
         """Rows ``A^{-1} step``: displacements in principal coordinates."""
+        if not self.full_rank:
+            return self._correlate(step * self._inverse_scale, self._inverse_root)
         return ((step * self._inverse_scale) @ self.basis) / self._sqrt_eigenvalues
 
     def from_principal(self, z: np.ndarray) -> np.ndarray:
         """Rows ``mean + A z`` (the inverse of :meth:`principal`)."""
+        if not self.full_rank:
+            return self.mean + self._correlate(z, self._root) * self.scale
         return self.mean + ((z * self._sqrt_eigenvalues) @ self.basis.T) * self.scale
 
     def principal_gradient(self, grad: np.ndarray) -> np.ndarray:
         """Rows ``A^T grad``: a gradient in ``x`` as one in principal coordinates."""
+        if not self.full_rank:
+            return self._correlate(grad * self.scale, self._root)
         return ((grad * self.scale) @ self.basis) * self._sqrt_eigenvalues
 
     def gradient_at_principal(self, z: np.ndarray) -> np.ndarray:
         """``grad log q0`` at ``x = mean + A z``, which is ``-A^{-T} z``."""
+        if not self.full_rank:
+            return -self._correlate(z, self._inverse_root) * self._inverse_scale
         return -((z / self._sqrt_eigenvalues) @ self.basis.T) * self._inverse_scale
 
     def principal_inputs(self) -> tuple:
         """Return the arrays the compiled kernel's principal form takes (:mod:`~.fused_hmc`).
+
+        Full rank only: the compiled form has the full-rank ``A``.
 
         ``(mean, scale, basis, sqrt(eigenvalues), log_norm)``.
         """

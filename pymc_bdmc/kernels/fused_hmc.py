@@ -113,7 +113,8 @@ class FusedHMC:
         metric = params.mass_factor if dense else params.inv_mass
         principal = dense and metric.ndim == 1
         if principal and (base is None or not base.full_rank):
-            raise ValueError("A principal-coordinate metric needs a path from a full-rank base.")
+            raise ValueError("The compiled principal-coordinate metric needs a path from a "
+                             "full-rank base.")
         extra = (() if base is None else base.principal_inputs() if principal
                  else base.kernel_inputs())
         form = {"dense": dense, "base": base is not None, "principal": principal}

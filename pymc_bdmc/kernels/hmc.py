@@ -46,9 +46,9 @@ class HMCParams:
         A dense inverse mass matrix ``L L^T`` (roughly the target's covariance), given by its
         lower-triangular factor ``L``; ``inv_mass`` is then its diagonal. Rows and columns of
         coordinates HMC must not move are zero. A vector ``w`` is the factor ``L = A diag(w)``
-        with ``A`` the principal factor of the path's full-rank Gaussian base
+        with ``A`` the principal factor of the path's Gaussian base
         (:meth:`~pymc_bdmc.kernels.base_distribution.GaussianBase.principal`): a diagonal
-        metric in the base's principal coordinates, for paths from such a base only.
+        metric in the base's principal coordinates, for paths from a base only.
     """
 
     step_size: float
@@ -182,12 +182,11 @@ def _principal_hmc_step(rng, x, parts, beta, params, parts_fn):
     ``A^T grad log f_beta = beta A^T grad log(p(x) p(y|x)) - (1 - beta) z``. The same
     trajectories as the dense form with that ``L`` (exact arithmetic), at two products with the
     base's basis per leapfrog step instead of three (two for ``L``, one for the base's density).
-    ``parts_fn`` must be a :class:`~pymc_bdmc.kernels.base_distribution.RebasedParts` over a
-    full-rank base.
+    ``parts_fn`` must be a :class:`~pymc_bdmc.kernels.base_distribution.RebasedParts`.
     """
     base = getattr(parts_fn, "base", None)
-    if base is None or not base.full_rank:
-        raise ValueError("A principal-coordinate metric needs a path from a full-rank base.")
+    if base is None:
+        raise ValueError("A principal-coordinate metric needs a path from a fitted base.")
     model_parts, scales = parts_fn.model_parts, params.mass_factor
     eps, r, uniforms = draw_transition_noise(rng, x.shape, params)
     eps = eps[:, None]

@@ -9,10 +9,9 @@ three metrics, and the plan freezes them:
   up to :attr:`~pymc_bdmc.config.Tuning.curvature_max_dim` (the curvature's Hessians measured
   at one temperature serve the next while ``beta`` grows by at most
   :data:`CURVATURE_REUSE_RATIO` times);
-* on a path from a full-rank Gaussian base fitted from the curvature (above
-  ``dense_max_dim``), a diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``:
-  a vector ``w`` of the population's sds there, the dense factor ``A diag(w)``
-  (:class:`~.hmc.HMCParams`).
+* on a path from a Gaussian base fitted from the curvature (above ``dense_max_dim``), a
+  diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``: a vector ``w`` of the
+  population's sds there, the dense factor ``A diag(w)`` (:class:`~.hmc.HMCParams`).
 
 The last is what the fitted path is for. The base is the Gaussian of the posterior's own
 curvature, so along the whole path from it (``beta = 0``: the base exactly; ``beta = 1``: the
@@ -78,7 +77,7 @@ class MetricChoice:
         # Only where the base came from the curvature: below, a base from 64 particles can be
         # full rank too (61 coordinates), and there the population's dense metrics stay.
         self.principal = (dense and self.curvature and not len(pinned) and base is not None
-                          and base.full_rank)
+                          and base.principal_metrics)
         self.dense = dense and n_movable <= tuning.curvature_max_dim and not self.principal
         self._hessians_at: tuple[float, list] | None = None  # (beta, [prior's, likelihood's])
 

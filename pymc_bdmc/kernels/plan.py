@@ -63,9 +63,9 @@ class AnnealingPlan:
         reversible, so reverse runs stay valid).
     mass_factors : ndarray, shape (n_factors, n_dim, n_dim) or (n_factors, n_dim), optional
         Lower-triangular factors ``L`` of dense inverse mass matrices ``L L^T``, measured by the
-        pilot where the population was strongly correlated; or, on a path from a full-rank
-        base, the scales ``w`` of a diagonal metric in its principal coordinates (the factor
-        ``A diag(w)``, :mod:`pymc_bdmc.kernels.pilot_metrics`).
+        pilot where the population was strongly correlated; or, on a path from a base fitted
+        from the curvature, the scales ``w`` of a diagonal metric in its principal coordinates
+        (the factor ``A diag(w)``, :mod:`pymc_bdmc.kernels.pilot_metrics`).
     mass_index : ndarray of int, shape (n_steps + 1,), optional
         Which of ``mass_factors`` the kernel at each step uses; -1 for the diagonal
         ``inv_mass``. (``inv_mass`` holds the diagonal of the dense mass matrix used, and the
@@ -103,7 +103,7 @@ class AnnealingPlan:
     def principal_metrics(self) -> bool:
         """Whether the dense metrics are scales in the base's principal coordinates.
 
-        Such a plan runs only on the path from its full-rank base (:mod:`~.pilot_metrics`).
+        Such a plan runs only on the path from its base (:mod:`~.pilot_metrics`).
         """
         return self.is_dense and self.mass_factors.ndim == 2
 

@@ -241,8 +241,8 @@ def run_pilot(
     every transition, so that the population follows a funnel into its neck; ``pinned`` are
     the coordinates HMC must not move (their variance, so their inverse mass, is 0). With
     ``dense``, temperatures where the population is strongly correlated get a dense mass
-    matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`), and a path from a full-rank
-    base a diagonal one in its principal coordinates (:mod:`~.pilot_metrics`). With
+    matrix (:func:`~pymc_bdmc.kernels.mass.dense_mass_factor`), and a path from a base fitted
+    from the curvature a diagonal one in its principal coordinates (:mod:`~.pilot_metrics`). With
     ``n_leapfrog=None``, each temperature's adaptation transitions use the first of
     :data:`~pymc_bdmc.kernels.trajectory_length.LEAPFROG_CANDIDATES`, and one more transition
     of a random quarter of the particles probes each other length (each length with its own

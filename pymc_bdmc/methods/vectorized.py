@@ -103,10 +103,10 @@ def check_plan_fits(plan: AnnealingPlan, density: ModelDensity) -> None:
             f"The plan acts on {plan.n_dim} unconstrained dimensions but the model has "
             f"{density.n_dim}: a plan only transfers between data sets of the same model."
         )
-    if plan.principal_metrics and (plan.base is None or not plan.base.full_rank):
+    if plan.principal_metrics and plan.base is None:
         raise BDMCInputError(
-            "The plan's metrics are scales in the principal coordinates of a full-rank fitted "
-            "base, but the plan has no such base: use the plan as AnnealingPlan.from_result "
+            "The plan's metrics are scales in the principal coordinates of a fitted base, but "
+            "the plan has no base: use the plan as AnnealingPlan.from_result "
             "gives it, base included."
         )
 

@@ -346,6 +346,12 @@ def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: Kernel
             logger.debug("No fused kernel for this model (its densities are evaluated chain by "
                         "chain); using the NumPy kernel.")
         return False
+    base = getattr(plan, "base", None)
+    if getattr(plan, "principal_metrics", False) and not base.full_rank:
+        if setting:
+            logger.debug("No fused kernel in the principal coordinates of a base of low rank; "
+                         "using the NumPy kernel.")
+        return False
     # Forms compiled in this process are free; forms compiled on this machine before are on
     # PyTensor's disk cache, and cost about a rebuild of the densities.
     to_compile = [form for form in fused_forms(plan) if not density.has_fused_hmc(**form)]
