@@ -527,6 +527,23 @@ def test_estimates_closer_than_their_noise_leave_the_choice_to_the_lengths():
     assert _pilot(12.0, 0.0).log_z_sd == 0.0
 
 
+def test_of_two_fitted_paths_with_close_estimates_the_much_shorter_is_kept():
+    from pymc_bdmc.pipeline.path_choice import better_fit
+
+    # The 450-group hierarchy's pattern: the second and third fits estimated -2152.98 and
+    # -2153.13 (within their noise) along paths 17.9 and 3.9 long; the higher estimate had the
+    # search start at 1000 steps where 100 certified.
+    second = _noisy_pilot(17.93, -2152.98)
+    assert better_fit(second, _noisy_pilot(3.87, -2153.13))
+    assert not better_fit(_noisy_pilot(3.87, -2153.13), second)
+    # Beyond the noise the estimates decide, both ways, whatever the lengths.
+    assert better_fit(second, _noisy_pilot(30.0, -2152.98 + 3.0))
+    assert not better_fit(second, _noisy_pilot(3.87, -2152.98 - 3.0))
+    # Close estimates on paths of about one length: the higher estimate (as before).
+    assert better_fit(_pilot(5.0, -190.0), _pilot(5.0, -189.5))
+    assert not better_fit(_pilot(5.0, -189.5), _pilot(4.5, -190.0))
+
+
 def _scripted_runs(log_zs, d=2, n=32):
     """A stand-in for the pilot run that returns pilots with the given estimates, in turn."""
     from pymc_bdmc.kernels.plan import AnnealingPlan

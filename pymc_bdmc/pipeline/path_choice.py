@@ -42,8 +42,9 @@ from pymc_bdmc.kernels.scale_moves import ScaleMoves
 from pymc_bdmc.kernels.tuning import PilotResult, freeze_plan, weighted_moments
 from pymc_bdmc.pipeline.timing import timed
 
-__all__ = ["choose_path", "continue_refits", "equilibrate", "fit_base", "frozen_log_z",
-           "prefer_second_checked", "prefer_second_path", "rank_by_estimates", "settled"]
+__all__ = ["better_fit", "choose_path", "continue_refits", "equilibrate", "fit_base",
+           "frozen_log_z", "prefer_second_checked", "prefer_second_path", "rank_by_estimates",
+           "settled"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -393,7 +394,7 @@ def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, s
                      based_pilot.thermodynamic_length)
         if not np.isfinite(based_pilot.log_z):  # a failed pilot says nothing for its base
             break
-        if fitted is None or based_pilot.log_z > fitted[2].log_z:
+        if fitted is None or better_fit(fitted[2], based_pilot, tuning):
             fitted = (base, based_plan, based_pilot)
         # A first fit that loses to the pilot it came from was fitted to a poor population: it
         # gets one more try from its own path's population (module docstring).
@@ -406,6 +407,25 @@ def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, s
             break
         source, source_plan, source_parts = based_pilot, based_plan, based_parts
     return fitted, fits, cut, made
+
+
+def better_fit(best: PilotResult, candidate: PilotResult, tuning: Tuning = DEFAULT_TUNING) -> bool:
+    """Whether a later fitted path's pilot beats the best fitted one so far.
+
+    As two paths are ranked (:func:`prefer_second_path`): the estimates first; between close
+    estimates, a path at most ``tuning.base_path_gain`` times as long as the other wins, and
+    between paths of about one length, the higher estimate. The length search takes its first
+    length from the kept path's, so a higher estimate within noise must not keep a path several
+    times as long.
+    """
+    ranked = rank_by_estimates(best, candidate, tuning)
+    if ranked is not None:
+        return ranked
+    if candidate.thermodynamic_length <= tuning.base_path_gain * best.thermodynamic_length:
+        return True
+    if best.thermodynamic_length <= tuning.base_path_gain * candidate.thermodynamic_length:
+        return False
+    return bool(candidate.log_z > best.log_z)
 
 
 def _prefer_fitted(plan, pilot, fitted, choice, rng, parts_fn, moves, tuning, draw_prior):
