@@ -174,6 +174,26 @@ def test_a_base_from_a_nearly_identity_correlation_keeps_only_its_distinct_direc
                                          _near_identity_correlation(6, spread, 9)).full_rank
 
 
+def test_only_a_base_from_the_curvature_gives_principal_metrics():
+    # Above dense_max_dim a path from a base fitted to the curvature (full rank or not) gets
+    # metrics in the base's principal coordinates; one from the population's own correlation
+    # keeps the curvature's dense metrics, even where that base has full rank.
+    d, rng = 6, np.random.default_rng(13)
+    values, weights = rng.normal(size=(64, d)), np.full(64, 1 / 64)
+    tuning, pinned = pmb.Tuning(dense_max_dim=3), np.zeros(0, dtype=int)
+    population = GaussianBase.fit(values, weights)
+    assert population.full_rank and not population.principal_metrics
+    for base, principal in ((population, False),
+                            (GaussianBase.from_correlation(values, weights,
+                                                           _gaussian(d=d)[2]), True),
+                            (GaussianBase.from_correlation(
+                                values, weights, _near_identity_correlation(d, [2.0], 14)),
+                             True)):
+        choice = pilot_metrics.MetricChoice(base.parts_fn(lambda x: None), d, True, pinned,
+                                            tuning)
+        assert choice.principal == principal and choice.dense != principal
+
+
 @pytest.mark.parametrize("full_rank", [True, False])
 def test_principal_coordinates_factor_the_base_exactly(full_rank):
     # A = from_principal(I) - mean (by rows): A A^T is the covariance; principal() inverts it,

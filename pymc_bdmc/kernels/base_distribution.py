@@ -47,9 +47,9 @@ LAPLACE_MAX_ITERATIONS = 400
 MIN_BASE_VARIANCE = 1e-12
 #: A correlation measured from the curvature keeps only its eigenvalues further than this from 1
 #: (in ``|log eigenvalue|``) where fewer than half its directions are: the rest are taken as 1,
-#: which moves the base by at most ``d * tolerance^2 / 4`` nats of KL divergence and makes every
-#: product with its basis ``O(d r)`` instead of ``O(d^2)`` (a hierarchy's curvature differs from
-#: the identity in a few directions only).
+#: which moves the base by about ``d * tolerance^2 / 4`` nats of KL divergence at most, and makes
+#: every product with its basis ``O(d r)`` instead of ``O(d^2)`` (a hierarchy's curvature differs
+#: from the identity in a few directions only).
 BASE_EIGENVALUE_TOLERANCE = 0.01
 
 
