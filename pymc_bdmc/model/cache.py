@@ -82,6 +82,18 @@ def _fingerprint(model: pm.Model, potentials_in_likelihood: bool, compile_kwargs
             repr(sorted((compile_kwargs or {}).items())))
 
 
+def _cache_key(model: pm.Model, potentials_in_likelihood: bool, compile_kwargs, other: bool,
+               gradients: bool) -> tuple:
+    return (*_fingerprint(model, potentials_in_likelihood, compile_kwargs), bool(other),
+            bool(gradients))
+
+
+def _cached(key: tuple, model: pm.Model) -> tuple | None:
+    """``(model, density, simulator)`` stored under ``key`` for this very model, or None."""
+    entry = _CACHE.get(key)
+    return entry if entry is not None and entry[0] is model else None
+
+
 def model_key(model: pm.Model) -> tuple:
     """A key of ``model``'s structure: the same while its variables and data shapes are."""
     return _fingerprint(model, False, None)
@@ -106,9 +118,8 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
     gradients : bool, default True
         Compile the densities' gradients too (cached apart from the gradient-free form).
     """
-    key = (*_fingerprint(model, potentials_in_likelihood, compile_kwargs), bool(other),
-           bool(gradients))
-    if cache and key in _CACHE and _CACHE[key][0] is model:
+    key = _cache_key(model, potentials_in_likelihood, compile_kwargs, other, gradients)
+    if cache and _cached(key, model) is not None:
         _CACHE.move_to_end(key)
         _, density, simulator = _CACHE[key]
         density.set_observed(observed_values(model))
@@ -141,9 +152,9 @@ def written_simulator(model: pm.Model, compile_kwargs: dict | None = None) -> Mo
     simulator where this process has one, else one on the same layout as its densities'.
     """
     for gradients in (True, False):
-        key = (*_fingerprint(model, False, compile_kwargs), False, gradients)
-        if key in _CACHE and _CACHE[key][0] is model:
-            return _CACHE[key][2]
+        entry = _cached(_cache_key(model, False, compile_kwargs, False, gradients), model)
+        if entry is not None:
+            return entry[2]
     with without_stack_traces():
         return ModelSimulator(model, FlatLayout.of_model(model, model.initial_point()),
                               compile_kwargs=compile_kwargs)
