@@ -4,6 +4,7 @@ import logging
 import time
 import warnings
 
+import arviz_base
 import numpy as np
 import pymc as pm
 
@@ -12,6 +13,10 @@ import pymc as pm
 import pytensor.link.numba.dispatch  # noqa: F401
 
 import pymc_bdmc as pmb
+
+# Likewise ArviZ's import and its first conversion (about 0.7 s): pymc_bdmc and pm.sample_smc
+# both import it on first use, so whichever returns a result first would pay for it.
+arviz_base.from_dict({"posterior": {"x": np.zeros((1, 2))}}, sample_dims=["chain", "draw"])
 
 
 def quiet():
