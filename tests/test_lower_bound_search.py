@@ -13,6 +13,7 @@ import pymc_bdmc as pmb
 from pymc_bdmc import known_evidence
 from pymc_bdmc.pipeline.auto_steps import FormSwitch
 from pymc_bdmc.pipeline.lower_bound_search import CertifiedLength, LowerBoundSearch
+from pymc_bdmc.pipeline.timing import call_clock, timed
 
 
 def _fake(bias: float, calls: list, se: float = 0.01, log_z: float = -10.0,
@@ -180,6 +181,24 @@ def test_the_budget_stops_the_search_and_the_warning_says_what_to_do(caplog):
     assert "max_time" in result["evidence"].attrs["auto_stop"]
     assert "pmb.calibrate()" in caplog.text
 
+
+
+def test_compilation_does_not_count_against_the_budget():
+    # As the BDMC search's (test_auto_steps.py): a first attempt compiling for 0.2 s leaves a
+    # 0.1 s budget to the search, which goes on to the half length to see the bound settle.
+    calls = []
+    fake = _fake(250.0, calls)
+
+    def compiling(attempt):
+        if not calls:
+            with timed("compile"):
+                time.sleep(0.2)
+        return fake(attempt)
+
+    with call_clock():
+        result = _search(compiling, max_time=0.1)
+    assert calls == [1000, 500]
+    assert result["evidence"].attrs["converged"] == 1
 
 @pytest.mark.parametrize("make, most", [
     (lambda: known_evidence.linear_regression(n_obs=50, n_coef=5, seed=1), 150),

@@ -229,7 +229,8 @@ def sample_ais(
         measurement on your data, not a certificate: only BDMC, on data simulated from the
         model, certifies (:func:`pymc_bdmc.calibrate`).
     max_time : float or None, default 60
-        With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
+        With ``n_steps="auto"``: the seconds the call may take besides compiling the model
+        (which costs what this machine's caches hold, not what the model needs).
     tuning : Tuning, optional
         Settings of the automatic choices (the length search, the pilot, where chains run),
         with documented defaults: :class:`pymc_bdmc.Tuning`.
@@ -399,7 +400,8 @@ def sample_bdmc(
         ``auto_reparameterized``, ``auto_gaps``, ``auto_gap_se``) and ``certified``, and the
         log says what to change if the target was not reached.
     max_time : float or None, default 60
-        With ``n_steps="auto"``: the seconds the whole call may take, compilation included.
+        With ``n_steps="auto"``: the seconds the call may take besides compiling the model
+        (which costs what this machine's caches hold, not what the model needs).
         None removes the limit (at most 64000 steps). The lengths run then depend on this
         machine's speed, and so, on slow models, does the pilot's equilibration before each
         fitted Gaussian (at most 5%% of ``max_time`` each); an integer ``n_steps`` makes a

@@ -32,7 +32,6 @@ reached. docs/explanation/automatic-choices.md gives the measurements behind eac
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,6 +41,7 @@ import xarray as xr
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import certifies
+from pymc_bdmc.pipeline.timing import budget_clock
 
 __all__ = ["Attempt", "FormSwitch", "LengthSearch", "check_auto_settings", "far_data_advice",
            "first_length", "path_needs"]
@@ -245,10 +245,12 @@ class LengthSearch:
     target_gap : float
         Largest acceptable ``|gap|`` (nats).
     max_time : float or None
-        Wall-clock budget in seconds for the whole call, counted from ``started``
-        (``time.perf_counter()``); None means only ``tuning.max_n_steps`` limits the search.
+        Wall-clock budget in seconds for the call less its compilation, counted from
+        ``started`` on :func:`~pymc_bdmc.pipeline.timing.budget_clock`; None means only
+        ``tuning.max_n_steps`` limits the search.
     started : float
-        When the call started (compilation and simulation count against the budget).
+        When the call started (``time.perf_counter()``; simulation and the pilots count against
+        the budget).
     larger_pilot : bool, default True
         Whether a gap far beyond the target may be answered with a larger pilot (False where
         the user fixed ``pilot_chains``).
@@ -274,8 +276,7 @@ class LengthSearch:
 
     def remaining(self) -> float | None:
         """Seconds left of ``max_time`` (None: no limit)."""
-        return None if self.max_time is None else self.max_time - (
-            time.perf_counter() - self.started)
+        return None if self.max_time is None else self.max_time - (budget_clock() - self.started)
 
     def fit_first(self, planned: int, predicted: float, path_length: float | None = None) -> int:
         """Return the length of an attempt on a fresh pilot: what its path needs, and fits."""
@@ -294,7 +295,7 @@ class LengthSearch:
     def run(self) -> xr.DataTree:
         """Run attempts until one certifies or the budget ends; return the last, annotated."""
         while True:
-            attempt_start = time.perf_counter()
+            attempt_start = budget_clock()
             try:
                 # A first attempt, or one on a fresh pilot, is fitted to the budget once its
                 # kernels are timed.
@@ -308,7 +309,7 @@ class LengthSearch:
                 logger.warning("Interrupted: returning the finished run of %d steps.",
                                self.tried[-1])
                 break
-            self.result, seconds = result, time.perf_counter() - attempt_start
+            self.result, seconds = result, budget_clock() - attempt_start
             self._record(seconds)
             if self.certified:
                 self._log_certified_form()
@@ -354,7 +355,7 @@ class LengthSearch:
 
     def _plan_next(self, seconds: float) -> bool:
         """Set up the next attempt; return False (with the reason) where none is made."""
-        elapsed = time.perf_counter() - self.started
+        elapsed = budget_clock() - self.started
         remaining = None if self.max_time is None else self.max_time - elapsed
         gap = self.gaps[-1]
         if np.isfinite(gap) and abs(gap) <= self.target_gap:  # close enough, but too noisy
@@ -415,7 +416,7 @@ class LengthSearch:
                            if twice > self.tuning.max_chains else
                            f"a run with more chains (about {2 * seconds:.0f} s for twice as "
                            f"many) would exceed max_time={self.max_time:g} s ({elapsed:.0f} s "
-                           "spent)")
+                           "spent besides compiling)")
             self.advice = (f"Pass `chains={twice}` or more, or raise `max_time`, to measure the "
                            "gap more precisely")
             return False
@@ -446,7 +447,8 @@ class LengthSearch:
             self.reason = f"n_steps would exceed {self.tuning.max_n_steps}"
             return
         self.reason = (f"the next run ({2 * self.n_steps} steps, about {2 * seconds:.0f} s) would "
-                       f"exceed max_time={self.max_time:g} s ({elapsed:.0f} s spent)")
+                       f"exceed max_time={self.max_time:g} s ({elapsed:.0f} s spent besides "
+                       "compiling)")
         if np.isfinite(gap):  # what 1/n_steps decay predicts the target needs
             unit = self.tuning.min_first_n_steps
             wanted = max(2 * self.n_steps, unit * int(np.ceil(

@@ -35,7 +35,6 @@ bound: only BDMC certifies.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,6 +55,7 @@ from pymc_bdmc.pipeline.auto_steps import (
     more_chains,
     path_needs,
 )
+from pymc_bdmc.pipeline.timing import budget_clock
 
 __all__ = ["CertifiedLength", "LowerBoundSearch", "certified_length", "remember_certified"]
 
@@ -111,7 +111,8 @@ class LowerBoundSearch:
     target_gap : float
         Largest bias (nats) the lower bound is taken to have left.
     max_time : float or None
-        Seconds the whole call may take, counted from ``started``.
+        Seconds the call may take, counted from ``started``, less its compilation
+        (:func:`~pymc_bdmc.pipeline.timing.budget_clock`).
     started : float
         ``time.perf_counter()`` when the call started.
     tuning : Tuning, optional
@@ -141,8 +142,7 @@ class LowerBoundSearch:
 
     def remaining(self) -> float | None:
         """Seconds left of ``max_time`` (None: no limit)."""
-        return None if self.max_time is None else self.max_time - (
-            time.perf_counter() - self.started)
+        return None if self.max_time is None else self.max_time - (budget_clock() - self.started)
 
     def fit_first(self, planned: int, predicted: float, path_length: float | None = None) -> int:
         """The first length: what the path's length needs, and what fits in the budget."""
@@ -166,7 +166,7 @@ class LowerBoundSearch:
         n_steps = self.tuning.first_n_steps
         if self.known is not None:
             chains = self.known.chains if self.known.chains > self.call_chains else None
-            attempt_start = time.perf_counter()
+            attempt_start = budget_clock()
             self._record(self._run(Attempt(self.known.n_steps, self.fit_certified,
                                            chains=chains)))
             real_sd = forward_spread(self.result)
@@ -185,7 +185,7 @@ class LowerBoundSearch:
             if n_steps is None:
                 return self._finish()
         while True:
-            attempt_start = time.perf_counter()
+            attempt_start = budget_clock()
             try:
                 result = self._run(Attempt(n_steps, self.fit_first if not self.tried else None,
                                            self.next_chains))
@@ -221,7 +221,7 @@ class LowerBoundSearch:
             return seconds
         kept = self.kept
         n_steps, kept_lower = self.tried[kept], self.lowers[kept]
-        started = time.perf_counter()
+        started = budget_clock()
         result = self._run(Attempt(n_steps, chains=self.next_chains))
         ev = result["evidence"]
         lower, se = float(ev["lower"]), float(ev["lower_se"])
@@ -244,7 +244,7 @@ class LowerBoundSearch:
     @staticmethod
     def _run_seconds(result: xr.DataTree, attempt_start: float) -> float:
         """Seconds an attempt's runs took (its pilot left out)."""
-        return (time.perf_counter() - attempt_start
+        return (budget_clock() - attempt_start
                 - float(result["evidence"].attrs.get("pilot_time", 0.0)))
 
     @property

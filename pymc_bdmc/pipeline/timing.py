@@ -3,7 +3,8 @@
 The driver opens a clock per call (:func:`call_clock`); the stages time themselves with
 :func:`timed` (compile, simulate, pilot, the pilot's fitted paths and equilibrations, timing the
 kernels, the forward and reverse runs), and the result's ``evidence`` attributes get one
-``time_<stage>`` per stage, summed over a length search's attempts.
+``time_<stage>`` per stage, summed over a length search's attempts. A search's ``max_time``
+counts the call's wall time less its compilation (:func:`budget_clock`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["call_clock", "peak_memory_mb", "timed"]
+__all__ = ["budget_clock", "call_clock", "peak_memory_mb", "stage_seconds", "timed"]
 
 _CLOCK: ContextVar[dict | None] = ContextVar("pymc_bdmc_clock", default=None)
 
@@ -40,6 +41,23 @@ def timed(stage: str):
     finally:
         if clock is not None:
             clock[stage] = clock.get(stage, 0.0) + time.perf_counter() - start
+
+
+def stage_seconds(stage: str) -> float:
+    """Seconds the current call has spent in ``stage`` so far (0 outside a call)."""
+    clock = _CLOCK.get()
+    return 0.0 if clock is None else clock.get(stage, 0.0)
+
+
+def budget_clock() -> float:
+    """``time.perf_counter()`` less the current call's compilation so far: a search's clock.
+
+    A search's ``max_time`` counts on it: what compiling costs depends on this machine's caches
+    (tens of seconds cold, about one warm), not on the model, and a cold call must run the same
+    search as a warm one with the same seed. At the call's start (no compilation yet) it reads
+    as ``time.perf_counter()``.
+    """
+    return time.perf_counter() - stage_seconds("compile")
 
 
 def peak_memory_mb() -> tuple[float, float]:
