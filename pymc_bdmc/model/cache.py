@@ -119,9 +119,10 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
         Compile the densities' gradients too (cached apart from the gradient-free form).
     """
     key = _cache_key(model, potentials_in_likelihood, compile_kwargs, other, gradients)
-    if cache and _cached(key, model) is not None:
+    entry = _cached(key, model) if cache else None
+    if entry is not None:
         _CACHE.move_to_end(key)
-        _, density, simulator = _CACHE[key]
+        _, density, simulator = entry
         density.set_observed(observed_values(model))
         density.n_evaluations = 0
         logger.debug("Reusing the compiled densities of this model.")

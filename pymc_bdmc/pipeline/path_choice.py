@@ -43,8 +43,8 @@ from pymc_bdmc.kernels.tuning import PilotResult, freeze_plan, weighted_moments
 from pymc_bdmc.pipeline.timing import timed
 
 __all__ = ["better_fit", "choose_path", "continue_refits", "equilibrate", "fit_base",
-           "frozen_log_z", "prefer_second_checked", "prefer_second_path", "rank_by_estimates",
-           "settled"]
+           "frozen_log_z", "much_shorter", "prefer_second_checked", "prefer_second_path",
+           "rank_by_estimates", "settled"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -73,8 +73,12 @@ def prefer_second_path(first: PilotResult, second: PilotResult,
     ranked = rank_by_estimates(first, second, tuning)
     if ranked is not None:
         return ranked
-    return bool(second.thermodynamic_length
-                <= tuning.base_path_gain * first.thermodynamic_length)
+    return much_shorter(second, first, tuning)
+
+
+def much_shorter(path: PilotResult, than: PilotResult, tuning: Tuning = DEFAULT_TUNING) -> bool:
+    """Whether ``path`` is at most ``tuning.base_path_gain`` times as long as ``than``."""
+    return bool(path.thermodynamic_length <= tuning.base_path_gain * than.thermodynamic_length)
 
 
 def rank_by_estimates(first: PilotResult, second: PilotResult,
@@ -421,9 +425,9 @@ def better_fit(best: PilotResult, candidate: PilotResult, tuning: Tuning = DEFAU
     ranked = rank_by_estimates(best, candidate, tuning)
     if ranked is not None:
         return ranked
-    if candidate.thermodynamic_length <= tuning.base_path_gain * best.thermodynamic_length:
+    if much_shorter(candidate, best, tuning):
         return True
-    if best.thermodynamic_length <= tuning.base_path_gain * candidate.thermodynamic_length:
+    if much_shorter(best, candidate, tuning):
         return False
     return bool(candidate.log_z > best.log_z)
 

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["budget_clock", "call_clock", "peak_memory_mb", "stage_seconds", "timed"]
+__all__ = ["budget_clock", "call_clock", "peak_memory_mb", "timed"]
 
 _CLOCK: ContextVar[dict | None] = ContextVar("pymc_bdmc_clock", default=None)
 
@@ -43,12 +43,6 @@ def timed(stage: str):
             clock[stage] = clock.get(stage, 0.0) + time.perf_counter() - start
 
 
-def stage_seconds(stage: str) -> float:
-    """Seconds the current call has spent in ``stage`` so far (0 outside a call)."""
-    clock = _CLOCK.get()
-    return 0.0 if clock is None else clock.get(stage, 0.0)
-
-
 def budget_clock() -> float:
     """``time.perf_counter()`` less the current call's compilation so far: a search's clock.
 
@@ -57,7 +51,8 @@ def budget_clock() -> float:
     search as a warm one with the same seed. At the call's start (no compilation yet) it reads
     as ``time.perf_counter()``.
     """
-    return time.perf_counter() - stage_seconds("compile")
+    clock = _CLOCK.get()
+    return time.perf_counter() - (0.0 if clock is None else clock.get("compile", 0.0))
 
 
 def peak_memory_mb() -> tuple[float, float]:
