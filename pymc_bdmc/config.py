@@ -84,9 +84,8 @@ class Tuning:
         it ...
     base_fit_block : int, default 10
         ... in blocks of this many: they stop after the first two blocks over which the
-        population's mean log density moved less than its standard error (0: no such stop) ...
-    equilibration_share : float, default 0.05
-        ... or as many as fit in this share of ``max_time`` (the length search only).
+        population's mean log density moved less than its standard error (0: no such stop).
+        A count, never wall time, so that a pilot is the same on a fast and a slow machine.
     base_log_z_tolerance : float, default 0.5
         The fitted path is refused when its pilot's estimate is more than this many nats below
         the prior path's ...
@@ -136,7 +135,6 @@ class Tuning:
     base_refit_gain: float = 1.0
     base_fit_moves: int = 60
     base_fit_block: int = 10
-    equilibration_share: float = 0.05
     base_log_z_tolerance: float = 0.5
     base_log_z_gain: float = 0.5
     base_path_gain: float = 0.75

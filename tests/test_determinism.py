@@ -108,6 +108,33 @@ def test_a_search_certified_at_its_first_attempt_is_replayed_by_its_recorded_set
         assert float(replayed[bound]) == float(searched[bound])
 
 
+def test_a_search_on_a_slow_machine_is_replayed_by_its_recorded_settings(monkeypatch):
+    # Every clock reading 0.5 s after the last: a machine so slow that the search's budget
+    # decides its length. The budget may only decide which attempt is returned, never what an
+    # attempt is: the pilot's equilibration before each Gaussian fit stops by a count, not by
+    # wall time, so the recorded settings still replay the bounds bit for bit.
+    import time
+
+    from pymc_bdmc import known_evidence
+
+    real = time.perf_counter
+    start, readings = real(), [0]
+
+    def slow_clock():
+        readings[0] += 1
+        return start + 0.5 * readings[0]
+
+    with known_evidence.linear_regression(50, 5, seed=1).model:
+        monkeypatch.setattr(time, "perf_counter", slow_clock)
+        searched = pmb.sample_bdmc(random_seed=3, cores=1, progressbar=False)["evidence"]
+        monkeypatch.setattr(time, "perf_counter", real)
+        assert readings[0] > 1000  # the budget of 60 s was spent many times over
+        replayed = _replay(searched, 3)
+    assert np.isfinite(searched.attrs["thermodynamic_length_fitted"])  # a Gaussian was fitted
+    for bound in ("lower", "upper"):
+        assert float(replayed[bound]) == float(searched[bound])
+
+
 @pytest.mark.parametrize("case", ["more chains, then longer", "other form"])
 def test_a_longer_search_is_replayed_by_its_recorded_settings(case):
     # Every attempt draws from the call's streams restarted (pipeline/seeding.py), and a call

@@ -7,7 +7,6 @@ PyMC step methods, or SMC) and hand both to the one driver, :func:`pymc_bdmc.pip
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -271,9 +270,6 @@ def sample_ais(
         n_steps = tuning.first_n_steps if isinstance(schedule, str) else None
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                         target_accept, step_size_jitter, pilot_chains, confidence, base, tuning)
-    if search and max_time is not None:  # the search is timed anyway (pipeline/pilot.py)
-        settings = dataclasses.replace(
-            settings, equilibration_seconds=settings.tuning.equilibration_share * max_time)
     gibbs = vectorized_discrete(model, step)
     specs = None if gibbs else resolve_step_methods(model, step)
     check_model(model, potentials_in_likelihood=potentials_in_likelihood,
@@ -477,9 +473,6 @@ def sample_bdmc(
         method, n_steps, chains, transitions_per_step, schedule)
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                         target_accept, step_size_jitter, pilot_chains, confidence, base, tuning)
-    if search and max_time is not None:  # the search is timed anyway (pipeline/pilot.py)
-        settings = dataclasses.replace(
-            settings, equilibration_seconds=settings.tuning.equilibration_share * max_time)
     smc = None
     if method == "smc":
         smc = validate_smc(SMC_PARTICLES if particles is None else particles, path,

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -145,8 +144,7 @@ def frozen_log_z(rng: np.random.Generator, plan: AnnealingPlan, pilot: PilotResu
 
 
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
-                path_parts: Callable, n_moves: int,
-                moves: ScaleMoves | None = None, seconds: float | None = None, *,
+                path_parts: Callable, n_moves: int, moves: ScaleMoves | None = None, *,
                 block: int = 0, made: list | None = None) -> np.ndarray:
     """Up to ``n_moves`` transitions of a pilot's final population at ``beta = 1``.
 
@@ -155,7 +153,9 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     fitted to it (module docstring). A lagging population's mean log density drifts as it
     moves; one at the posterior only fluctuates. So, with ``block``, the transitions stop once
     the mean over the last ``block`` of them differs from the mean over the ``block`` before
-    by less than the population's standard error of it (:func:`settled`).
+    by less than the population's standard error of it (:func:`settled`). Never by wall time:
+    the population a Gaussian is fitted to must not depend on the machine's speed, or a result
+    would not be replayed by its recorded settings.
 
     Parameters
     ----------
@@ -170,13 +170,10 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     n_moves : int
     moves : ScaleMoves, optional
         The model's scale moves, made before each transition.
-    seconds : float, optional
-        Stop after the first transition that ends past this wall time (at least one is made).
     block : int, default 0
         Transitions per block of the stopping check (0: all ``n_moves``).
     made : list, optional
-        ``(transitions made, whether wall time stopped them)`` is appended to it (where any
-        were to be made).
+        The number of transitions made is appended to it (where any were to be made).
 
     Returns
     -------
@@ -185,20 +182,14 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
     """
     if n_moves <= 0 or plan.n_steps < 1:
         return x
-    started = time.perf_counter()
     parts = path_parts(x)
     params = plan.kernel(plan.n_steps)
     sd = np.sqrt(plan.inv_mass[plan.n_steps])
-    means, timed_out = [], False
+    means = []
     for i in range(n_moves):
         if moves is not None:
             x, parts, _ = moves.sweep(rng, x, parts, 1.0, sd, path_parts)
         x, parts, _ = hmc_step(rng, x, parts, 1.0, params, path_parts)
-        if seconds is not None and time.perf_counter() - started > seconds:
-            logger.debug("Equilibration stopped after %d of %d transitions (%.1f s).", i + 1,
-                         n_moves, time.perf_counter() - started)
-            timed_out = True
-            break
         if block > 0:
             log_density = parts.tempered_logp(1.0)
             means.append(float(np.mean(log_density)))
@@ -207,7 +198,7 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
                              n_moves)
                 break
     if made is not None:
-        made.append((i + 1, timed_out))
+        made.append(i + 1)
     return x
 
 
@@ -262,9 +253,9 @@ def fit_base(values: np.ndarray, weights: np.ndarray, parts_fn: Callable,
     return GaussianBase.fit(values, weights)
 
 
-def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
-                tuning: Tuning = DEFAULT_TUNING, keep_fitted: bool = False,
-                draw_prior: Callable | None = None, length_limit: float | None = None):
+def choose_path(plan, pilot, run, rng, parts_fn, moves=None, tuning: Tuning = DEFAULT_TUNING,
+                keep_fitted: bool = False, draw_prior: Callable | None = None,
+                length_limit: float | None = None):
     """Pilot paths from Gaussians fitted in turn (module docstring); keep the best or the prior.
 
     Parameters
@@ -279,8 +270,6 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
         The model's batched densities.
     moves : ScaleMoves, optional
         The model's scale moves, for the equilibration before each fit.
-    equilibration_seconds : float, optional
-        Wall time each equilibration may take (:func:`equilibrate`).
     tuning : Tuning, optional
         How many fits at most, and what gain makes another one.
     keep_fitted : bool, default False
@@ -296,14 +285,12 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     -------
     tuple
         ``(plan, pilot)`` of the path kept, the plan carrying its base if it is a fitted one;
-        ``pilot.path_choice`` records both paths' lengths and estimates, how many
-        equilibrations wall time cut short (``equilibration_cut``), and where ``length_limit``
-        ended the refits, the fitted paths piloted until then (``refits_cut``; the refits can
-        go on from the fitted path kept, :func:`continue_refits`).
+        ``pilot.path_choice`` records both paths' lengths and estimates, and where
+        ``length_limit`` ended the refits, the fitted paths piloted until then (``refits_cut``;
+        the refits can go on from the fitted path kept, :func:`continue_refits`).
     """
-    fitted, fits, cut, made = _fit_in_turn(None, (pilot, plan, parts_fn), 0, pilot.n_particles,
-                                           run, rng, parts_fn, moves, equilibration_seconds,
-                                           tuning, length_limit)
+    fitted, fits, cut = _fit_in_turn(None, (pilot, plan, parts_fn), 0, pilot.n_particles, run,
+                                     rng, parts_fn, moves, tuning, length_limit)
     if fitted is None:
         return plan, pilot
     base, based_plan, based_pilot = fitted
@@ -311,8 +298,6 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     choice = {"thermodynamic_length_prior": pilot.thermodynamic_length,
               "thermodynamic_length_fitted": base_length,
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z,
-              # Equilibrations cut by wall time: where any was, the pilot depended on timing.
-              "equilibration_cut": float(sum(timed_out for _, timed_out in made)),
               **({"refits_cut": float(fits)} if cut else {})}
     keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
                                               choice, rng, parts_fn, moves, tuning, draw_prior)
@@ -326,7 +311,7 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, equilibration_secon
     return plan, dataclasses.replace(pilot, path_choice=choice)
 
 
-def continue_refits(plan, pilot, run, rng, parts_fn, moves=None, equilibration_seconds=None,
+def continue_refits(plan, pilot, run, rng, parts_fn, moves=None,
                     tuning: Tuning = DEFAULT_TUNING):
     """Go on refitting Gaussians from a kept fitted path whose refits a length limit cut.
 
@@ -339,7 +324,7 @@ def continue_refits(plan, pilot, run, rng, parts_fn, moves=None, equilibration_s
     ----------
     plan, pilot : AnnealingPlan, PilotResult
         What :func:`choose_path` returned with ``refits_cut`` in ``pilot.path_choice``.
-    run, rng, parts_fn, moves, equilibration_seconds, tuning
+    run, rng, parts_fn, moves, tuning
         As for :func:`choose_path`.
 
     Returns
@@ -349,37 +334,32 @@ def continue_refits(plan, pilot, run, rng, parts_fn, moves=None, equilibration_s
     """
     base, choice = plan.base, dict(pilot.path_choice)
     fits = int(choice.pop("refits_cut"))
-    fitted, _, _, made = _fit_in_turn((base, plan, pilot), (pilot, plan, base.parts_fn(parts_fn)),
-                                      fits, pilot.n_particles, run, rng, parts_fn, moves,
-                                      equilibration_seconds, tuning, None)
+    fitted, _, _ = _fit_in_turn((base, plan, pilot), (pilot, plan, base.parts_fn(parts_fn)),
+                                fits, pilot.n_particles, run, rng, parts_fn, moves, tuning, None)
     base, based_plan, based_pilot = fitted
     choice.update(thermodynamic_length_fitted=based_pilot.thermodynamic_length,
-                  pilot_log_z_fitted=based_pilot.log_z,
-                  equilibration_cut=choice.get("equilibration_cut", 0.0)
-                  + float(sum(timed_out for _, timed_out in made)))
+                  pilot_log_z_fitted=based_pilot.log_z)
     logger.debug("Refits continued: the fitted path kept is %.2f long, log Z %.2f.",
                  based_pilot.thermodynamic_length, based_pilot.log_z)
     return (dataclasses.replace(based_plan, base=base),
             dataclasses.replace(based_pilot, path_choice=choice))
 
 
-def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, seconds, tuning,
+def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, tuning,
                  length_limit):
     """Fit Gaussians in turn, each to the last path's equilibrated population (module docstring).
 
     ``fitted``: the best ``(base, plan, pilot)`` so far, or None; ``source``: ``(pilot, plan,
     path_parts)`` of the path the next Gaussian is fitted to; ``fits``: fitted paths piloted
-    before. Returns ``(fitted, fits, cut, made)``: the best fitted path, the fitted paths
-    piloted, whether ``length_limit`` ended the refits, and each equilibration's
-    ``(transitions, whether wall time cut them)``.
+    before. Returns ``(fitted, fits, cut)``: the best fitted path, the fitted paths piloted,
+    and whether ``length_limit`` ended the refits.
     """
     source, source_plan, source_parts = source
-    cut, made = False, []
+    cut = False
     while fits < tuning.max_base_fits:
         with timed("pilot_equilibration"):
             population = equilibrate(rng, source.final_x, source_plan, source_parts,
-                                     tuning.base_fit_moves, moves, seconds,
-                                     block=tuning.base_fit_block, made=made)
+                                     tuning.base_fit_moves, moves, block=tuning.base_fit_block)
         # A population with impossible states or undefined weights has no Gaussian to give.
         if not (np.all(np.isfinite(population)) and np.all(np.isfinite(source.final_weights))):
             break
@@ -410,7 +390,7 @@ def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, s
             cut = True
             break
         source, source_plan, source_parts = based_pilot, based_plan, based_parts
-    return fitted, fits, cut, made
+    return fitted, fits, cut
 
 
 def better_fit(best: PilotResult, candidate: PilotResult, tuning: Tuning = DEFAULT_TUNING) -> bool:

@@ -211,7 +211,7 @@ def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rn
             plan, pilot = run(x_pilot, parts_pilot, report)
     if fit_base and pilot.final_x is not None:
         plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
-                                  rng, parts_fn, moves, s.equilibration_seconds, s.tuning,
+                                  rng, parts_fn, moves, s.tuning,
                                   keep_fitted, draw_prior=draw_pilot,
                                   length_limit=s.refit_length_limit)
     if kept is not None:  # later refits (resume_refits) take their correlations as these did
@@ -325,4 +325,4 @@ def resume_refits(progress, s: Settings, rng, plan: AnnealingPlan, pilot: PilotR
     pilot_run = _pilot_runner(s, rng, ADAPTIVE, moves=moves)
     with pilot_phase(progress) as report, threadpool_limits(limits=1, user_api="blas"):
         return continue_refits(plan, pilot, lambda x, p, f: pilot_run(x, p, report, f), rng,
-                               parts_fn, moves, s.equilibration_seconds, s.tuning)
+                               parts_fn, moves, s.tuning)

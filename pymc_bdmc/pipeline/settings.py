@@ -59,11 +59,6 @@ class Settings:
     schedule_name : str or None
         The named schedule ``betas`` came from (None for an array), so that the same settings
         can be made at another length (:meth:`with_n_steps`).
-    equilibration_seconds : float or None
-        Wall time the pilot's equilibration before each Gaussian fit may take
-        (:func:`pymc_bdmc.pipeline.path_choice.equilibrate`); None: all its rounds. Only the
-        ``n_steps="auto"`` search sets it (from ``max_time``): its results depend on timing
-        anyway, where a fixed length's stay the same on every machine.
     refit_length_limit : float or None
         A fitted path whose pilot measures it longer than this ends the refits
         (:func:`pymc_bdmc.pipeline.path_choice.choose_path`): set only where a longer path already
@@ -88,7 +83,6 @@ class Settings:
     pilot_chains_given: bool = False
     base: str = "prior"
     schedule_name: str | None = None
-    equilibration_seconds: float | None = None
     refit_length_limit: float | None = None
     transitions_given: bool = True
     tuning: Tuning = DEFAULT_TUNING
