@@ -135,6 +135,29 @@ def test_a_search_on_a_slow_machine_is_replayed_by_its_recorded_settings(monkeyp
         assert float(replayed[bound]) == float(searched[bound])
 
 
+def test_a_search_whose_pilot_ran_again_larger_is_replayed_by_its_recorded_settings(caplog):
+    # A pilot that chooses a dense metric on too few particles runs again on more (here 8 per
+    # coordinate, so that a 21-step walk asks for 168); that pilot starts its streams afresh,
+    # so a call given its population as `pilot_chains` runs the same pilot.
+    import logging
+
+    from pymc_bdmc import known_evidence
+
+    tuning = pmb.Tuning(particles_per_coordinate=8.0, curvature_min_dim=1000)
+    with known_evidence.gaussian_random_walk(20, seed=1).model:
+        with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
+            searched = pmb.sample_bdmc(random_seed=2, tuning=tuning, cores=1,
+                                       progressbar=False)["evidence"]
+        assert "running it again with 168" in caplog.text
+        assert searched.attrs["auto_pilot_chains"][-1] == 168
+        replayed = pmb.sample_bdmc(n_steps=int(searched.attrs["n_steps"]),
+                                   chains=int(searched.attrs["chains"]), pilot_chains=168,
+                                   tuning=tuning, random_seed=2, cores=1,
+                                   progressbar=False)["evidence"]
+    for bound in ("lower", "upper"):
+        assert float(replayed[bound]) == float(searched[bound])
+
+
 @pytest.mark.parametrize("case", ["more chains, then longer", "other form"])
 def test_a_longer_search_is_replayed_by_its_recorded_settings(case):
     # Every attempt draws from the call's streams restarted (pipeline/seeding.py), and a call
@@ -171,3 +194,13 @@ def test_results_report_the_peak_memory(model):
     # A high-water mark: at least what this process holds now, and a sane size.
     assert resident_now * 0.99 <= attrs["peak_memory_mb"] < 64 * 1024
     assert attrs["peak_worker_memory_mb"] >= 0.0
+
+
+def test_a_rewound_stream_draws_again_what_it_first_drew():
+    from pymc_bdmc.pipeline.seeding import rewind, streams
+
+    held = streams(7)["pilot"]
+    first = held.normal(size=5)
+    held.normal(size=3)
+    assert rewind(held) is held  # in place: closures holding it see the rewound stream
+    np.testing.assert_array_equal(held.normal(size=5), first)

@@ -35,7 +35,7 @@ from pymc_bdmc.parallel.smc_groups import population_blocks, smc_tasks
 from pymc_bdmc.pipeline.auto_steps import Attempt
 from pymc_bdmc.pipeline.diagnostics import log_smc_diagnostics
 from pymc_bdmc.pipeline.discrete import gibbs_kernel
-from pymc_bdmc.pipeline.draws import generating_values, prior_start
+from pymc_bdmc.pipeline.draws import PilotDraws, generating_values, prior_start
 from pymc_bdmc.pipeline.execution import (
     KernelTiming,
     choose_workers,
@@ -171,8 +171,7 @@ class SMC:
                            schedule, discrete=None if gibbs is None else gibbs.bound_to(
                                density.terms),
                            pinned=None if gibbs is None else gibbs.pinned,
-                           draw_pilot=lambda n: prior_start(simulator, density, n,
-                                                            streams["pilot_init"]),
+                           draw_pilot=PilotDraws(simulator, density, streams["pilot_init"]),
                            moves=scale_moves_for(density) if path is None else None)
         return Tuned(plan, pilot, gibbs, path)
 

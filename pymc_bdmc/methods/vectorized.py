@@ -29,7 +29,7 @@ from pymc_bdmc.pipeline.auto_steps import Attempt
 from pymc_bdmc.pipeline.compile import other_parameterization
 from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
 from pymc_bdmc.pipeline.discrete import check_plan_pins, gibbs_kernel
-from pymc_bdmc.pipeline.draws import generating_values, prior_start, prior_start_blocks
+from pymc_bdmc.pipeline.draws import PilotDraws, generating_values, prior_start, prior_start_blocks
 from pymc_bdmc.pipeline.execution import (
     KernelTiming,
     choose_workers,
@@ -159,8 +159,7 @@ class VectorizedAIS:
                            ADAPTIVE if s.adaptive else s.betas,
                            discrete=None if gibbs is None else gibbs.bound_to(density.terms),
                            pinned=None if gibbs is None else gibbs.pinned,
-                           draw_pilot=lambda n: prior_start(simulator, density, n,
-                                                            streams["pilot_init"]),
+                           draw_pilot=PilotDraws(simulator, density, streams["pilot_init"]),
                            fit_base=s.base != "prior" and gibbs is None and s.adaptive,
                            keep_fitted=s.base == "fitted",
                            laplace_first=laplace_start(density, s),

@@ -14,8 +14,9 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.streams import ChainBlocks
 from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw, n_candidates
+from pymc_bdmc.pipeline.seeding import rewind
 
-__all__ = ["draw_prior", "generating_values", "prior_start", "prior_start_blocks",
+__all__ = ["PilotDraws", "draw_prior", "generating_values", "prior_start", "prior_start_blocks",
            "simulate_truth"]
 
 
@@ -98,6 +99,27 @@ def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
     check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
                        impossible_data="allow")
     return x, parts
+
+
+class PilotDraws:
+    """Exact prior draws for a pilot, from its own stream (:func:`prior_start` each).
+
+    ``draws(n)`` goes on along the stream; ``draws.afresh(n)`` first sets it back to its start,
+    so that a pilot re-run on a larger population draws what a call given that population
+    (``pilot_chains``) draws.
+    """
+
+    def __init__(self, simulator: ModelSimulator, density: ModelDensity,
+                 rng: np.random.Generator):
+        self.simulator, self.density, self.rng = simulator, density, rng
+
+    def __call__(self, n: int):
+        """Return ``n`` more draws and their densities."""
+        return prior_start(self.simulator, self.density, n, self.rng)
+
+    def afresh(self, n: int):
+        """Return the stream's first ``n`` draws and their densities."""
+        return prior_start(self.simulator, self.density, n, rewind(self.rng))
 
 
 def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,

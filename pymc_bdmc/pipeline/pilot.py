@@ -7,13 +7,14 @@ against):
 
 * **Population size.** A dense metric estimated from fewer particles than coordinates is mostly
   shrinkage, so a pilot that chooses one stops there and runs again with
-  :attr:`~pymc_bdmc.config.Tuning.particles_per_coordinate` particles per movable coordinate
-  (never where the user fixed ``pilot_chains``, and not above
-  :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates, where metrics come from the
-  model's curvature instead). From :attr:`~pymc_bdmc.config.Tuning.curvature_min_dim`
-  coordinates, where that larger pilot would be needed, the prior path's pilot first takes its
-  correlations from the curvature too, and keeps them where they agree from particle to
-  particle (a near-Gaussian posterior; :func:`_with_curvature`).
+  :attr:`~pymc_bdmc.config.Tuning.particles_per_coordinate` particles per movable coordinate,
+  its streams started afresh: the pilot of a call given that ``pilot_chains`` (never where the
+  user fixed ``pilot_chains``, and not above :attr:`~pymc_bdmc.config.Tuning.dense_max_dim`
+  coordinates, where metrics come from the model's curvature instead). From
+  :attr:`~pymc_bdmc.config.Tuning.curvature_min_dim` coordinates, where that larger pilot would
+  be needed, the prior path's pilot first takes its correlations from the curvature too, and
+  keeps them where they agree from particle to particle (a near-Gaussian posterior;
+  :func:`_with_curvature`).
 * **Where the path starts** (``base="auto"``, continuous models, adaptive schedules). The pilot
   of the prior's path is followed by pilots of paths from Gaussians fitted to its population
   (:mod:`pymc_bdmc.pipeline.path_choice` fits, refits and ranks them), or, where the data are
@@ -36,8 +37,10 @@ from pymc_bdmc.kernels.mass import curvature_disagreement
 from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.kernels.scale_moves import ScaleMoves
 from pymc_bdmc.kernels.tuning import PilotResult, freeze_plan, tune_plan, weighted_moments
+from pymc_bdmc.pipeline.draws import PilotDraws
 from pymc_bdmc.pipeline.path_choice import choose_path, continue_refits
 from pymc_bdmc.pipeline.progress import pilot_phase
+from pymc_bdmc.pipeline.seeding import rewind
 from pymc_bdmc.pipeline.settings import Settings
 from pymc_bdmc.pipeline.timing import timed
 from pymc_bdmc.schedules import ADAPTIVE
@@ -84,7 +87,7 @@ def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int,
 
 
 def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
-         discrete=None, pinned=None, draw_pilot: Callable | None = None,
+         discrete=None, pinned=None, draw_pilot: PilotDraws | None = None,
          fit_base: bool = False, moves: ScaleMoves | None = None, keep_fitted: bool = False,
          laplace_first: bool = False):
     """Run the pilot (with its progress row) and freeze the plan on ``schedule``.
@@ -104,10 +107,11 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
         Gibbs sweep of the discrete coordinates.
     pinned : numpy.ndarray, optional
         Coordinates the HMC kernels must not move.
-    draw_pilot : callable, optional
-        ``n -> (x, parts)``: ``n`` more exact prior draws from the pilot's own stream. Given
-        (and ``pilot_chains`` not fixed by the user), the pilot may be re-run on a larger
-        population (see the module docstring).
+    draw_pilot : PilotDraws, optional
+        More exact prior draws from the pilot's own stream. Given (and ``pilot_chains`` not
+        fixed by the user), the pilot may be re-run on a larger population (see the module
+        docstring), drawn, as its own stream ``rng``, from the start: what a call given that
+        ``pilot_chains`` runs.
     fit_base : bool, default False
         Also pilot the path from a Gaussian fitted to the pilot's final population, and keep
         it where :func:`prefer_second_path` says so. Only for continuous models.
@@ -206,7 +210,9 @@ def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rn
         logger.debug("The pilot chose a dense metric on %d coordinates with %d particles (at "
                      "beta %.2g); running it again with %d.", n_movable, len(x_pilot),
                      pilot.betas[-1], wanted)
-        x_pilot, parts_pilot = draw_pilot(wanted)
+        # Both pilot streams from their start: the pilot a call given `pilot_chains` runs.
+        rewind(rng)
+        x_pilot, parts_pilot = draw_pilot.afresh(wanted)
         with timed("pilot_prior_path"):
             plan, pilot = run(x_pilot, parts_pilot, report)
     if fit_base and pilot.final_x is not None:

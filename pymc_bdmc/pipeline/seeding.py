@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["ATTEMPT_STREAMS", "STREAMS", "restarted", "streams"]
+__all__ = ["ATTEMPT_STREAMS", "STREAMS", "restarted", "rewind", "streams"]
 
 #: The stages that draw random numbers, in the order their streams are spawned (the order is
 #: part of the seed's meaning: changing it changes every result; a new stage goes last, which
@@ -67,3 +67,14 @@ def restarted(streams: Mapping[str, np.random.Generator],
                                        pool_size=seed.pool_size)
         fresh[stage] = np.random.Generator(type(generator.bit_generator)(start))
     return fresh
+
+
+def rewind(generator: np.random.Generator) -> np.random.Generator:
+    """Set ``generator`` back to its start in place, and return it.
+
+    :func:`restarted` for a generator that others already hold (a pilot's stream, captured by
+    its closures): it draws again what it drew when first made.
+    """
+    (fresh,) = restarted({"stream": generator}, ("stream",)).values()
+    generator.bit_generator.state = fresh.bit_generator.state
+    return generator
