@@ -110,8 +110,8 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     draw_pilot : PilotDraws, optional
         More exact prior draws from the pilot's own stream. Given (and ``pilot_chains`` not
         fixed by the user), the pilot may be re-run on a larger population (see the module
-        docstring), drawn, as its own stream ``rng``, from the start: what a call given that
-        ``pilot_chains`` runs.
+        docstring); its draws and the pilot's stream ``rng`` then start over, so that the
+        re-run is the pilot of a call given that population as ``pilot_chains``.
     fit_base : bool, default False
         Also pilot the path from a Gaussian fitted to the pilot's final population, and keep
         it where :func:`prefer_second_path` says so. Only for continuous models.
