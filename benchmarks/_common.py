@@ -19,6 +19,15 @@ import pymc_bdmc as pmb
 arviz_base.from_dict({"posterior": {"x": np.zeros((1, 2))}}, sample_dims=["chain", "draw"])
 
 
+def seconds_per_call(fn, *args, repeat: int = 300) -> float:
+    """Mean wall seconds of ``fn(*args)`` over ``repeat`` calls, after one warm-up call."""
+    fn(*args)
+    start = time.perf_counter()
+    for _ in range(repeat):
+        fn(*args)
+    return (time.perf_counter() - start) / repeat
+
+
 def quiet():
     logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)
 

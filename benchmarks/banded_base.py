@@ -23,24 +23,15 @@ with a banded factor would be. Both forms factor the same covariance (checked).
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import numba
 import numpy as np
+from _common import seconds_per_call
 from threadpoolctl import threadpool_limits
 
 from pymc_bdmc import known_evidence
 from pymc_bdmc.model.density import ModelDensity
-
-
-def seconds_per_call(fn, *args, repeat: int = 300) -> float:
-    """Mean wall seconds of ``fn(*args)`` over ``repeat`` calls, after one warm-up call."""
-    fn(*args)
-    start = time.perf_counter()
-    for _ in range(repeat):
-        fn(*args)
-    return (time.perf_counter() - start) / repeat
 
 
 @numba.njit(cache=True)

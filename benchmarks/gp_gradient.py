@@ -16,25 +16,16 @@ evaluations (steps, chains, leapfrog steps) make the runs cheaper.
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+from _common import seconds_per_call
 from pytensor.tensor.linalg import cholesky, solve_triangular
 
 from pymc_bdmc import known_evidence
 from pymc_bdmc.model.density import ModelDensity
-
-
-def seconds_per_call(fn, *args, repeat: int = 300) -> float:
-    """Mean wall seconds of ``fn(*args)`` over ``repeat`` calls, after one warm-up call."""
-    fn(*args)
-    start = time.perf_counter()
-    for _ in range(repeat):
-        fn(*args)
-    return (time.perf_counter() - start) / repeat
 
 
 def main(argv=None) -> None:

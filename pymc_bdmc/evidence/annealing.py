@@ -398,10 +398,10 @@ def sample_bdmc(
     max_time : float or None, default 60
         With ``n_steps="auto"``: the seconds the call may take besides compiling the model
         (which costs what this machine's caches hold, not what the model needs).
-        None removes the limit (at most 64000 steps). The lengths run then depend on this
-        machine's speed, and so, on slow models, does the pilot's equilibration before each
-        fitted Gaussian (at most 5%% of ``max_time`` each); an integer ``n_steps`` makes a
-        seeded result reproducible bit for bit.
+        None removes the limit (at most 64000 steps). Which lengths are tried then depends on
+        this machine's speed, not what each attempt is: the result's ``n_steps`` and ``chains``
+        (``auto_pilot_chains``, ``auto_reparameterized``) replay it bit for bit with the same
+        seed (docs/explanation/how-it-works.md).
     reparameterize : bool or None, default None
         ``True`` runs the model's Gaussian hierarchies in their other parameterisation from
         the start (on ``theta*`` and ``y*`` simulated from the model as written, so a seed
