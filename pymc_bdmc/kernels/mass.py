@@ -30,8 +30,9 @@ There the correlation comes from the model's curvature instead (:func:`curvature
 the negative Hessian of the tempered log density, by forward differences of its gradient, at a
 few particles of the pilot's own population, averaged, made positive definite (the magnitudes of
 its eigenvalues, as in Betancourt's SoftAbs metric) and inverted. ``d + 1`` gradients per
-particle in one batched call: a Gaussian's correlation exactly, from any population size. The
-scales still come from the population's variances, and the same stiffness check decides.
+particle in one batched call (far fewer for a sparse Hessian once its pattern is known,
+:mod:`~pymc_bdmc.kernels.sparse_hessian`): a Gaussian's correlation exactly, from any population
+size. The scales still come from the population's variances, and the same stiffness check decides.
 The pilot differences the prior's and the likelihood's Hessians apart
 (:func:`curvature_hessians`) and reuses them over nearby temperatures, weighted by each
 one's ``beta`` (:mod:`pymc_bdmc.kernels.pilot_metrics`).
@@ -46,10 +47,10 @@ from scipy.linalg import lapack
 
 from pymc_bdmc.config import DEFAULT_TUNING
 
-__all__ = ["CURVATURE_ANCHORS", "DENSE_CONDITION", "correlation_from_hessian",
-           "curvature_correlation", "curvature_disagreement", "curvature_hessians",
-           "curvature_mass_factor", "dense_mass_factor", "exceeds_condition",
-           "factor_from_correlation",
+__all__ = ["CURVATURE_ANCHORS", "CURVATURE_STEP", "DENSE_CONDITION",
+           "correlation_from_hessian", "curvature_anchors", "curvature_correlation",
+           "curvature_disagreement", "curvature_hessians", "curvature_mass_factor",
+           "dense_mass_factor", "exceeds_condition", "factor_from_correlation",
            "low_rank_shrunk_correlation", "shrunk_correlation", "stiffness"]
 
 #: Condition number of the shrunk correlation matrix above which a dense mass matrix is used.
@@ -275,6 +276,14 @@ def curvature_correlation(values: np.ndarray, variance: np.ndarray, movable: np.
     return correlation_from_hessian(hessian, variance[index])
 
 
+def curvature_anchors(values: np.ndarray, n_anchors: int = CURVATURE_ANCHORS) -> np.ndarray:
+    """Return the ``n_anchors`` particles, spread over a population, its curvature is taken at.
+
+    After a systematic resampling the population's order follows the weights.
+    """
+    return values[np.unique(np.linspace(0, len(values) - 1, n_anchors).astype(int))]
+
+
 def curvature_hessians(values: np.ndarray, variance: np.ndarray, movable: np.ndarray,
                        gradients: Callable[[np.ndarray], list[np.ndarray]],
                        n_anchors: int = CURVATURE_ANCHORS,
@@ -306,7 +315,7 @@ def curvature_hessians(values: np.ndarray, variance: np.ndarray, movable: np.nda
     scale = np.sqrt(variance[index])
     step = CURVATURE_STEP * scale
     m = index.size
-    anchors = values[np.unique(np.linspace(0, len(values) - 1, n_anchors).astype(int))]
+    anchors = curvature_anchors(values, n_anchors)
     # Each anchor, then one step per axis from it: all anchors' points in one batched call.
     points = np.repeat(anchors, m + 1, axis=0)
     stepped = (np.arange(len(anchors))[:, None] * (m + 1) + 1 + np.arange(m)).ravel()

@@ -8,7 +8,8 @@ three metrics, and the plan freezes them:
   to :attr:`~pymc_bdmc.config.Tuning.dense_max_dim` coordinates and from the model's curvature
   up to :attr:`~pymc_bdmc.config.Tuning.curvature_max_dim` (the curvature's Hessians measured
   at one temperature serve the next while ``beta`` grows by at most
-  :data:`CURVATURE_REUSE_RATIO` times);
+  :data:`CURVATURE_REUSE_RATIO` times, and after the first are differenced along groups of
+  their sparsity pattern, :mod:`~pymc_bdmc.kernels.sparse_hessian`);
 * on a path from a Gaussian base fitted from the curvature (above ``dense_max_dim``), a
   diagonal in the base's principal coordinates ``z = A^{-1} (x - mean)``: a vector ``w`` of the
   population's sds there, the dense factor ``A diag(w)`` (:class:`~.hmc.HMCParams`).
@@ -37,6 +38,7 @@ from pymc_bdmc.kernels.mass import (
     dense_mass_factor,
     factor_from_correlation,
 )
+from pymc_bdmc.kernels.sparse_hessian import difference_groups, grouped_hessians
 from pymc_bdmc.model.layout import DensityParts
 
 __all__ = ["CURVATURE_REUSE_RATIO", "MetricChoice", "squared_jump"]
@@ -80,6 +82,7 @@ class MetricChoice:
                           and base.principal_metrics)
         self.dense = dense and n_movable <= tuning.curvature_max_dim and not self.principal
         self._hessians_at: tuple[float, list] | None = None  # (beta, [prior's, likelihood's])
+        self._groups: tuple | None = None  # (index, DifferenceGroups or None): the pattern's
 
     def factors(self, rng: np.random.Generator, x: np.ndarray, weights: np.ndarray,
                 variance: np.ndarray, beta: float, parts: DensityParts) -> tuple:
@@ -143,7 +146,7 @@ class MetricChoice:
             return None
         if (self._hessians_at is None or beta > CURVATURE_REUSE_RATIO * self._hessians_at[0]
                 or self._hessians_at[1][0].shape[0] != index.size):
-            hessians = curvature_hessians(x, variance, movable, self._gradient_parts)
+            hessians = self._measure(x, variance, movable, index)
             if not all(np.all(np.isfinite(h)) for h in hessians):
                 self._hessians_at = None  # measured afresh at the next temperature
                 return None
@@ -155,6 +158,23 @@ class MetricChoice:
         else:
             hessian = prior + beta * likelihood
         return correlation_from_hessian(hessian, variance[index])
+
+    def _measure(self, x: np.ndarray, variance: np.ndarray, movable: np.ndarray,
+                 index: np.ndarray) -> list[np.ndarray]:
+        """Return the prior's and the likelihood's Hessians at ``x`` (few gradients once sparse).
+
+        The first Hessians over ``index`` are differenced along each coordinate; where their
+        pattern is sparse, later ones along its groups (:mod:`~.sparse_hessian`).
+        """
+        known = self._groups
+        if known is not None and np.array_equal(known[0], index):
+            if known[1] is not None:
+                return grouped_hessians(x, variance, known[1], self._gradient_parts)
+            return curvature_hessians(x, variance, movable, self._gradient_parts)
+        hessians = curvature_hessians(x, variance, movable, self._gradient_parts)
+        if all(np.all(np.isfinite(h)) for h in hessians):
+            self._groups = (index, difference_groups(hessians, index))
+        return hessians
 
     def _gradient_parts(self, x: np.ndarray) -> list[np.ndarray]:
         """Return the model's prior and likelihood gradients at ``x`` (whatever the path)."""
