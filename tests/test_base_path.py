@@ -544,21 +544,27 @@ def test_of_two_fitted_paths_with_close_estimates_the_much_shorter_is_kept():
     assert not better_fit(_pilot(5.0, -189.5), _pilot(4.5, -190.0))
 
 
-def _scripted_runs(log_zs, d=2, n=32):
-    """A stand-in for the pilot run that returns pilots with the given estimates, in turn."""
+def _scripted_runs(log_zs, d=2, n=32, lengths=None):
+    """A stand-in for the pilot run that returns pilots with the given estimates, in turn.
+
+    Their paths are ``lengths`` long (5 each by default); one past ``max_length`` stops.
+    """
     from pymc_bdmc.kernels.plan import AnnealingPlan
     from pymc_bdmc.kernels.tuning import PilotResult
 
     calls = []
 
-    def run(x, parts, path_parts):
+    def run(x, parts, path_parts, max_length=None):
         log_z = log_zs[len(calls)]
+        length = 5.0 if lengths is None else lengths[len(calls)]
         calls.append(x)
         plan = AnnealingPlan(np.array([0.0, 1.0]), np.array([np.nan, 0.5]), np.ones((2, d)), 3,
                              0.2)
-        pilot = PilotResult(log_z, np.array([0.0, 1.0]), np.full(2, 5.0), np.ones(2),
+        pilot = PilotResult(log_z, np.array([0.0, 1.0]), np.full(2, length), np.ones(2),
                             np.ones((2, d)), np.ones(2), n_particles=n,
                             final_x=x + 1.0, final_weights=np.full(n, 1.0 / n))
+        if max_length is not None and length > max_length:
+            pilot = dataclasses.replace(pilot, log_z=np.nan, final_x=None, complete=False)
         return plan, pilot
 
     return run, calls
@@ -617,38 +623,54 @@ def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_
     assert pilot.path_choice["pilot_log_z_prior"] == -200.0
 
 
-@pytest.mark.parametrize(("limit", "n_runs"), [(4.0, 1), (6.0, 3), (None, 3)])
+@pytest.mark.parametrize(("limit", "n_runs"), [(4.0, 2), (6.0, 3), (None, 3)])
 def test_a_fitted_path_longer_than_the_limit_ends_the_refits(limit, n_runs):
-    # The scripted fits gain 2, 8 and 0.5 nats (3 pilots without a limit) along paths 5 long:
-    # a limit below that ends the refits after the first, and says so in the choice.
+    # The scripted fits gain 2, 8 and 0.5 nats (3 pilots without a limit) along paths 3, 5
+    # and 5 long: a limit below 5 ends the refits after the second, and says so in the choice.
     from pymc_bdmc.pipeline.path_choice import choose_path
 
-    run, calls = _scripted_runs((-198.0, -190.0, -189.5))
+    run, calls = _scripted_runs((-198.0, -190.0, -189.5), lengths=(3.0, 5.0, 5.0))
     prior_plan, prior_pilot = _scripted_prior()
     _, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), _flat,
                            tuning=pmb.Tuning(base_fit_moves=0), length_limit=limit)
-    assert len(calls) == n_runs and pilot.thermodynamic_length == 5.0
-    assert pilot.path_choice.get("refits_cut", 0.0) == (1.0 if n_runs == 1 else 0.0)
+    assert len(calls) == n_runs
+    assert pilot.path_choice.get("refits_cut", 0.0) == (2.0 if n_runs == 2 else 0.0)
+
+
+def test_a_first_fitted_path_longer_than_the_limit_stops_its_pilot_there():
+    # Its pilot is not kept: the prior's path is returned, marked, for the caller to pilot
+    # the model's other form (pipeline/driver.py).
+    from pymc_bdmc.pipeline.path_choice import choose_path
+
+    run, calls = _scripted_runs((-198.0, -190.0), lengths=(5.0, 3.0))
+    prior_plan, prior_pilot = _scripted_prior()
+    plan, pilot = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0), _flat,
+                              tuning=pmb.Tuning(base_fit_moves=0), keep_fitted=True,
+                              length_limit=4.0)
+    assert len(calls) == 1 and plan.base is None and pilot.log_z == -200.0
+    assert pilot.path_choice["fitted_cut"] == 1.0
 
 
 @pytest.mark.parametrize("fitted_log_zs", [(-198.0, -190.0, -189.5), (-203.6, -193.1, -197.4),
                                            tuple(-200.0 + 5.0 * k for k in range(1, 9))])
 def test_refits_cut_by_a_limit_go_on_as_if_never_cut(fitted_log_zs):
-    # Cut after the first fit (paths 5 long, limit 4), then continued on the same stream: the
-    # same Gaussians are fitted to the same populations, and the same path is kept, as by one
-    # uncut choice (three fits, the middle one kept, and the cap of max_base_fits).
+    # Cut after the second fit (paths 3, then 5 long, limit 4), then continued on the same
+    # stream: the same Gaussians are fitted to the same populations, and the same path is
+    # kept, as by one uncut choice (three fits, the middle one kept, and the cap of
+    # max_base_fits).
     from pymc_bdmc.pipeline.path_choice import choose_path, continue_refits
 
     prior_plan, prior_pilot = _scripted_prior()
     tuning = pmb.Tuning(base_fit_moves=0)
-    run, uncut_calls = _scripted_runs(fitted_log_zs)
+    lengths = (3.0,) + (5.0,) * (len(fitted_log_zs) - 1)
+    run, uncut_calls = _scripted_runs(fitted_log_zs, lengths=lengths)
     uncut_plan, uncut = choose_path(prior_plan, prior_pilot, run, np.random.default_rng(0),
                                     _flat, tuning=tuning, keep_fitted=True)
-    run, calls = _scripted_runs(fitted_log_zs)
+    run, calls = _scripted_runs(fitted_log_zs, lengths=lengths)
     rng = np.random.default_rng(0)
     plan, cut = choose_path(prior_plan, prior_pilot, run, rng, _flat, tuning=tuning,
                             keep_fitted=True, length_limit=4.0)
-    assert len(calls) == 1 and cut.path_choice["refits_cut"] == 1.0
+    assert len(calls) == 2 and cut.path_choice["refits_cut"] == 2.0
     plan, pilot = continue_refits(plan, cut, run, rng, _flat, tuning=tuning)
     assert len(calls) == len(uncut_calls) > 1
     for x, uncut_x in zip(calls, uncut_calls, strict=True):

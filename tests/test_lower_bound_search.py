@@ -290,13 +290,13 @@ def test_a_real_data_path_that_outgrew_the_certified_one_pilots_both_forms_first
     assert abs(float(ais["lower"]) - am.log_evidence()) < 0.25
 
 
-def test_a_certified_form_kept_after_its_refits_were_cut_goes_on_with_its_refits(monkeypatch,
+def test_a_certified_form_kept_after_its_fitted_pilot_stopped_is_piloted_afresh(monkeypatch,
                                                                                  caplog):
-    # As above, but the pilots are made to keep the form as written: its pilot, whose refits
-    # stopped at the first fitted path past twice the certified length, goes on refitting from
-    # that path (no refits_cut in the result) without piloting the prior's path again: one
-    # pilot per form, not two of the one kept. The certified length runs first. (At this seed
-    # the first fit gains enough for a refit; where it does not, nothing is cut.)
+    # As above, but the pilots are made to keep the form as written. Its first fitted path's
+    # pilot stopped past twice the certified length (the other form was piloted next), so the
+    # form kept is piloted afresh: three pilots in all, and the result is the one a call at
+    # the returned length gives. The certified length runs first. (Where the first fitted path
+    # is shorter and a refit's is not, the refits go on from it instead: test_base_path.py.)
     import pymc_bdmc.methods.vectorized as vectorized
     import pymc_bdmc.pipeline.driver as driver
 
@@ -315,8 +315,12 @@ def test_a_certified_form_kept_after_its_refits_were_cut_goes_on_with_its_refits
         monkeypatch.setattr(vectorized, "tune", counted)
         with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
             ais = pmb.sample_ais(random_seed=101, progressbar=False)["evidence"]
+        monkeypatch.undo()
+        replayed = pmb.sample_ais(n_steps=int(ais.attrs["n_steps"]), random_seed=101,
+                                  base="fitted", progressbar=False)["evidence"]
     assert ais.attrs["auto_form"].startswith("as written chosen by the pilots")
-    assert "reparameterized" not in ais.attrs and "refits_cut" not in ais.attrs
-    assert len(pilots) == 2 and "Refits continued" in caplog.text
+    assert "reparameterized" not in ais.attrs and "fitted_cut" not in ais.attrs
+    assert "its pilot stopped there" in caplog.text and len(pilots) == 3
     assert ais.attrs["path_start"] == "fitted gaussian"
     assert ais.attrs["auto_n_steps"][0] == bdmc.attrs["n_steps"]
+    assert float(replayed["lower"]) == float(ais["lower"])

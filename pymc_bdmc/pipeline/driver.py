@@ -172,8 +172,8 @@ def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
             logger.debug("BDMC certified this model from a fitted Gaussian: so does this run.")
             job = dataclasses.replace(job, settings=dataclasses.replace(job.settings,
                                                                         base="fitted"))
-        outgrew, cut = ((False, False) if known is None or switch is None
-                        else _path_outgrew(method, job, switch, known, bar))
+        outgrew, resume = ((False, "") if known is None or switch is None
+                           else _path_outgrew(method, job, switch, known, bar))
         if outgrew:
             known_form = switch.other
             form_choice = _choose_form(method, job, switch, bar)
@@ -181,10 +181,10 @@ def _run(method: EvidenceMethod, job: Job, bar: StageProgress) -> xr.DataTree:
                 switch.use(known_form)
             if switch.other != known_form:  # the certificate was for the form left
                 known = None
-        if cut and known is not None:  # the certified form runs: with the refits it was spared
-            if job.settings.base == "fitted":  # they go on from its fitted path
+        if resume and known is not None:  # the certified form runs: with what it was spared
+            if resume == "refits" and job.settings.base == "fitted":  # from its fitted path
                 switch.current.memo.continue_refits = True
-            else:  # the prior's path is weighed again too
+            else:  # its pilot afresh (the prior's path is weighed again too)
                 switch.current.memo.clear()
         search = LowerBoundSearch(
             lambda request: _search_attempt(method, job, form if switch is None
@@ -256,15 +256,17 @@ def _choose_form(method: EvidenceMethod, job: Job, switch: FormSwitch,
 
 
 def _path_outgrew(method: EvidenceMethod, job: Job, switch: FormSwitch, known: CertifiedLength,
-                  bar: StageProgress) -> tuple[bool, bool]:
+                  bar: StageProgress) -> tuple[bool, str]:
     """Whether the real data's pilot path, in the certified form, far outgrew the certified one.
 
     The pilot is kept for the search's attempts. Steps needed grow as the path's length
     squared, so a path more than ``tuning.harder_path_ratio`` times as long as the certified
     run's says, before any run, that the certified length will not do here: on 500 centred
-    groups whose real data put the group scale near zero, 12-18 against 3.9. A fitted path
-    already that long ends the pilot's refits (the other form is piloted next). Returns
-    ``(outgrew, refits cut)``.
+    groups whose real data put the group scale near zero, 12-18 against 3.9 (and 42-49 from
+    the first fitted Gaussian). A fitted path already that long ends the pilot's refits, and
+    the first one's pilot stops there (the other form is piloted next). Returns ``(outgrew,
+    resume)``: ``resume`` says what the pilot kept was spared, should the certified form run
+    after all: ``"refits"``, ``"afresh"`` (its fitted path's pilot stopped) or "".
     """
     attempt = Attempt(known.n_steps)
     limit = job.settings.tuning.harder_path_ratio * known.path_length
@@ -275,12 +277,14 @@ def _path_outgrew(method: EvidenceMethod, job: Job, switch: FormSwitch, known: C
                             switch.current.memo)
     pilot = getattr(tuned, "pilot", None)
     if pilot is None or not np.isfinite(limit):
-        return False, False
-    outgrew = bool(pilot.thermodynamic_length > limit)
+        return False, ""
+    fitted_cut = bool(pilot.path_choice.get("fitted_cut", 0.0))
+    outgrew = fitted_cut or bool(pilot.thermodynamic_length > limit)
     if outgrew:
-        logger.debug("The real data's path is %.2f long, the certified run's %.2f: piloting the "
-                     "model's other form too.", pilot.thermodynamic_length, known.path_length)
-    return outgrew, bool(pilot.path_choice.get("refits_cut", 0.0))
+        logger.debug("The real data's path is over %.2f long, the certified run's %.2f: "
+                     "piloting the model's other form too.", limit, known.path_length)
+    return outgrew, ("afresh" if fitted_cut
+                     else "refits" if pilot.path_choice.get("refits_cut", 0.0) else "")
 
 
 def _search_attempt(method, job, form, request, bar, held) -> xr.DataTree:

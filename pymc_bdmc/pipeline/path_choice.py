@@ -11,7 +11,7 @@ what it was measured against):
   :attr:`~pymc_bdmc.config.Tuning.base_refit_gain` nats on the pilot it came from, a new
   Gaussian is fitted to its final population (:func:`choose_path`; not past a length the caller
   already knows to be too long, ``Settings.refit_length_limit``, unless it then keeps that
-  path after all: :func:`continue_refits`).
+  path after all: :func:`continue_refits`; the first fitted path's pilot stops at that length).
 * **Ranking two paths.** Each pilot estimates ``log p(y)`` by SMC; a path its particles cannot
   follow falls short, while its measured thermodynamic length looks *shorter*. So the
   estimates decide first (:func:`prefer_second_path`), the lengths only between close
@@ -279,7 +279,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, tuning: Tuning = DE
         the longer path, both paths are then estimated again with frozen kernels
         (:func:`frozen_log_z`), and those estimates rank them instead.
     length_limit : float, optional
-        No refit after a fitted path longer than this (``Settings.refit_length_limit``).
+        No refit after a fitted path longer than this (``Settings.refit_length_limit``), and
+        the first fitted path's pilot stops once its path is.
 
     Returns
     -------
@@ -287,11 +288,16 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, tuning: Tuning = DE
         ``(plan, pilot)`` of the path kept, the plan carrying its base if it is a fitted one;
         ``pilot.path_choice`` records both paths' lengths and estimates, and where
         ``length_limit`` ended the refits, the fitted paths piloted until then (``refits_cut``;
-        the refits can go on from the fitted path kept, :func:`continue_refits`).
+        the refits can go on from the fitted path kept, :func:`continue_refits`). Where it
+        stopped the first fitted path's pilot, the prior path's plan and pilot, with
+        ``fitted_cut`` in ``path_choice`` (a caller that keeps this form pilots it afresh).
     """
     fitted, fits, cut = _fit_in_turn(None, (pilot, plan, parts_fn), 0, pilot.n_particles, run,
                                      rng, parts_fn, moves, tuning, length_limit)
     if fitted is None:
+        if cut:
+            return plan, dataclasses.replace(pilot, path_choice={**pilot.path_choice,
+                                                                 "fitted_cut": 1.0})
         return plan, pilot
     base, based_plan, based_pilot = fitted
     base_length = based_pilot.thermodynamic_length
@@ -352,7 +358,9 @@ def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, t
     ``fitted``: the best ``(base, plan, pilot)`` so far, or None; ``source``: ``(pilot, plan,
     path_parts)`` of the path the next Gaussian is fitted to; ``fits``: fitted paths piloted
     before. Returns ``(fitted, fits, cut)``: the best fitted path, the fitted paths piloted,
-    and whether ``length_limit`` ended the refits.
+    and whether ``length_limit`` ended the refits. The first fit's pilot stops once its path
+    passes ``length_limit`` (where it did, ``fitted`` is None and ``cut`` true): it is not
+    kept, and the caller pilots the model's other form.
     """
     source, source_plan, source_parts = source
     cut = False
@@ -369,9 +377,17 @@ def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, t
             break
         based_parts = base.parts_fn(parts_fn)
         x = base.sample(rng, n_particles)
+        first = fitted is None and length_limit is not None
         with timed("pilot_fitted_paths"):
-            based_plan, based_pilot = run(x, based_parts(x), based_parts)
+            based_plan, based_pilot = run(x, based_parts(x), based_parts,
+                                          **({"max_length": length_limit} if first else {}))
         fits += 1
+        if not based_pilot.complete:
+            logger.debug("The fitted path is over %.2f long (%.2f at beta %.2g): its pilot "
+                         "stopped there.", length_limit, based_pilot.thermodynamic_length,
+                         based_pilot.betas[-1])
+            cut = True
+            break
         gained = based_pilot.log_z - source.log_z
         logger.debug("Pilot from a fitted Gaussian: log Z %.2f (sd %.2f; %+.2f), path length "
                      "%.2f.", based_pilot.log_z, based_pilot.log_z_sd, gained,

@@ -216,7 +216,7 @@ def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rn
         with timed("pilot_prior_path"):
             plan, pilot = run(x_pilot, parts_pilot, report)
     if fit_base and pilot.final_x is not None:
-        plan, pilot = choose_path(plan, pilot, lambda x, p, f: run(x, p, report, f),
+        plan, pilot = choose_path(plan, pilot, lambda x, p, f, **kw: run(x, p, report, f, **kw),
                                   rng, parts_fn, moves, s.tuning,
                                   keep_fitted, draw_prior=draw_pilot,
                                   length_limit=s.refit_length_limit)

@@ -60,9 +60,10 @@ class Settings:
         The named schedule ``betas`` came from (None for an array), so that the same settings
         can be made at another length (:meth:`with_n_steps`).
     refit_length_limit : float or None
-        A fitted path whose pilot measures it longer than this ends the refits
-        (:func:`pymc_bdmc.pipeline.path_choice.choose_path`): set only where a longer path already
-        decides what happens next (the driver then pilots the model's other form).
+        A fitted path whose pilot measures it longer than this ends the refits, and the first
+        one's pilot stops there (:func:`pymc_bdmc.pipeline.path_choice.choose_path`): set only
+        where a longer path already decides what happens next (the driver then pilots the
+        model's other form).
     transitions_given : bool
         Whether the user fixed ``transitions_per_step``.
     tuning : Tuning
