@@ -335,3 +335,9 @@ def test_divergences_near_the_prior_are_pointed_at_the_priors_geometry(caplog):
             log_ais_diagnostics(bounds, forward, None, betas=betas)
         assert "divergent HMC trajectories in the forward run" in caplog.text
         assert ("near the prior" in caplog.text) is near_prior
+    # On a path from a fitted Gaussian the target there is the Gaussian, not the prior.
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="pymc_bdmc"):
+        log_ais_diagnostics(bounds, run(early), None, betas=betas, from_prior=False)
+    assert "near the prior" not in caplog.text
+    assert "near the path's start" in caplog.text and "fitted Gaussian" in caplog.text

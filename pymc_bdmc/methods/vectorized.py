@@ -264,7 +264,8 @@ class VectorizedAIS:
         # Labels only where a stuck reverse run may need to name a coordinate (BDMC).
         labels = None if truth is None else density.layout.coordinate_labels()
         log_ais_diagnostics(bounds, forward, reverse, plan.betas,
-                            theta=None if truth is None else truth.x, labels=labels)
+                            theta=None if truth is None else truth.x, labels=labels,
+                            from_prior=plan.base is None)
         attrs = {
             "compile_time": outcome.compile_time, **problem.attrs, **job.attrs,
             **run_attrs(

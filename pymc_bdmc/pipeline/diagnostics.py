@@ -85,7 +85,7 @@ def prior_end_divergences(n_divergent: np.ndarray, betas: np.ndarray) -> bool:
 
 
 def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
-                        labels=None) -> None:
+                        labels=None, from_prior: bool = True) -> None:
     """Warn about dead, divergent or failed chains and a degenerate lower bound (AIS runs).
 
     Parameters
@@ -100,6 +100,9 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
     labels : list of str, optional
         ... and the flat coordinates' names: where the reverse chains are stuck, the warning
         names the coordinate of ``theta*`` farthest from the forward chains' final states.
+    from_prior : bool, default True
+        Whether the path starts at the prior (else at a fitted Gaussian): what the target is
+        where divergences gather at small ``beta``.
     """
     def at(step):  # where a step is on the path, for messages
         return f"step {step}" + ("" if betas is None else f" (beta {betas[step]:.3g})")
@@ -120,7 +123,15 @@ def log_ais_diagnostics(bounds, forward, reverse, betas=None, theta=None,
                 int(run.n_divergent.sum()), name, int(np.count_nonzero(run.n_divergent)),
                 len(run.n_divergent) - 1, at(worst), name,
             )
-            if betas is not None and prior_end_divergences(run.n_divergent, betas):
+            if betas is not None and not from_prior and prior_end_divergences(run.n_divergent,
+                                                                               betas):
+                logger.debug(
+                    "Most of the %s run's divergences are near the path's start (beta < %g), "
+                    "where the target is the fitted Gaussian tilted by a sliver of the model's "
+                    "density: that density changes steeply where the Gaussian's tails reach "
+                    "(variables spanning many orders of magnitude want a tighter prior).",
+                    name, PRIOR_END_BETA)
+            elif betas is not None and prior_end_divergences(run.n_divergent, betas):
                 logger.debug(
                     "Most of the %s run's divergences are near the prior (beta < %g), where the "
                     "target is the prior itself. Where the gap is wide, the prior's geometry is "
