@@ -82,7 +82,7 @@ class MetricChoice:
                           and base.principal_metrics)
         self.dense = dense and n_movable <= tuning.curvature_max_dim and not self.principal
         self._hessians_at: tuple[float, list] | None = None  # (beta, [prior's, likelihood's])
-        self._groups: tuple | None = None  # (index, DifferenceGroups or None): the pattern's
+        self._groups: tuple | None = None  # (index, DifferenceGroups or None), once measured
 
     def factors(self, rng: np.random.Generator, x: np.ndarray, weights: np.ndarray,
                 variance: np.ndarray, beta: float, parts: DensityParts) -> tuple:

@@ -262,11 +262,11 @@ def _path_outgrew(method: EvidenceMethod, job: Job, switch: FormSwitch, known: C
     The pilot is kept for the search's attempts. Steps needed grow as the path's length
     squared, so a path more than ``tuning.harder_path_ratio`` times as long as the certified
     run's says, before any run, that the certified length will not do here: on 500 centred
-    groups whose real data put the group scale near zero, 12-18 against 3.9 (and 42-49 from
-    the first fitted Gaussian). A fitted path already that long ends the pilot's refits, and
-    the first one's pilot stops there (the other form is piloted next). Returns ``(outgrew,
-    resume)``: ``resume`` says what the pilot kept was spared, should the certified form run
-    after all: ``"refits"``, ``"afresh"`` (its fitted path's pilot stopped) or "".
+    groups whose real data put the group scale near zero, 12-18 against 3.9. A fitted path
+    already that long ends the pilot's refits, and the first one's pilot stops there (the
+    other form is piloted next). Returns ``(outgrew, resume)``: ``resume`` says what the pilot
+    kept was spared, should the certified form run after all: ``"refits"``, ``"afresh"`` (its
+    fitted path's pilot stopped) or "".
     """
     attempt = Attempt(known.n_steps)
     limit = job.settings.tuning.harder_path_ratio * known.path_length
