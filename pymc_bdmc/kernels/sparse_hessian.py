@@ -12,12 +12,15 @@ non-hub gradient component of the pattern, a distance-2 colouring of its columns
 Powell & Reid 1974): each component that changes along a group's step then changes through one
 member only. A hierarchy takes ``1 + 2 + 1`` gradients per anchor, a random walk ``1 + 1 + 3``.
 
-The Hessian is the same one as differencing each coordinate alone, up to the differences'
-truncation error: its measured entries come from the same steps of the same gradients, the
-hubs' entries in other rows are their rows' (as the symmetrised full Hessian averages both),
-and the pattern's zeros are zeros. Where the pattern misses an entry (a coupling exactly zero
-at the first anchors only), that entry's change is read into another one: a worse metric, never
-an invalid kernel, as the runs only ever see the frozen metric.
+The Hessian is the one of differencing each coordinate alone but for the hubs' entries in
+other rows: their rows' (the change of each gradient component along the hub's step), where
+the symmetrised full Hessian averages in the change of the hub's own gradient along each
+other step. That gradient is a sum over every coordinate the hub couples, and its small
+changes come with the sum's rounding (a walk's scale deep in its funnel: correlations off by
+up to 0.8), so the grouped Hessian is the more accurate one. Where the pattern misses an
+entry (a coupling exactly zero at the first anchors only), that entry's change is read into
+another one: a worse metric, never an invalid kernel, as the runs only ever see the frozen
+metric.
 """
 
 from __future__ import annotations
