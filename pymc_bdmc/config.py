@@ -31,6 +31,10 @@ class Tuning:
     min_first_n_steps : int, default 100
         A first attempt shortened to fit ``max_time`` runs at least this many steps (and
         lengths in multiples of it).
+    length_unit : int, default 50
+        A length chosen from a path's thermodynamic length (``steps_per_squared_length``
+        times its square) is rounded up to a multiple of this, and is at least
+        ``min_first_n_steps``.
     max_n_steps : int, default 64000
         No attempt is longer.
     steps_per_squared_length : float, default 5
@@ -116,6 +120,7 @@ class Tuning:
 
     first_n_steps: int = 1000
     min_first_n_steps: int = 100
+    length_unit: int = 50
     max_n_steps: int = 64000
     steps_per_squared_length: float = 5
     short_path_transitions: int = 1
@@ -150,7 +155,8 @@ class Tuning:
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise BDMCInputError(f"`Tuning.{field.name}` must be a non-negative number, "
                                      f"got {value!r}.")
-        for name in ("first_n_steps", "min_first_n_steps", "max_n_steps", "max_chains",
+        for name in ("first_n_steps", "min_first_n_steps", "length_unit", "max_n_steps",
+                     "max_chains",
                      "max_pilot_chains", "pilot_growth", "max_chains_factor",
                      "short_path_transitions"):
             if getattr(self, name) < 1:

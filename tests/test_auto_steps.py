@@ -217,8 +217,11 @@ def test_the_first_attempt_runs_as_many_steps_as_fit_in_what_is_left_of_the_budg
     # needs 2500: what fits
     assert first_length(1000, 100.0, 70.0, path_length=5.0, tuning=per_square) == 700
     assert first_length(1000, 40.0, 50.0, path_length=0.6, tuning=per_square) == 1000
-    # The default, 5 L^2: a path of length 5 needs 125 steps, in hundreds 200.
-    assert path_needs(1000, 5.0) == 200 and path_needs(1000, 20.0) == 1000
+    # The default, 5 L^2: a path of length 5 needs 125 steps, in fifties 150; one 4.6 long
+    # 106, so 150; one 4.4 long 97, so the minimum of 100.
+    assert path_needs(1000, 5.0) == 150 and path_needs(1000, 20.0) == 1000
+    assert path_needs(1000, 4.6) == 150 and path_needs(1000, 4.4) == MIN_FIRST_N_STEPS
+    assert path_needs(1000, 5.0, pmb.Tuning(length_unit=100)) == 200
     assert path_needs(1000, 0.5) == MIN_FIRST_N_STEPS and path_needs(800, None) == 800
 
 

@@ -117,12 +117,13 @@ def test_real_data_harder_than_the_certified_run_lengthen_past_its_length():
     assert calls == [(300, 64)]
 
 
-@pytest.mark.parametrize(("real_length", "expected"), [(5.0, 300), (12.0, 1000), (np.nan, 1000)])
+@pytest.mark.parametrize(("real_length", "expected"), [(5.0, 250), (5.2, 300), (12.0, 1000),
+                                                      (np.nan, 1000)])
 def test_a_real_data_path_shorter_than_the_certified_one_runs_proportionally_fewer_steps(
         real_length, expected):
     # Certified at 1000 steps on a path 10 long: 10 steps per squared length. A real-data path
-    # 5 long needs 250, so 300 in multiples of 100; a longer one (the spread check lengthens
-    # where it must) or one of unknown length keeps the certified 1000.
+    # 5 long needs 250, one 5.2 long 270, so 300 in multiples of 50; a longer one (the spread
+    # check lengthens where it must) or one of unknown length keeps the certified 1000.
     calls = []
     run = _fake(500.0, calls)
 

@@ -153,7 +153,7 @@ def first_length(n_steps: int, predicted_seconds: float, remaining: float | None
     -------
     int
         ``n_steps`` where it fits. Else the longest multiple of ``tuning.min_first_n_steps``
-        that fits, or, where fewer, the multiple of it at or above
+        that fits, or, where fewer, the multiple of ``tuning.length_unit`` at or above
         ``tuning.steps_per_squared_length`` times the squared path length (so that a later
         attempt still fits); never fewer than ``tuning.min_first_n_steps``.
     """
@@ -164,7 +164,7 @@ def first_length(n_steps: int, predicted_seconds: float, remaining: float | None
     steps = unit * (fits // unit)
     if path_length is not None and np.isfinite(path_length):
         needs = tuning.steps_per_squared_length * path_length**2
-        steps = min(steps, unit * int(np.ceil(needs / unit)))
+        steps = min(steps, tuning.length_unit * int(np.ceil(needs / tuning.length_unit)))
     return int(min(n_steps, max(unit, steps)))
 
 
@@ -174,8 +174,9 @@ def path_needs(n_steps: int, path_length: float | None, tuning: Tuning = DEFAULT
 
     ``steps_per_squared_length`` (``tuning.steps_per_squared_length`` unless given, e.g. a
     certified run's steps over its path's squared length) times its square (the variance of a
-    log weight with perfect transitions is then ``L^2 / n_steps``), in multiples of
-    ``tuning.min_first_n_steps`` and at least one; ``n_steps`` where the length is unknown.
+    log weight with perfect transitions is then ``L^2 / n_steps``), rounded up to a multiple
+    of ``tuning.length_unit``, at least ``tuning.min_first_n_steps``; ``n_steps`` where the
+    length is unknown.
     """
     if path_length is None or not np.isfinite(path_length):
         return n_steps
@@ -183,9 +184,9 @@ def path_needs(n_steps: int, path_length: float | None, tuning: Tuning = DEFAULT
         else steps_per_squared_length
     if not np.isfinite(rate):
         return n_steps
-    unit = tuning.min_first_n_steps
+    unit = tuning.length_unit
     needs = unit * int(np.ceil(rate * path_length**2 / unit))
-    return int(min(n_steps, max(unit, needs)))
+    return int(min(n_steps, max(tuning.min_first_n_steps, needs)))
 
 
 def next_length(n_steps: int, gap: float, target_gap: float, seconds: float,
