@@ -1,0 +1,83 @@
+"""A model's first run on a machine: both calls against ``pm.sample_smc`` with empty caches.
+
+PyTensor compiles each function it runs with Numba and keeps the machine code on disk (under
+its ``base_compiledir``, ``~/.pytensor``), as this package keeps its rewritten graphs there.
+A model's first run pays for compiling; later runs, in any process, load it. Every other table
+times warm runs; this one times each side's first run in a new interpreter with an empty
+``base_compiledir`` of its own, then a second run in another new interpreter with that
+directory as the first left it.
+
+Run from the repository root::
+
+    python3 benchmarks/first_run.py                   # the suite's small models
+    python3 benchmarks/first_run.py --only "eight"    # substrings of their names
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+
+#: Models of the geometry suite, built by code that runs in the child process.
+MODELS = {name: f"from geometry import SUITE; built = SUITE[{name!r}]()"
+          for name in ("eight schools, centered", "random walk, T=60", "latent GP, 30 points")}
+
+CALLS = {
+    "pymc_bdmc": ("import pymc_bdmc as pmb\n"
+                  "with model:\n"
+                  "    pmb.sample_bdmc(random_seed=0, progressbar=False)\n"
+                  "    pmb.sample_ais(random_seed=100, progressbar=False)\n"),
+    "pm.sample_smc": ("import pymc as pm\n"
+                      "with model:\n"
+                      "    pm.sample_smc(draws=2000, chains=2, cores=1, random_seed=0,\n"
+                      "                  progressbar=False, compute_convergence_checks=False)\n"),
+}
+
+CHILD = """
+import sys, time, warnings, logging
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+sys.path.insert(0, {root!r})
+{build}
+model = getattr(built, "model", built)
+start = time.perf_counter()
+{call}
+print(time.perf_counter() - start)
+"""
+
+
+def seconds(build: str, call: str, compiledir: str) -> float:
+    """Seconds of ``call`` on the model ``build`` makes, in a new interpreter."""
+    env = {**os.environ, "PYTENSOR_FLAGS": f"base_compiledir={compiledir}"}
+    code = CHILD.format(root=str(ROOT), build=build, call=call)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    return float(out.stdout.split()[-1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="substrings of model names")
+    args = parser.parse_args(argv)
+    for name, build in MODELS.items():
+        if args.only and not any(s in name for s in args.only):
+            continue
+        times = {}
+        for label, call in CALLS.items():
+            with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
+                times[label] = (seconds(build, call, compiledir),
+                                seconds(build, call, compiledir))
+        (ours_cold, ours_warm), (smc_cold, smc_warm) = times["pymc_bdmc"], times["pm.sample_smc"]
+        print(f"{name:28s} first run {ours_cold:6.1f} s against {smc_cold:6.1f} s (ratio "
+              f"{ours_cold / smc_cold:.2f}); second {ours_warm:5.1f} s against {smc_warm:5.1f} s "
+              f"(ratio {ours_warm / smc_warm:.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
