@@ -156,8 +156,7 @@ class Tuning:
                 raise BDMCInputError(f"`Tuning.{field.name}` must be a non-negative number, "
                                      f"got {value!r}.")
         for name in ("first_n_steps", "min_first_n_steps", "length_unit", "max_n_steps",
-                     "max_chains",
-                     "max_pilot_chains", "pilot_growth", "max_chains_factor",
+                     "max_chains", "max_pilot_chains", "pilot_growth", "max_chains_factor",
                      "short_path_transitions"):
             if getattr(self, name) < 1:
                 raise BDMCInputError(f"`Tuning.{name}` must be at least 1, got "
