@@ -3,7 +3,8 @@
 The first attempt runs ``steps_per_squared_length * L^2`` steps rounded up to a multiple of
 ``Tuning.length_unit``. This runs ``sample_bdmc`` then ``sample_ais`` at the defaults on the
 models whose paths land where the unit matters (5 L^2 just past 100), at several seeds, with
-each unit in turn in the same process, and prints the attempts, gaps, errors and seconds.
+each unit in turn in the same process, and prints the attempts, gaps, errors and seconds (a
+model's first row includes its compilation).
 
     python3 benchmarks/length_unit.py --seeds 1 2 3 4
 """
