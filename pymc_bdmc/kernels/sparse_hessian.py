@@ -16,8 +16,8 @@ The Hessian is the one of differencing each coordinate alone but for the hubs' e
 other rows: their rows' (the change of each gradient component along the hub's step), where
 the symmetrised full Hessian averages in the change of the hub's own gradient along each
 other step. That gradient is a sum over every coordinate the hub couples, and its small
-changes come with the sum's rounding (a walk's scale deep in its funnel: correlations off by
-up to 0.8), so the grouped Hessian is the more accurate one. Where the pattern misses an
+changes come with the sum's rounding (a walk's scale deep in its funnel), so the grouped
+Hessian is the more accurate one. Where the pattern misses an
 entry (a coupling exactly zero at the first anchors only), that entry's change is read into
 another one: a worse metric, never an invalid kernel, as the runs only ever see the frozen
 metric.

@@ -153,18 +153,14 @@ def first_length(n_steps: int, predicted_seconds: float, remaining: float | None
     -------
     int
         ``n_steps`` where it fits. Else the longest multiple of ``tuning.min_first_n_steps``
-        that fits, or, where fewer, the multiple of ``tuning.length_unit`` at or above
-        ``tuning.steps_per_squared_length`` times the squared path length (so that a later
+        that fits, or, where fewer, what the path needs (:func:`path_needs`: so that a later
         attempt still fits); never fewer than ``tuning.min_first_n_steps``.
     """
     if remaining is None or not predicted_seconds > remaining:
         return n_steps
     unit = tuning.min_first_n_steps
     fits = int(n_steps * max(remaining, 0.0) / predicted_seconds)
-    steps = unit * (fits // unit)
-    if path_length is not None and np.isfinite(path_length):
-        needs = tuning.steps_per_squared_length * path_length**2
-        steps = min(steps, tuning.length_unit * int(np.ceil(needs / tuning.length_unit)))
+    steps = min(unit * (fits // unit), path_needs(n_steps, path_length, tuning))
     return int(min(n_steps, max(unit, steps)))
 
 
