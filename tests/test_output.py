@@ -117,6 +117,8 @@ def test_a_bad_value_is_refused_with_the_allowed_ones(coin, call, allowed):
 def test_tuning_fields_are_checked():
     with pytest.raises(BDMCInputError, match="first_n_steps"):
         pmb.Tuning(first_n_steps=0)
+    with pytest.raises(BDMCInputError, match="length_unit"):  # a zero unit would divide by it
+        pmb.Tuning(length_unit=0)
     with pytest.raises(BDMCInputError, match="Tuning"):
         with pm.Model():
             pm.Normal("y", pm.Normal("mu"), 1.0, observed=np.zeros(2))
