@@ -125,6 +125,31 @@ def test_the_key_is_the_same_in_another_process():
     assert len(keys) == 1 and len(keys.pop()) == 40
 
 
+def test_a_constant_view_gives_numba_the_key_of_the_next_process(tmp_path):
+    # A constant that is a view (here a transposed row, strides (8, 48)) inside an inner graph
+    # lies out as a fresh array once unpickled from the record, and PyTensor's Numba cache key
+    # holds strides: the first process must link the record's layout, or the next compiles the
+    # whole function with Numba again (the GP's 11 s, docs/performance.md).
+    code = ("import sys\n"
+            "from pathlib import Path\n"
+            "import numpy as np, pytensor.tensor as pt\n"
+            "from pytensor.compile.builders import OpFromGraph\n"
+            "from pytensor.link.numba.dispatch.basic import numba_funcify_and_cache_key\n"
+            "from pymc_bdmc.model import rewrite_cache\n"
+            "rewrite_cache.CACHE_DIR = Path(sys.argv[1])\n"
+            "x = pt.vector('x', shape=(6,))\n"
+            "view = np.arange(6.0).reshape(1, 6).T\n"
+            "assert view.strides == (8, 48)\n"
+            "core = OpFromGraph([x], [pt.sum(x[:, None] * view)], inline=False)\n"
+            "xs = pt.matrix('xs', shape=(None, 6))\n"
+            "fn = rewrite_cache.compile_function([xs], [pt.vectorize(core, '(n)->()')(xs)])\n"
+            "print(numba_funcify_and_cache_key(fn.maker.fgraph)[1])\n")
+    keys = [subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                           text=True, check=True).stdout.strip() for _ in range(2)]
+    assert len(list(tmp_path.glob("*.pkl"))) == 1  # the second process read the record
+    assert keys[0] == keys[1] and len(keys[0]) == 64
+
+
 def test_the_cache_keeps_the_records_used_last(cache_dir, monkeypatch, caplog):
     monkeypatch.setattr(rewrite_cache, "MAX_RECORDS", 3)
     a = pt.vector("a")

@@ -201,8 +201,49 @@ def compile_function(inputs, outputs, **kwargs):
         if fn is not None:
             return fn
     fn = compile_pytensor(inputs, outputs, **kwargs)
-    _store(path, fn, inputs, shared)
+    if _store(path, fn, inputs, shared):
+        # Link the graph as later processes will, from the record, with its array constants
+        # laid out as unpickling lays them out: PyTensor's Numba cache key holds a constant's
+        # strides, and a constant folded into a view (strides of its base array) would
+        # otherwise make the next process compile the whole function with Numba once more.
+        _contiguous_constants(fn.maker.fgraph)
+        return _load(path, inputs, shared, kwargs) or fn
     return fn
+
+
+def _fresh_strides(array: np.ndarray) -> tuple[int, ...]:
+    """The strides of a new C-ordered array of ``array``'s shape and dtype (not empty)."""
+    strides, step = [], array.itemsize
+    for extent in reversed(array.shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def _contiguous_constants(fgraph) -> None:
+    """Give every array constant of ``fgraph`` and its inner graphs the strides of a fresh copy.
+
+    The values, dtype and shape stay: only the memory layout of views (a transposed or
+    broadcast array a rewrite folded) changes. Constants of inner graphs are shared by equal
+    graphs (PyTensor interns them), so the copy is made in place.
+    """
+    seen: set[int] = set()
+    pending = [fgraph]
+    while pending:
+        graph = pending.pop()
+        if id(graph) in seen:
+            continue
+        seen.add(id(graph))
+        for node in graph.toposort():
+            for variable in node.inputs:
+                data = getattr(variable, "data", None)
+                if (isinstance(variable, Constant) and isinstance(data, np.ndarray)
+                        and data.size and data.strides != _fresh_strides(data)):
+                    variable.data = np.array(data, order="C", copy=True)
+            for op in (node.op, getattr(node.op, "core_op", None)):
+                inner = getattr(op, "fgraph", None)
+                if inner is not None:
+                    pending.append(inner)
 
 
 def _roots(fn, inputs, shared) -> list[str] | None:
@@ -213,17 +254,18 @@ def _roots(fn, inputs, shared) -> list[str] | None:
     return None if None in roots else roots
 
 
-def _store(path: Path, fn, inputs, shared) -> None:
+def _store(path: Path, fn, inputs, shared) -> bool:
+    """Keep ``fn``'s rewritten graph at ``path``; whether it was kept."""
     fgraph = fn.maker.fgraph
     if fgraph.update_mapping or len(fgraph.inputs) != len(fn.maker.inputs):
-        return
+        return False
     constant_bytes = sum(np.asarray(v.data).nbytes for v in fgraph.variables
                          if isinstance(v, Constant) and isinstance(v.data, np.ndarray | np.generic))
     if constant_bytes > MAX_RECORD_BYTES:  # large data as constants: not worth a record
-        return
+        return False
     roots = _roots(fn, inputs, shared)
     if roots is None:
-        return
+        return False
     # insert_deepcopy runs again after the (skipped) rewrites of a cached compilation.
     outputs = [out.owner.inputs[0] if out.owner is not None and isinstance(out.owner.op, DeepCopyOp)
                else out for out in fgraph.outputs]
@@ -240,9 +282,9 @@ def _store(path: Path, fn, inputs, shared) -> None:
         Pickler(buffer, protocol=5).dump(outputs)
     except (pickle.PicklingError, TypeError, AttributeError) as err:
         logger.debug("Rewritten graph not kept (%s).", err)
-        return
+        return False
     if buffer.tell() > MAX_RECORD_BYTES:
-        return
+        return False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp")
@@ -251,6 +293,8 @@ def _store(path: Path, fn, inputs, shared) -> None:
         _prune(path.parent)
     except OSError as err:
         logger.debug("Rewritten graph not kept (%s).", err)
+        return False
+    return True
 
 
 def _prune(directory: Path) -> None:
