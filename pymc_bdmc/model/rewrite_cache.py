@@ -212,7 +212,7 @@ def compile_function(inputs, outputs, **kwargs):
 
 
 def _fresh_strides(array: np.ndarray) -> tuple[int, ...]:
-    """The strides of a new C-ordered array of ``array``'s shape and dtype (not empty)."""
+    """Return the strides of a new C-ordered array of ``array``'s shape and dtype (not empty)."""
     strides, step = [], array.itemsize
     for extent in reversed(array.shape):
         strides.append(step)
