@@ -43,6 +43,7 @@ __all__ = [
     "compile_batched",
     "compile_pair_batched",
     "compile_per_row",
+    "factorizes_per_chain",
     "join_value_inputs",
     "register_fused_kernel",
     "without_stack_traces",
@@ -161,12 +162,41 @@ def poison_rows(point: np.ndarray, movable: np.ndarray | None = None) -> np.ndar
     return np.stack(rows)
 
 
+def factorizes_per_chain(outputs) -> bool:
+    """Whether a vectorized graph applies linear algebra to each chain's own matrices.
+
+    Vectorized, a Cholesky factor, triangular solve, inverse or determinant of a matrix that
+    depends on the chain's parameters (a GP's covariance, an LKJ factor) becomes a loop over
+    chains of its own, with the arithmetic around it on stacks of matrices. Looping over chains
+    once, around the whole per-chain graph, then runs as fast or faster and compiles in about
+    two thirds of the time (docs/performance.md), so :func:`compile_batched` prefers it there.
+    """
+    return any(isinstance(node.op, Blockwise)
+               and type(node.op.core_op).__module__.startswith("pytensor.tensor.linalg")
+               and _batched_matrix(node)
+               for node in applys_between(graph_inputs(outputs), outputs))
+
+
+def _batched_matrix(node) -> bool:
+    """Whether a ``Blockwise`` node has a matrix input of its own for each chain.
+
+    A shared matrix (a fixed covariance's factor solved against each chain's vector) keeps
+    batch dimensions of size 1: that is one factor, and the vectorized graph suits it.
+    """
+    for variable, signature in zip(node.inputs, node.op.inputs_sig, strict=True):
+        batch = variable.type.shape[:variable.type.ndim - len(signature)]
+        if len(signature) >= 2 and any(extent != 1 for extent in batch):
+            return True
+    return False
+
+
 def compile_batched(compile_fn, x, outputs, points: np.ndarray,
                     extra_inputs=(), extra_values=(), movable=None, **kwargs):
     """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
 
-    ``vectorize_graph`` gives the fastest graph, but it is checked against the per-chain graph
-    at ``points`` before use, and for independence of the chains (valid rows must not change
+    ``vectorize_graph`` gives the fastest graph where the model's linear algebra is shared by all
+    chains (:func:`factorizes_per_chain`), but it is checked against the per-chain graph at
+    ``points`` before use, and for independence of the chains (valid rows must not change
     next to NaN and extreme rows); where it fails or disagrees (it mis-broadcasts some PyMC
     graphs), a ``Blockwise(OpFromGraph)`` loops over chains inside the compiled function
     instead. ``compile_fn(inputs, outputs, **kwargs)`` compiles (functions called rarely are
@@ -179,9 +209,10 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
     extra_inputs, extra_values = list(extra_inputs), list(extra_values)
     batch_x = pt.matrix("x_batch", dtype=x.dtype)
     try:
-        fn = compile_fn([batch_x, *extra_inputs],
-                        vectorize_graph(checks_to_switches(outputs), replace={x: batch_x}),
-                        **kwargs)
+        vectorized = vectorize_graph(checks_to_switches(outputs), replace={x: batch_x})
+        if factorizes_per_chain(vectorized):
+            raise ValueError("each chain factorizes its own matrices; looping over chains")
+        fn = compile_fn([batch_x, *extra_inputs], vectorized, **kwargs)
         batched = fn(points, *extra_values)
         _check_per_chain(batched, compile_fn, x, extra_inputs, outputs, kwargs, points,
                          extra_values)
