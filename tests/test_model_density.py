@@ -291,6 +291,29 @@ def test_linear_algebra_on_each_chains_matrices_loops_over_chains(learn_scale, e
         np.testing.assert_allclose(total, logp(density.layout.unravel(row)), rtol=1e-10)
 
 
+def test_a_loop_over_chains_that_fails_leaves_the_vectorized_graph(monkeypatch):
+    from pymc_bdmc.model import batching
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("this backend cannot compile the loop")
+
+    monkeypatch.setattr(batching, "_compile_loop", failing)
+    rng = np.random.default_rng(2)
+    grid = np.linspace(0.0, 1.0, 5)
+    kernel = np.exp(-0.5 * np.subtract.outer(grid, grid) ** 2 / 0.3**2) + 1e-6 * np.eye(5)
+    with pm.Model() as model:
+        scale = pm.HalfNormal("scale", 1.0)
+        f = pm.MvNormal("f", 0.0, scale**2 * kernel)
+        pm.Normal("y", f, 0.3, observed=rng.normal(size=5))
+    density = ModelDensity(model)
+    assert density.batching == "vectorized"
+    points = rng.normal(scale=0.5, size=(3, density.n_dim))
+    parts = density.parts(points)
+    logp = model.compile_logp()
+    for row, total in zip(points, parts.log_prior + parts.log_likelihood, strict=True):
+        np.testing.assert_allclose(total, logp(density.layout.unravel(row)), rtol=1e-10)
+
+
 def test_beta_variables_are_drawn_exactly_in_log_odds_space():
     # PyMC's Beta(a, b) draws round to exactly 0 for small a (log-odds -inf); drawn as
     # log G_a - log G_b they are finite and exact. Beta(a, 1) has log x = -Exponential(a).

@@ -213,24 +213,44 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
     batch_x = pt.matrix("x_batch", dtype=x.dtype, shape=(None, x.type.shape[0]))
     try:
         vectorized = vectorize_graph(checks_to_switches(outputs), replace={x: batch_x})
-        if factorizes_per_chain(vectorized):
-            raise ValueError("each chain factorizes its own matrices; looping over chains")
+    except Exception as err:  # any failure means: use the safe fallback
+        logger.debug("vectorize_graph failed (%s); looping over chains.", err)
+        return _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs), "blockwise"
+    if factorizes_per_chain(vectorized):
+        try:
+            fn = _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs)
+            fn(points, *extra_values)  # Numba compiles at the first call: fail here, not later
+            return fn, "blockwise"
+        except Exception as err:  # the vectorized graph may still serve
+            logger.debug("The loop over chains failed (%s); trying the vectorized graph.", err)
+    try:
         fn = compile_fn([batch_x, *extra_inputs], vectorized, **kwargs)
-        batched = fn(points, *extra_values)
-        _check_per_chain(batched, compile_fn, x, extra_inputs, outputs, kwargs, points,
-                         extra_values)
-        # Chains must not see each other: valid rows stay put next to invalid ones. Round-off
-        # is allowed (BLAS may sum a product over more rows in another order); coupling by
-        # extreme or NaN rows is not.
-        with np.errstate(all="ignore"):
-            poisoned = fn(np.concatenate([points, poison_rows(points[0], movable)]),
-                          *extra_values)
-        for b, ref in zip(poisoned, batched, strict=True):
-            if not np.allclose(b[: len(points)], ref, rtol=1e-9, atol=1e-12, equal_nan=True):
-                raise ValueError("a chain's value depends on the other chains in the batch")
+        _check_vectorized(fn, compile_fn, x, extra_inputs, outputs, kwargs, points,
+                          extra_values, movable)
         return fn, "vectorized"
-    except Exception as err:  # noqa: BLE001 - any failure means: use the safe fallback
+    except Exception as err:  # any failure means: use the safe fallback
         logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
+    return _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs), "blockwise"
+
+
+def _check_vectorized(fn, compile_fn, x, extra_inputs, outputs, kwargs, points, extra_values,
+                      movable) -> None:
+    """Raise ``ValueError`` unless the vectorized ``fn`` is the per-chain graph, chain by chain."""
+    batched = fn(points, *extra_values)
+    _check_per_chain(batched, compile_fn, x, extra_inputs, outputs, kwargs, points,
+                     extra_values)
+    # Chains must not see each other: valid rows stay put next to invalid ones. Round-off
+    # is allowed (BLAS may sum a product over more rows in another order); coupling by
+    # extreme or NaN rows is not.
+    with np.errstate(all="ignore"):
+        poisoned = fn(np.concatenate([points, poison_rows(points[0], movable)]), *extra_values)
+    for b, ref in zip(poisoned, batched, strict=True):
+        if not np.allclose(b[: len(points)], ref, rtol=1e-9, atol=1e-12, equal_nan=True):
+            raise ValueError("a chain's value depends on the other chains in the batch")
+
+
+def _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs):
+    """Compile ``outputs(x)`` as a ``Blockwise(OpFromGraph)``: one loop over the batch's rows."""
     # OpFromGraph needs shared variables (our data) as explicit, un-batched inputs.
     shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
     core = OpFromGraph([x, *extra_inputs, *shared], list(outputs), inline=False)
@@ -245,7 +265,7 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
                  f"{dims('o', outputs)[1:]}")
     result = Blockwise(core, signature=signature)(batch_x, *extra_inputs, *shared)
     return compile_fn([batch_x, *extra_inputs],
-                      result if isinstance(result, list) else [result], **kwargs), "blockwise"
+                      result if isinstance(result, list) else [result], **kwargs)
 
 
 def _check_per_chain(batched, compile_fn, x, extra_inputs, outputs, kwargs, points,
