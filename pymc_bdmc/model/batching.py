@@ -168,8 +168,8 @@ def factorizes_per_chain(outputs) -> bool:
     Vectorized, a Cholesky factor, triangular solve, inverse or determinant of a matrix that
     depends on the chain's parameters (a GP's covariance, an LKJ factor) becomes a loop over
     chains of its own, with the arithmetic around it on stacks of matrices. Looping over chains
-    once, around the whole per-chain graph, then runs as fast or faster and compiles in about
-    two thirds of the time (docs/performance.md), so :func:`compile_batched` prefers it there.
+    once, around the whole per-chain graph, then compiles faster and runs as fast or faster
+    (``benchmarks/batching_forms.py``), so :func:`compile_batched` prefers it there.
     """
     return any(isinstance(node.op, Blockwise)
                and type(node.op.core_op).__module__.startswith("pytensor.tensor.linalg")
