@@ -255,6 +255,33 @@ def test_the_laplace_fit_is_the_exact_posterior_of_a_gaussian_model_and_none_in_
                         max_dim=100) is None
 
 
+def test_the_laplace_fit_refuses_a_point_where_the_optimiser_stopped_short(monkeypatch):
+    # L-BFGS can report success where its line search stalls on round-off: on a funnel's neck
+    # it did, the gradient still 9 in log tau. A point that is not stationary is no mode.
+    from scipy import optimize
+
+    from pymc_bdmc.kernels import base_distribution
+    from pymc_bdmc.model.layout import DensityParts
+
+    precision = np.diag([1.0, 4.0])
+
+    def parts(x):  # N(0, precision^-1), all of it "prior"
+        grad = -x @ precision
+        return DensityParts(-0.5 * np.einsum("ij,ij->i", x @ precision, x), np.zeros(len(x)),
+                            grad, np.zeros_like(x))
+
+    starts = np.array([[1.0, -1.0], [0.5, 0.5]])
+    fit = base_distribution.laplace_base(starts, parts, max_dim=10)
+    np.testing.assert_allclose(fit.mean, 0.0, atol=1e-6)
+
+    def stalled(fun, x0, **kwargs):  # "converged" three standard deviations from the mode
+        x = np.array([3.0, 0.0])
+        return optimize.OptimizeResult(x=x, fun=fun(x)[0], jac=fun(x)[1], success=True)
+
+    monkeypatch.setattr(base_distribution.optimize, "minimize", stalled)
+    assert base_distribution.laplace_base(starts, parts, max_dim=10) is None
+
+
 def test_a_fitted_base_where_the_data_are_many_starts_from_the_laplace_fit():
     # From laplace_min_observations observed values (lowered here to keep the test small),
     # base="fitted" skips the prior's path, long where the data are many; its Gaussian

@@ -38,10 +38,15 @@ from scipy import optimize
 from pymc_bdmc.kernels.mass import low_rank_shrunk_correlation
 from pymc_bdmc.model.layout import DensityParts
 
-__all__ = ["LAPLACE_MAX_ITERATIONS", "GaussianBase", "RebasedParts", "laplace_base"]
+__all__ = ["LAPLACE_MAX_DECREMENT", "LAPLACE_MAX_ITERATIONS", "GaussianBase", "RebasedParts",
+           "laplace_base"]
 
 #: Most L-BFGS iterations the Laplace fit may take (about one model evaluation each).
 LAPLACE_MAX_ITERATIONS = 400
+#: Largest Newton decrement ``g^T P^-1 g`` at a Laplace fit's mode (a Newton step from it would
+#: gain about half of it, in nats): L-BFGS can report success where its line search stalls on
+#: round-off, short of any mode (down a funnel's neck, the gradient still 9 in log tau).
+LAPLACE_MAX_DECREMENT = 1.0
 
 #: Smallest variance of a fitted coordinate (guards a collapsed pilot population).
 MIN_BASE_VARIANCE = 1e-12
@@ -351,9 +356,10 @@ def laplace_base(starts: np.ndarray, parts_fn: Callable[[np.ndarray], DensityPar
 
     The mode by L-BFGS on the unconstrained log posterior from the best of ``starts`` (exact
     prior draws); the Hessian ``H`` by central differences of its gradient, all ``2 d``
-    points in one batched call. None where the optimiser does not converge (a density without
-    a maximum: a centred funnel whose scale can shrink to zero), where ``H`` is not negative
-    definite, or above ``max_dim`` coordinates (the ``2 d`` points would not fit one call).
+    points in one batched call. None where the optimiser does not converge or stops short of a
+    stationary point (a density without a maximum: a centred funnel whose scale can shrink to
+    zero; :data:`LAPLACE_MAX_DECREMENT`), where ``H`` is not negative definite, or above
+    ``max_dim`` coordinates (the ``2 d`` points would not fit one call).
 
     Parameters
     ----------
@@ -398,6 +404,10 @@ def laplace_base(starts: np.ndarray, parts_fn: Callable[[np.ndarray], DensityPar
         return None
     try:
         np.linalg.cholesky(precision)
-        return GaussianBase.from_covariance(mode, np.linalg.inv(precision))
+        covariance = np.linalg.inv(precision)
     except np.linalg.LinAlgError:
         return None
+    gradient = np.asarray(found.jac, dtype=float)
+    if not gradient @ covariance @ gradient <= LAPLACE_MAX_DECREMENT:  # not a stationary point
+        return None
+    return GaussianBase.from_covariance(mode, covariance)
