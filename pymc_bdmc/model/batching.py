@@ -105,7 +105,10 @@ def join_value_inputs(point: Mapping[str, np.ndarray], outputs: list, inputs: li
         ``(new_outputs, x)``.
     """
     raveled = pt.concatenate([pt.as_tensor(var).ravel() for var in inputs])
-    x = raveled.type("joined_inputs")
+    # Its length is known: slices of it then have static shapes, and the rewrites fold the
+    # shape arithmetic a vectorized gradient would otherwise carry (and Numba compile).
+    size = sum(int(np.prod(np.shape(point[var.name]), dtype=int)) for var in inputs)
+    x = pt.vector("joined_inputs", dtype=raveled.dtype, shape=(size,))
     replace, start = {}, 0
     for var in inputs:
         shape = np.shape(point[var.name])
@@ -207,7 +210,7 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
     ``(function, batching)``.
     """
     extra_inputs, extra_values = list(extra_inputs), list(extra_values)
-    batch_x = pt.matrix("x_batch", dtype=x.dtype)
+    batch_x = pt.matrix("x_batch", dtype=x.dtype, shape=(None, x.type.shape[0]))
     try:
         vectorized = vectorize_graph(checks_to_switches(outputs), replace={x: batch_x})
     except Exception as err:  # any failure means: use the safe fallback
