@@ -24,9 +24,11 @@ from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.mode import Mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.replace import graph_replace, vectorize_graph
+from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import applys_between, graph_inputs
 from pytensor.link.vm import VMLinker
 from pytensor.tensor.blockwise import Blockwise
+from pytensor.tensor.shape import Shape, Shape_i
 
 from pymc_bdmc.model.compile_record import fused_form, mark_kernel_compiled
 from pymc_bdmc.model.layout import DensityParts
@@ -117,6 +119,24 @@ def join_value_inputs(point: Mapping[str, np.ndarray], outputs: list, inputs: li
         replace[var] = var.type.filter_variable(value.astype(var.dtype))
         start += size
     return graph_replace(list(outputs), replace, strict=False), x
+
+
+def carries_shape_arithmetic(outputs: list) -> bool:
+    """Whether a graph computes with its tensors' shapes (see :func:`fold_static_shapes`)."""
+    return any(isinstance(node.op, Shape | Shape_i)
+               for node in applys_between(graph_inputs(outputs), outputs))
+
+
+def fold_static_shapes(outputs: list) -> list:
+    """Canonicalize a per-chain graph with its shapes folded to constants where they are static.
+
+    A gradient carries shape arithmetic (a join's gradient splits by its inputs' lengths).
+    Vectorized as it stands, it becomes batched ``Blockwise`` ops on shapes that the final
+    rewrites no longer fold, and each costs Numba compile time; folded first, the split is one
+    plain op along the chains' axis. The pass costs a build some hundredths of a second, so it
+    is worth running only on graphs that :func:`carries_shape_arithmetic`.
+    """
+    return list(rewrite_graph(outputs, include=("ShapeOpt", "canonicalize"), clone=True))
 
 
 def checks_to_switches(outputs: list) -> list:
@@ -211,8 +231,9 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
     """
     extra_inputs, extra_values = list(extra_inputs), list(extra_values)
     batch_x = pt.matrix("x_batch", dtype=x.dtype, shape=(None, x.type.shape[0]))
+    per_chain = checks_to_switches(outputs)
     try:
-        vectorized = vectorize_graph(checks_to_switches(outputs), replace={x: batch_x})
+        vectorized = vectorize_graph(per_chain, replace={x: batch_x})
     except Exception as err:  # any failure means: use the safe fallback
         logger.debug("vectorize_graph failed (%s); looping over chains.", err)
         return _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs), "blockwise"
@@ -224,6 +245,8 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
         except Exception as err:  # the vectorized graph may still serve
             logger.debug("The loop over chains failed (%s); trying the vectorized graph.", err)
     try:
+        if carries_shape_arithmetic(per_chain):
+            vectorized = vectorize_graph(fold_static_shapes(per_chain), replace={x: batch_x})
         fn = compile_fn([batch_x, *extra_inputs], vectorized, **kwargs)
         _check_vectorized(fn, compile_fn, x, extra_inputs, outputs, kwargs, points,
                           extra_values, movable)

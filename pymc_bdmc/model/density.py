@@ -180,7 +180,10 @@ class ModelDensity:
             self.observed_names.append(rv.name)
             if data is None:
                 continue
-            shared = pytensor.shared(np.array(data, copy=True), name=f"{rv.name}_bdmc_data")
+            # A static shape lets the rewrites drop the model's shape checks on the data (each
+            # costs a Numba compile); set_observed keeps the shape.
+            data = np.array(data, copy=True)
+            shared = pytensor.shared(data, name=f"{rv.name}_bdmc_data", shape=data.shape)
             self._data_shared[rv.name] = shared
             self._data_replace[value] = shared
 

@@ -155,7 +155,7 @@ class LocationScaleStructure:
         row of the group whose hyper-parameter was proposed is meaningful.
         """
         n = layout.size
-        z = pt.vector("location_scale_z", dtype="float64")
+        z = pt.vector("location_scale_z", dtype="float64", shape=(2 * n,))
         old_flat, new_flat = z[:n], z[n:]
         value_of = {rv: model.rvs_to_values[rv] for rv in model.free_RVs}
         by_name = {v.name: v for v in model.value_vars}

@@ -130,8 +130,10 @@ class TemperedClone:
             data = observed_data_value(value)
             if data is None:
                 continue
-            shared = pytensor.shared(np.array(data, copy=True), name=f"{rv.name}_bdmc_data",
-                                     shape=value.type.shape)
+            # A static shape spares the compiled step methods the model's shape checks;
+            # set_observed keeps the shape.
+            data = np.array(data, copy=True)
+            shared = pytensor.shared(data, name=f"{rv.name}_bdmc_data", shape=data.shape)
             self._data[rv.name] = shared
             if value in used_elsewhere:
                 # The data also enter the model as an input (e.g. lagged values): replace them
