@@ -12,6 +12,7 @@ Run from the repository root::
     python3 benchmarks/first_run.py                   # the suite's small models
     python3 benchmarks/first_run.py --only "eight"    # substrings of their names
     python3 benchmarks/first_run.py --after-demo      # after another model's run
+    python3 benchmarks/first_run.py --shared-cache    # the models in turn, one cache per tool
 """
 
 from __future__ import annotations
@@ -71,7 +72,13 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="*", help="substrings of model names")
     parser.add_argument("--after-demo", action="store_true",
                         help="first compile the demo's regression into each empty cache")
+    parser.add_argument("--shared-cache", action="store_true",
+                        help="first runs of the models in turn, sharing one cache per tool "
+                             "(as when a user tries variants of a model): no second runs")
     args = parser.parse_args(argv)
+    if args.shared_cache:
+        in_turn(args.only)
+        return
     for name, build in MODELS.items():
         if args.only and not any(s in name for s in args.only):
             continue
@@ -86,6 +93,24 @@ def main(argv=None) -> None:
         print(f"{name:28s} first run {ours_cold:6.1f} s against {smc_cold:6.1f} s (ratio "
               f"{ours_cold / smc_cold:.2f}); second {ours_warm:5.1f} s against {smc_warm:5.1f} s "
               f"(ratio {ours_warm / smc_warm:.2f})", flush=True)
+
+
+def in_turn(only=None) -> None:
+    """Each model's first run after the models before it, with one cache per tool."""
+    names = [name for name in SHARED if not only or any(s in name for s in only)]
+    times = {}
+    for label, call in CALLS.items():
+        with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
+            times[label] = [seconds(SHARED[name], call, compiledir) for name in names]
+    for name, ours, smc in zip(names, times["pymc_bdmc"], times["pm.sample_smc"], strict=True):
+        print(f"{name:36s} first run after the models above {ours:6.1f} s against "
+              f"{smc:6.1f} s (ratio {ours / smc:.2f})", flush=True)
+
+
+#: Models run in turn by ``--shared-cache``: variants of the same kinds, as a user compares.
+SHARED = {name: f"from geometry import SUITE; built = SUITE[{name!r}]()"
+          for name in ("random walk, T=60", "random walk, T=200", "eight schools, centered",
+                       "eight schools, non-centered", "random intercepts 15 x 6, centered")}
 
 
 if __name__ == "__main__":
