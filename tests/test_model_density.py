@@ -291,25 +291,16 @@ def test_linear_algebra_on_each_chains_matrices_loops_over_chains(learn_scale, e
         np.testing.assert_allclose(total, logp(density.layout.unravel(row)), rtol=1e-10)
 
 
-def test_a_walks_gradient_is_vectorized_with_its_lengths_folded():
-    # The gradient of a random walk's logp splits by the lengths of its first value and its
-    # increments. Vectorized before those lengths were folded, the split and its shape
-    # arithmetic became Blockwise ops (each a Numba compile); folded, no Blockwise is left.
-    # The observed data's shared variable has a static shape, so no shape check remains either.
-    from pytensor.tensor.blockwise import Blockwise, BlockwiseWithCoreShape
-    from pytensor.tensor.shape import SpecifyShape
-
-    rng = np.random.default_rng(3)
+def _walk_model(rng):
     with pm.Model() as model:
         sigma = pm.HalfNormal("sigma", 1.0)
         walk = pm.GaussianRandomWalk("walk", sigma=sigma, init_dist=pm.Normal.dist(0, 1),
                                      steps=7)
         pm.Normal("y", walk, 0.5, observed=rng.normal(size=8))
-    density = ModelDensity(model)
-    assert density.batching == "vectorized"
-    ops = [node.op for node in density._parts_fn.maker.fgraph.apply_nodes]
-    assert not [op for op in ops
-                if isinstance(op, Blockwise | BlockwiseWithCoreShape | SpecifyShape)]
+    return model
+
+
+def _assert_parts_are_pymcs(model, density, rng):
     points = rng.normal(scale=0.5, size=(4, density.n_dim))
     parts = density.parts(points)
     logp, dlogp = model.compile_logp(), model.compile_dlogp()
@@ -319,6 +310,38 @@ def test_a_walks_gradient_is_vectorized_with_its_lengths_folded():
                                    rtol=1e-10)
         np.testing.assert_allclose(parts.grad_log_prior[i] + parts.grad_log_likelihood[i],
                                    dlogp(point), rtol=1e-10)
+
+
+def test_a_walks_gradient_is_vectorized_with_its_lengths_folded():
+    # The gradient of a random walk's logp splits by the lengths of its first value and its
+    # increments. Vectorized before those lengths were folded, the split and its shape
+    # arithmetic became Blockwise ops (each a Numba compile); folded, no Blockwise is left.
+    # The observed data's shared variable has a static shape, so no shape check remains either.
+    from pytensor.tensor.blockwise import Blockwise, BlockwiseWithCoreShape
+    from pytensor.tensor.shape import SpecifyShape
+
+    rng = np.random.default_rng(3)
+    model = _walk_model(rng)
+    density = ModelDensity(model)
+    assert density.batching == "vectorized"
+    ops = [node.op for node in density._parts_fn.maker.fgraph.apply_nodes]
+    assert not [op for op in ops
+                if isinstance(op, Blockwise | BlockwiseWithCoreShape | SpecifyShape)]
+    _assert_parts_are_pymcs(model, density, rng)
+
+
+def test_a_fold_that_fails_leaves_the_graph_vectorized_as_it_is(monkeypatch):
+    from pymc_bdmc.model import batching
+
+    def failing(outputs):
+        raise RuntimeError("a rewrite failed")
+
+    monkeypatch.setattr(batching, "fold_static_shapes", failing)
+    rng = np.random.default_rng(4)
+    model = _walk_model(rng)
+    density = ModelDensity(model)
+    assert density.batching == "vectorized"
+    _assert_parts_are_pymcs(model, density, rng)
 
 
 def test_a_loop_over_chains_that_fails_leaves_the_vectorized_graph(monkeypatch):

@@ -244,9 +244,12 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
             return fn, "blockwise"
         except Exception as err:  # the vectorized graph may still serve
             logger.debug("The loop over chains failed (%s); trying the vectorized graph.", err)
-    try:
-        if carries_shape_arithmetic(per_chain):
+    if carries_shape_arithmetic(per_chain):
+        try:
             vectorized = vectorize_graph(fold_static_shapes(per_chain), replace={x: batch_x})
+        except Exception as err:  # the graph as it is still serves
+            logger.debug("Folding its shapes failed (%s); vectorizing the graph as it is.", err)
+    try:
         fn = compile_fn([batch_x, *extra_inputs], vectorized, **kwargs)
         _check_vectorized(fn, compile_fn, x, extra_inputs, outputs, kwargs, points,
                           extra_values, movable)
