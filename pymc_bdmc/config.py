@@ -83,6 +83,9 @@ class Tuning:
         Most Gaussians fitted in turn to pilot populations for a path from a fitted base.
     base_refit_gain : float, default 1.0
         Another Gaussian is fitted while the last fit's pilot estimate gained more than this.
+    base_refit_unsettled : float, default 8.0
+        A fit whose pilot loses to the one it came from gets one more try where that one had
+        gained more than this (the fits have not settled), as the first fit always does.
     base_fit_moves : int, default 60
         Transitions at ``beta = 1`` a population makes at most before a Gaussian is fitted to
         it ...
@@ -138,6 +141,7 @@ class Tuning:
     particles_per_coordinate: float = 1.25
     max_base_fits: int = 8
     base_refit_gain: float = 1.0
+    base_refit_unsettled: float = 8.0
     base_fit_moves: int = 60
     base_fit_block: int = 10
     base_log_z_tolerance: float = 0.5

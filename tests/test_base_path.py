@@ -615,7 +615,11 @@ def _flat(x):
     ((-198.0, -190.0, -189.5), 3, -189.5),   # gains 2 and 8 nats: refit; then 0.5: stop
     ((-197.0, -198.0), 2, -197.0),           # the second fit lost: keep the first
     ((-201.0, -203.0), 2, None),             # the first fit lost 1 nat: one more try, lost
-    ((-203.6, -193.1, -197.4), 3, -193.1),   # lost 3.6, gained 10.5, lost (500-step walk)
+    ((-203.6, -193.1, -197.4, -196.9), 4, -193.1),  # lost 3.6, gained 10.5, lost 4.3 after
+    # that large gain: one more try; gained 0.5: stop (the first three: a 500-step walk)
+    ((-150.0, -160.0, -140.0, -139.8), 4, -139.8),  # gained 50, lost 10: one more try; 20,
+    # then 0.2: stop (a horseshoe's centred form: the first fits far from settled)
+    ((-196.0, -198.0), 2, -196.0),           # gained 4, lost 2: settled enough, stop
     (tuple(-200.0 + 5.0 * k for k in range(1, 9)), None, None),  # gains forever: capped
 ])
 def test_gaussians_are_fitted_in_turn_while_the_pilot_estimate_gains(fitted_log_zs, n_runs,
@@ -678,7 +682,8 @@ def test_a_first_fitted_path_longer_than_the_limit_stops_its_pilot_there():
     assert pilot.path_choice["fitted_cut"] == 1.0
 
 
-@pytest.mark.parametrize("fitted_log_zs", [(-198.0, -190.0, -189.5), (-203.6, -193.1, -197.4),
+@pytest.mark.parametrize("fitted_log_zs", [(-198.0, -190.0, -189.5),
+                                           (-203.6, -193.1, -197.4, -196.9),
                                            tuple(-200.0 + 5.0 * k for k in range(1, 9))])
 def test_refits_cut_by_a_limit_go_on_as_if_never_cut(fitted_log_zs):
     # Cut after the second fit (paths 3, then 5 long, limit 4), then continued on the same

@@ -12,6 +12,10 @@ what it was measured against):
   Gaussian is fitted to its final population (:func:`choose_path`; not past a length the caller
   already knows to be too long, ``Settings.refit_length_limit``, unless it then keeps that
   path after all: :func:`continue_refits`; the first fitted path's pilot stops at that length).
+  A fit that loses to the pilot it came from gets one more try where that pilot's own fit had
+  gained more than :attr:`~pymc_bdmc.config.Tuning.base_refit_unsettled` nats (or it is the
+  first fit):
+  the fits were still far from settled, and one poor population must not end them.
 * **Ranking two paths.** Each pilot estimates ``log p(y)`` by SMC; a path its particles cannot
   follow falls short, while its measured thermodynamic length looks *shorter*. So the
   estimates decide first (:func:`prefer_second_path`), the lengths only between close
@@ -287,13 +291,15 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, tuning: Tuning = DE
     tuple
         ``(plan, pilot)`` of the path kept, the plan carrying its base if it is a fitted one;
         ``pilot.path_choice`` records both paths' lengths and estimates, and where
-        ``length_limit`` ended the refits, the fitted paths piloted until then (``refits_cut``;
-        the refits can go on from the fitted path kept, :func:`continue_refits`). Where it
+        ``length_limit`` ended the refits, the fitted paths piloted until then (``refits_cut``,
+        the last one's gain ``refits_cut_gain``; the refits can go on from the fitted path kept,
+        :func:`continue_refits`). Where it
         stopped the first fitted path's pilot, the prior path's plan and pilot, with
         ``fitted_cut`` in ``path_choice`` (a caller that keeps this form pilots it afresh).
     """
-    fitted, fits, cut = _fit_in_turn(None, (pilot, plan, parts_fn), 0, pilot.n_particles, run,
-                                     rng, parts_fn, moves, tuning, length_limit)
+    fitted, fits, cut, last_gain = _fit_in_turn(None, (pilot, plan, parts_fn), 0,
+                                                pilot.n_particles, run, rng, parts_fn, moves,
+                                                tuning, length_limit)
     if fitted is None:
         if cut:
             return plan, dataclasses.replace(pilot, path_choice={**pilot.path_choice,
@@ -304,7 +310,8 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, tuning: Tuning = DE
     choice = {"thermodynamic_length_prior": pilot.thermodynamic_length,
               "thermodynamic_length_fitted": base_length,
               "pilot_log_z_prior": pilot.log_z, "pilot_log_z_fitted": based_pilot.log_z,
-              **({"refits_cut": float(fits)} if cut else {})}
+              **({"refits_cut": float(fits), "refits_cut_gain": float(last_gain)} if cut
+                 else {})}
     keep_base = keep_fitted or _prefer_fitted(plan, pilot, (base, based_plan, based_pilot),
                                               choice, rng, parts_fn, moves, tuning, draw_prior)
     logger.debug("Pilot paths: from the prior length %.2f and log Z %.2f, from a fitted Gaussian "
@@ -340,8 +347,10 @@ def continue_refits(plan, pilot, run, rng, parts_fn, moves=None,
     """
     base, choice = plan.base, dict(pilot.path_choice)
     fits = int(choice.pop("refits_cut"))
-    fitted, _, _ = _fit_in_turn((base, plan, pilot), (pilot, plan, base.parts_fn(parts_fn)),
-                                fits, pilot.n_particles, run, rng, parts_fn, moves, tuning, None)
+    last_gain = float(choice.pop("refits_cut_gain"))
+    fitted, _, _, _ = _fit_in_turn((base, plan, pilot), (pilot, plan, base.parts_fn(parts_fn)),
+                                   fits, pilot.n_particles, run, rng, parts_fn, moves, tuning,
+                                   None, last_gain)
     base, based_plan, based_pilot = fitted
     choice.update(thermodynamic_length_fitted=based_pilot.thermodynamic_length,
                   pilot_log_z_fitted=based_pilot.log_z)
@@ -352,15 +361,16 @@ def continue_refits(plan, pilot, run, rng, parts_fn, moves=None,
 
 
 def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, tuning,
-                 length_limit):
+                 length_limit, previous_gain=0.0):
     """Fit Gaussians in turn, each to the last path's equilibrated population (module docstring).
 
     ``fitted``: the best ``(base, plan, pilot)`` so far, or None; ``source``: ``(pilot, plan,
     path_parts)`` of the path the next Gaussian is fitted to; ``fits``: fitted paths piloted
-    before. Returns ``(fitted, fits, cut)``: the best fitted path, the fitted paths piloted,
-    and whether ``length_limit`` ended the refits. The first fit's pilot stops once its path
-    passes ``length_limit`` (where it did, ``fitted`` is None and ``cut`` true): it is not
-    kept, and the caller pilots the model's other form.
+    before; ``previous_gain``: what the source's own fit gained (refits continued after a cut).
+    Returns ``(fitted, fits, cut, last_gain)``: the best fitted path, the fitted paths piloted,
+    whether ``length_limit`` ended the refits, and the last fit's gain. The first fit's pilot
+    stops once its path passes ``length_limit`` (where it did, ``fitted`` is None and ``cut``
+    true): it is not kept, and the caller pilots the model's other form.
     """
     source, source_plan, source_parts = source
     cut = False
@@ -396,17 +406,20 @@ def _fit_in_turn(fitted, source, fits, n_particles, run, rng, parts_fn, moves, t
             break
         if fitted is None or better_fit(fitted[2], based_pilot, tuning):
             fitted = (base, based_plan, based_pilot)
-        # A first fit that loses to the pilot it came from was fitted to a poor population: it
-        # gets one more try from its own path's population (module docstring).
-        lost_first = fits == 1 and gained < -tuning.base_log_z_tolerance
-        if not (gained > tuning.base_refit_gain or lost_first):
+        # A fit that loses to the pilot it came from was fitted to a poor population: it gets
+        # one more try from its own path's population where the fits had not settled (the first
+        # fit, or after a large gain; module docstring).
+        lost = gained < -tuning.base_log_z_tolerance
+        unsettled = fits == 1 or previous_gain > tuning.base_refit_unsettled
+        if not (gained > tuning.base_refit_gain or (lost and unsettled)):
             break
+        previous_gain = gained
         if length_limit is not None and based_pilot.thermodynamic_length > length_limit:
             logger.debug("No refit: the fitted path is longer than %.2f.", length_limit)
             cut = True
             break
         source, source_plan, source_parts = based_pilot, based_plan, based_parts
-    return fitted, fits, cut
+    return fitted, fits, cut, previous_gain
 
 
 def better_fit(best: PilotResult, candidate: PilotResult, tuning: Tuning = DEFAULT_TUNING) -> bool:
