@@ -12,10 +12,10 @@ what it was measured against):
   Gaussian is fitted to its final population (:func:`choose_path`; not past a length the caller
   already knows to be too long, ``Settings.refit_length_limit``, unless it then keeps that
   path after all: :func:`continue_refits`; the first fitted path's pilot stops at that length).
-  A fit that loses to the pilot it came from gets one more try where that pilot's own fit had
-  gained more than :attr:`~pymc_bdmc.config.Tuning.base_refit_unsettled` nats (or it is the
-  first fit):
-  the fits were still far from settled, and one poor population must not end them.
+  A fit that loses to the pilot it came from gets one more try where it is the first fit, or
+  where that pilot's own fit had gained more than
+  :attr:`~pymc_bdmc.config.Tuning.base_refit_unsettled` nats: the fits had not settled, and
+  one poor population must not end them (two losses in a row do).
 * **Ranking two paths.** Each pilot estimates ``log p(y)`` by SMC; a path its particles cannot
   follow falls short, while its measured thermodynamic length looks *shorter*. So the
   estimates decide first (:func:`prefer_second_path`), the lengths only between close
@@ -292,10 +292,10 @@ def choose_path(plan, pilot, run, rng, parts_fn, moves=None, tuning: Tuning = DE
         ``(plan, pilot)`` of the path kept, the plan carrying its base if it is a fitted one;
         ``pilot.path_choice`` records both paths' lengths and estimates, and where
         ``length_limit`` ended the refits, the fitted paths piloted until then (``refits_cut``,
-        the last one's gain ``refits_cut_gain``; the refits can go on from the fitted path kept,
-        :func:`continue_refits`). Where it
-        stopped the first fitted path's pilot, the prior path's plan and pilot, with
-        ``fitted_cut`` in ``path_choice`` (a caller that keeps this form pilots it afresh).
+        and the last one's gain, ``refits_cut_gain``: the refits can go on from the fitted path
+        kept, :func:`continue_refits`). Where it stopped the first fitted path's pilot, the
+        prior path's plan and pilot, with ``fitted_cut`` in ``path_choice`` (a caller that
+        keeps this form pilots it afresh).
     """
     fitted, fits, cut, last_gain = _fit_in_turn(None, (pilot, plan, parts_fn), 0,
                                                 pilot.n_particles, run, rng, parts_fn, moves,
