@@ -1,14 +1,9 @@
 import logging
 import os
-import tempfile
 
 import numpy as np
 import pytensor
 import pytest
-
-# Compilation records (pymc_bdmc/model/compile_record.py) steer how runs execute: each test
-# session starts from none, whatever earlier sessions compiled on this machine.
-os.environ["PYMC_BDMC_COMPILE_RECORDS"] = tempfile.mkdtemp(prefix="pymc_bdmc_records_")
 
 # PyTensor records on every variable it builds the 8 Python frames that built it, for its
 # error messages. Building graphs is much of what these tests cost (measured: 9 % of the CPU of

@@ -14,6 +14,8 @@ from pymc_bdmc.kernels.base_distribution import GaussianBase
 from pymc_bdmc.kernels.hmc import HMCParams, hmc_step
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.pipeline.execution import (
+    FUSED_MIN_LEAPFROG_STEPS,
+    FUSED_MIN_SWEEPS,
     FUSED_SWEEP_SAVING,
     KernelTiming,
     predicted_seconds,
@@ -203,45 +205,58 @@ def test_sampling_with_the_fused_kernel_gives_the_same_bounds(regression_20_2):
 @dataclass
 class _StubDensity:
     can_fuse_hmc: bool = True
-    compiled: bool = False
-    compile_seconds: float = 1.0
-    cold_compile_seconds: float = 1.0
-    cached: bool = False
-
-    def has_fused_hmc(self, *, dense=False, base=False, principal=False):
-        return self.compiled
-
-    def fused_hmc_cached(self, *, dense=False, base=False, principal=False):
-        return self.cached
 
 
-@pytest.mark.parametrize(("setting", "density", "n_transitions", "expected"), [
-    (None, _StubDensity(), 100, False),  # saves 100 x 150 us: far less than compiling
-    (None, _StubDensity(), 100_000, True),  # saves 15 s
-    (None, _StubDensity(compiled=True), 10, True),  # already compiled: free
-    (None, _StubDensity(can_fuse_hmc=False), 100_000, False),
-    (True, _StubDensity(can_fuse_hmc=False), 10, False),  # not available: NumPy kernel
-    (True, _StubDensity(), 10, True),
-    (False, _StubDensity(), 100_000, False),
-    # A warm disk cache made the model's compilation 1 s where it had taken 26 s cold: the
-    # kernel, never compiled, is priced at the cold 26 s; once compiled, at the rebuild's.
-    (None, _StubDensity(cold_compile_seconds=26.0), 100_000, False),
-    (None, _StubDensity(cold_compile_seconds=26.0, cached=True), 100_000, True),
+LONG = -(-FUSED_MIN_LEAPFROG_STEPS // 3)  # transitions of 3 leapfrog steps: just enough
+
+
+@pytest.mark.parametrize(("setting", "density", "n_transitions", "n_sweeps", "expected"), [
+    (None, _StubDensity(), 100, 0, False),
+    (None, _StubDensity(), LONG, 0, True),
+    (None, _StubDensity(), LONG - 1, 0, False),
+    (None, _StubDensity(), 100, FUSED_MIN_SWEEPS, True),  # long Gibbs runs
+    (None, _StubDensity(can_fuse_hmc=False), LONG, 0, False),
+    (True, _StubDensity(can_fuse_hmc=False), 10, 0, False),  # not available: NumPy kernel
+    (True, _StubDensity(), 10, 0, True),
+    (False, _StubDensity(), LONG, FUSED_MIN_SWEEPS, False),
 ])
-def test_fused_kernel_is_chosen_when_it_pays(setting, density, n_transitions, expected):
-    timing = KernelTiming(model_call=50e-6, transition=300e-6)  # 3 leapfrogs: 240 us fused
+def test_fused_kernel_is_chosen_from_the_runs_counts(setting, density, n_transitions, n_sweeps,
+                                                     expected):
     plan = SimpleNamespace(n_leapfrog=3)
-    assert use_fused_kernel(setting, density, timing, plan, n_transitions) is expected
+    assert use_fused_kernel(setting, density, plan, n_transitions, n_sweeps) is expected
+
+
+def test_each_form_of_the_kernel_a_plan_uses_needs_its_own_long_run():
+    # Diagonal steps then dense ones: two forms to compile, so twice the steps to pay for them.
+    plan = SimpleNamespace(n_leapfrog=3, mass_index=np.array([-1, -1, 0, 1]))
+    assert not use_fused_kernel(None, _StubDensity(), plan, LONG)
+    assert use_fused_kernel(None, _StubDensity(), plan, 2 * LONG)
 
 
 def test_principal_metrics_on_a_low_rank_base_run_the_numpy_kernel_even_when_asked():
     # The compiled principal form factors a full-rank base only; the NumPy kernel does both.
-    timing = KernelTiming(model_call=50e-6, transition=300e-6)
-    density = _StubDensity(compiled=True)
+    density = _StubDensity()
     for basis, expected in ((np.eye(3), True), (np.eye(3, 1), False)):
         base = GaussianBase(np.zeros(3), np.ones(3), basis, np.full(basis.shape[1], 2.0))
         plan = SimpleNamespace(n_leapfrog=3, principal_metrics=True, base=base)
-        assert use_fused_kernel(True, density, timing, plan, 10) is expected
+        assert use_fused_kernel(True, density, plan, 10) is expected
+
+
+def test_a_seed_gives_the_same_numbers_whatever_this_process_compiled_before():
+    # The kernels agree to round-off only, so the default must not take the fused one because
+    # an earlier call compiled it: a warm call would then differ from a cold one.
+    am = known_evidence.normal_inverse_gamma_regression(20, 2, seed=5)
+    with am.model:
+        def run(fused_kernel=None):
+            return pmb.sample_bdmc(n_steps=60, chains=16, random_seed=4, progressbar=False,
+                                   base="prior", fused_kernel=fused_kernel)["evidence"]
+        cold = run()
+        forced = run(fused_kernel=True)  # compiles the fused kernel in this process
+        warm = run()
+    assert forced.attrs["fused_kernel"]
+    assert not cold.attrs["fused_kernel"] and not warm.attrs["fused_kernel"]
+    for bound in ("lower", "upper"):
+        assert float(warm[bound]) == float(cold[bound])
 
 
 def test_the_predicted_wall_time_follows_the_kernel_and_the_workers_chosen():

@@ -122,12 +122,11 @@ COMMON_DOC = """
         each color's update is compiled too. These are the same kernels with the same random
         draws, so results agree to round-off, on either path (from the prior or a fitted
         base) and with diagonal or dense mass matrices. Compiling costs about as much again as
-        compiling the model, per form used. Default: only when timing the model predicts that
-        the runs save more than that (long runs, cheap models), priced at the model's first,
-        uncached compilation on this machine unless that form was compiled here before
-        (records beside PyTensor's cache, :mod:`pymc_bdmc.model.compile_record`; the
-        ``PYMC_BDMC_COMPILE_RECORDS`` environment variable moves them); the chosen setting is
-        stored in ``evidence.attrs``.
+        compiling the model, per form used. Default: for runs long enough to repay that
+        (200,000 batched leapfrog steps per form, or 4,000 Gibbs sweeps), decided on those
+        counts alone, never on timing or on what was compiled before, so that a seed gives the
+        same numbers in a fresh process and in a warm one; the chosen setting is stored in
+        ``evidence.attrs``.
     base : {"auto", "prior", "fitted"}, default "auto"
         Where the annealing path starts. ``"auto"``: the pilot also fits a Gaussian ``q0`` to
         its final population and pilots the path ``q0^(1 - beta) (p(x) p(y|x))^beta``, fitting

@@ -62,20 +62,15 @@ class FusedHMC:
         ``(inputs, outputs) -> function`` (the owning density's compiler and settings).
     count : callable, optional
         Called with the number of model evaluations of each transition (cost accounting).
-    on_compiled : callable, optional
-        Called as ``on_compiled(dense=..., base=..., principal=...)`` once a form has been
-        compiled and run for the first time.
     """
 
     def __init__(self, x, outputs: Sequence, compile_fn: Callable,
-                 count: Callable[[int], None] | None = None,
-                 on_compiled: Callable[..., None] | None = None):
+                 count: Callable[[int], None] | None = None):
         self._x = x
         self._outputs = checks_to_switches(list(outputs))
         self._compile_fn = compile_fn
         self._fns: dict[tuple[bool, bool, bool], Callable] = {}
         self._count = count
-        self._on_compiled = on_compiled
         self._cache: dict[int, np.ndarray] = {}
 
     def is_compiled(self, *, dense: bool = False, base: bool = False,
@@ -118,14 +113,11 @@ class FusedHMC:
         extra = (() if base is None else base.principal_inputs() if principal
                  else base.kernel_inputs())
         form = {"dense": dense, "base": base is not None, "principal": principal}
-        new = not self.is_compiled(**form)
         (x_new, prior, lik, grad_prior, grad_lik, accepted, acceptance_rate,
          divergent) = self.compiled(**form)(
             np.ascontiguousarray(x, dtype=float), normals, eps, metric, np.float64(beta),
             parts.log_prior, parts.log_likelihood, parts.grad_log_prior,
             parts.grad_log_likelihood, uniforms, self._coefficients(params.n_leapfrog), *extra)
-        if new and self._on_compiled is not None:  # its first call compiled it (Numba)
-            self._on_compiled(**form)
         if self._count is not None:
             self._count(params.n_leapfrog)
         return (x_new, DensityParts(prior, lik, grad_prior, grad_lik),

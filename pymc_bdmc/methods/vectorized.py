@@ -184,7 +184,7 @@ class VectorizedAIS:
 
     def launch(self, job: Job, problem: Problem, tuned: Tuned, attempt: Attempt,
                s: Settings) -> Launch:
-        """Exact starts per block of chains, fused kernels and workers from timing, the runs."""
+        """Exact starts per block of chains, fused kernels from counts, workers from timing."""
         density, truth, streams = problem.density, problem.truth, job.streams
         parallel = job.parallel
         plan, pilot, gibbs = tuned.plan, tuned.pilot, tuned.gibbs
@@ -198,15 +198,16 @@ class VectorizedAIS:
               else np.concatenate([plan.start(g, n) for n, g in
                                    zip(init_blocks.sizes, init_blocks.generators, strict=True)]))
         directions = 1 if truth is None else 2
-        auto = (parallel.fused_kernel is None or attempt.fit_length is not None
+        # Timing chooses workers and fits a search's length to its budget; never the kernel.
+        auto = (attempt.fit_length is not None
                 or (parallel.cores is None and parallel.executor is None))
         timing = KernelTiming.measure(density, x0, plan, gibbs) if auto else None
 
         def how_to_run(plan: AnnealingPlan, announce: bool = True):
             n_transitions = count_transitions(plan, directions, s.reverse_spread, gibbs)
             n_sweeps = count_sweeps(plan, directions, s.reverse_spread, gibbs)
-            fused = use_fused_kernel(parallel.fused_kernel, density, timing, plan,
-                                     n_transitions, n_sweeps)
+            fused = use_fused_kernel(parallel.fused_kernel, density, plan, n_transitions,
+                                     n_sweeps)
             # Workers are chosen on the NumPy kernel's time, which a fused kernel does not
             # always cut much (on large models the model calls dominate either way).
             workers = choose_workers(parallel.cores, parallel.executor,

@@ -30,7 +30,6 @@ from pytensor.link.vm import VMLinker
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.shape import Shape, Shape_i
 
-from pymc_bdmc.model.compile_record import fused_form, mark_kernel_compiled
 from pymc_bdmc.model.layout import DensityParts
 from pymc_bdmc.model.rewrite_cache import compile_function
 
@@ -422,19 +421,11 @@ def fused_kernel(name: str) -> Callable:
 
 
 def build_fused_hmc(x, outputs, compile_fn, owner):
-    """The compiled HMC transition on the graph ``outputs(x)``, counting calls on ``owner``.
-
-    Each form compiled is recorded under ``owner.compile_signature`` (PyTensor has it on its
-    disk cache from then on; :mod:`pymc_bdmc.model.compile_record`).
-    """
+    """The compiled HMC transition on the graph ``outputs(x)``, counting calls on ``owner``."""
     def count(n_calls: int) -> None:
         owner.n_evaluations += n_calls
 
-    def compiled(**form) -> None:
-        if owner.compile_signature is not None:
-            mark_kernel_compiled(owner.compile_signature, fused_form(**form))
-
-    return fused_kernel("hmc")(x, outputs, compile_fn, count=count, on_compiled=compiled)
+    return fused_kernel("hmc")(x, outputs, compile_fn, count=count)
 
 
 def cached_fused_gibbs(cache: dict, batching: str, terms_graph, n_values: int, compile_fn,
@@ -472,12 +463,9 @@ class BatchedParts:
 
     def __init__(self, x, outputs, data: Mapping[str, SharedVariable], points: np.ndarray,
                  compile_kwargs: Mapping | None = None, terms_graph: tuple | None = None,
-                 movable: np.ndarray | None = None, scale_map: tuple | None = None,
-                 signature: str | None = None):
+                 movable: np.ndarray | None = None, scale_map: tuple | None = None):
         self._graph = (x, list(outputs), dict(data), np.asarray(points),
-                       dict(compile_kwargs or {}), terms_graph, movable, scale_map, signature)
-        #: The hot graph's structure (:mod:`pymc_bdmc.model.compile_record`), or None.
-        self.compile_signature = signature
+                       dict(compile_kwargs or {}), terms_graph, movable, scale_map)
         #: The model's scale groups (:mod:`pymc_bdmc.model.location_scale`), empty if none.
         self.location_scale_groups = () if scale_map is None else scale_map[0]
         self._scale_map_fn = None
@@ -505,7 +493,7 @@ class BatchedParts:
     def compile(self) -> BatchedParts:
         """Compile (once); returns self."""
         if self._fn is None:
-            x, outputs, _, points, _, _, movable, _, _ = self._graph
+            x, outputs, _, points, _, _, movable, _ = self._graph
             with without_stack_traces():
                 self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
                                                           movable=movable)

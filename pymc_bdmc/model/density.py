@@ -18,7 +18,6 @@ Design notes
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -51,12 +50,6 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     finite_parts,
     join_value_inputs,
     register_fused_kernel,
-)
-from pymc_bdmc.model.compile_record import (
-    fused_form,
-    graph_signature,
-    kernel_compiled,
-    record_compile_seconds,
 )
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 from pymc_bdmc.model.location_scale import LocationScaleStructure, find_location_scale
@@ -156,7 +149,6 @@ class ModelDensity:
                  reparameterized_walks: frozenset[str] = frozenset(),
                  reparameterized_vector_walks: frozenset[str] = frozenset(),
                  reparameterized_autoregressions: frozenset[str] = frozenset()):
-        started = time.perf_counter()
         self.model = model
         self.reparameterized = dict(reparameterized or {})
         self.reparameterized_walks = frozenset(reparameterized_walks)
@@ -222,18 +214,6 @@ class ModelDensity:
         self.location_scale = self._find_location_scale()
         self._scale_map_graph = None
         self._scale_map_fn = None
-        #: Seconds this object took to build (mostly compilation): a guide to what compiling
-        #: more functions of the same graph will cost.
-        self.compile_seconds = time.perf_counter() - started
-        #: The hot graph's structure (:mod:`pymc_bdmc.model.compile_record`), or None.
-        self.compile_signature = (graph_signature(
-            self._hot_graph[1], extra=repr(sorted(self.compile_kwargs.items())))
-            if self.gradients else None)
-        #: The longest build measured for this graph on this machine: what compiling more
-        #: functions of it costs on a cold cache (PyTensor's disk cache makes a rebuild cheap).
-        self.cold_compile_seconds = (self.compile_seconds if self.compile_signature is None
-                                     else record_compile_seconds(self.compile_signature,
-                                                                 self.compile_seconds))
 
     # -- compilation -------------------------------------------------------------------------
     def _replace_data(self, outputs):
@@ -310,19 +290,9 @@ class ModelDensity:
 
     def has_fused_hmc(self, *, dense: bool = False, base: bool = False,
                       principal: bool = False) -> bool:
-        """Whether this form of :meth:`fused_hmc` is compiled already (so costs nothing more)."""
+        """Whether this form of :meth:`fused_hmc` has been compiled in this process."""
         return self._fused is not None and self._fused.is_compiled(dense=dense, base=base,
                                                                    principal=principal)
-
-    def fused_hmc_cached(self, *, dense: bool = False, base: bool = False,
-                         principal: bool = False) -> bool:
-        """Whether this form of :meth:`fused_hmc` was compiled on this machine before.
-
-        It is then on PyTensor's disk cache, and compiling it again costs about as much as a
-        rebuild of the densities (:mod:`pymc_bdmc.model.compile_record`).
-        """
-        return self.compile_signature is not None and kernel_compiled(
-            self.compile_signature, fused_form(dense=dense, base=base, principal=principal))
 
     # -- scale groups (moves that carry a hyper-parameter's Gaussian children) ----------------
     def _find_location_scale(self) -> LocationScaleStructure:
@@ -368,8 +338,7 @@ class ModelDensity:
         x, outputs = self._hot_graph
         return BatchedParts(x, outputs, self._data_shared, self._validation_points(),
                             self.compile_kwargs, terms_graph=self._terms_graph,
-                            movable=self._continuous, scale_map=self._scale_map(),
-                            signature=self.compile_signature)
+                            movable=self._continuous, scale_map=self._scale_map())
 
     # -- elementwise terms (Gibbs updates of discrete variables) ----------------------------
     def _build_terms_graph(self):

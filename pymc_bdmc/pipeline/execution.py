@@ -1,4 +1,10 @@
-"""How to run: timing the kernels to choose fused kernels and worker processes (never results)."""
+"""How to run: fused kernels from the run's counts, worker processes from timing the kernels.
+
+Nothing here may change a result: workers leave every number as it is (each block of chains
+has its own streams), and the fused kernels, which agree with the NumPy ones only to round-off,
+are chosen from the plan's counts alone, never from timing or from what has been compiled, so
+a seed gives the same numbers in a fresh process and in a warm one.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +25,8 @@ from pymc_bdmc.pipeline.timing import timed
 
 __all__ = [
     "FUSED_CALL_OVERHEAD",
-    "FUSED_PAYBACK",
+    "FUSED_MIN_LEAPFROG_STEPS",
+    "FUSED_MIN_SWEEPS",
     "FUSED_SWEEP_SAVING",
     "METRIC_PRODUCTS",
     "KernelTiming",
@@ -36,9 +43,14 @@ __all__ = [
 
 logger = logging.getLogger("pymc_bdmc")
 
-#: With ``fused_kernel=None``, the fused kernel is compiled when the predicted saving exceeds
-#: this multiple of the model's own compilation time (compiling it costs about 1-2 times that).
-FUSED_PAYBACK = 2.0
+#: With ``fused_kernel=None``, runs of at least this many batched leapfrog steps per form of
+#: the kernel they use run the fused kernels. A fused step saves 5-100 us of Python (median 23,
+#: measured on the models of ``benchmarks/time_to_certificate.py``) and a form costs seconds to
+#: compile cold: this is where the saving is twice a compilation of 2 s.
+FUSED_MIN_LEAPFROG_STEPS = 200_000
+#: The same for runs of at least this many Gibbs sweeps (the coal-mining model's 111 values:
+#: 2.9 ms a sweep, 40% of it saved).
+FUSED_MIN_SWEEPS = 4_000
 #: A fused transition, measured, costs about this multiple of its model calls alone (1.2 on a
 #: 4-parameter regression, 1.6 on the 375-parameter low-rank model).
 FUSED_CALL_OVERHEAD = 1.6
@@ -319,16 +331,21 @@ def predicted_wall_seconds(timing: KernelTiming | None, n_transitions: int, n_sw
     return n_transitions * transition + n_sweeps * sweep / n_parallel
 
 
-def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: KernelTiming,
-                     plan: AnnealingPlan, n_transitions: int, n_sweeps: int = 0) -> bool:
+def use_fused_kernel(setting: bool | None, density: ModelDensity, plan: AnnealingPlan,
+                     n_transitions: int, n_sweeps: int = 0) -> bool:
     """Whether to run the compiled kernels (see ``fused_kernel`` in the docstrings).
+
+    With ``setting=None`` the answer depends on the run's counts only: not on timing, nor on
+    what this process or this machine has compiled. The compiled kernels agree with the NumPy
+    ones to round-off only, which a long search can amplify into another length or another
+    verdict, so a choice made from the state of the caches would let a warm call and a cold
+    one with the same seed disagree.
 
     Parameters
     ----------
     setting : bool or None
         The user's ``fused_kernel``.
     density : ModelDensity
-    timing : KernelTiming
     plan : AnnealingPlan
     n_transitions : int
         HMC transitions of the run.
@@ -352,20 +369,11 @@ def use_fused_kernel(setting: bool | None, density: ModelDensity, timing: Kernel
             logger.debug("No fused kernel in the principal coordinates of a base of low rank; "
                          "using the NumPy kernel.")
         return False
-    # Forms compiled in this process are free; forms compiled on this machine before are on
-    # PyTensor's disk cache, and cost about a rebuild of the densities.
-    to_compile = [form for form in fused_forms(plan) if not density.has_fused_hmc(**form)]
-    if setting or not to_compile:  # asked for, or free
+    if setting:
         return True
-    saving = (n_transitions * (timing.numpy_transition(plan.n_leapfrog)
-                               - timing.fused_transition(plan.n_leapfrog))
-              + n_sweeps * FUSED_SWEEP_SAVING * timing.sweep)
-    # Each form of the kernel the plan uses (diagonal, dense) is one more compilation, priced
-    # at the model's cold compilation unless it is on the disk cache: a warm cache had made a
-    # first compilation of 40 s look like 1 s (model/compile_record.py).
-    cost = sum(density.compile_seconds if density.fused_hmc_cached(**form)
-               else density.cold_compile_seconds for form in to_compile)
-    return saving > FUSED_PAYBACK * cost
+    forms = len(fused_forms(plan))
+    return (n_transitions * plan.n_leapfrog >= FUSED_MIN_LEAPFROG_STEPS * forms
+            or n_sweeps >= FUSED_MIN_SWEEPS)
 
 
 def fused_forms(plan: AnnealingPlan) -> list[dict]:
