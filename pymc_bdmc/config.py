@@ -51,6 +51,12 @@ class Tuning:
         many times the chains ...
     max_chains : int, default 1024
         ... and never with more chains than this.
+    noisy_gap_ess_fraction : float, default 0.25
+        ... unless the log weights' effective sample size, in the direction where it is
+        smaller, is below this fraction of the chains: the gap is then measured again on a path
+        twice as long. For log-normal weights that fraction is ``exp(-variance)``, and doubling
+        the steps (halving the variance) gains more effective samples than doubling the chains
+        below 0.25; it also shrinks the gap itself.
     larger_pilot_gap : float, default 8.0
         A gap more than this many times the target (or not finite) is run again on a fresh
         pilot with ``pilot_growth`` times the particles ...
@@ -129,6 +135,7 @@ class Tuning:
     short_path_transitions: int = 1
     max_chains_factor: int = 8
     max_chains: int = 1024
+    noisy_gap_ess_fraction: float = 0.25
     larger_pilot_gap: float = 8.0
     pilot_growth: int = 4
     max_pilot_chains: int = 1024

@@ -39,7 +39,8 @@ def search_n_steps(run, *, reparameterize=None, tuning=DEFAULT_TUNING, **kwargs)
         **kwargs).run()
 
 
-def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0, pilot=64):
+def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0, pilot=64, ess=None):
+    """``ess``: the effective sample sizes (forward, reverse) of each call; unmeasured if None."""
     pilots = [pilot]
 
     def run(n_steps, fit_length=None, chains=None, pilot_chains=None):
@@ -53,8 +54,10 @@ def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0, pilo
             raise KeyboardInterrupt
         gap = gaps[min(len(calls) - 1, len(gaps) - 1)]
         se = bound_se[min(len(calls) - 1, len(bound_se) - 1)] if np.ndim(bound_se) else bound_se
+        measured = {} if ess is None else dict(zip(
+            ("ess_forward", "ess_reverse"), ess[min(len(calls) - 1, len(ess) - 1)], strict=True))
         tree = xr.DataTree.from_dict({"evidence": xr.Dataset(
-            {"gap": gap, "gap_se": np.hypot(se, se)})})
+            {"gap": gap, "gap_se": np.hypot(se, se), **measured})})
         tree["evidence"].attrs.update(
             n_steps=n_steps, chains=32 if chains is None else chains, pilot_chains=pilots[-1],
             pilot_time=pilot_time if len(calls) == 1 or pilot_chains else 0.0)
@@ -118,6 +121,31 @@ def test_a_gap_within_the_target_but_measured_too_noisily_is_measured_with_more_
     assert calls[1] == (FIRST_N_STEPS, 64) and calls[-1] == (FIRST_N_STEPS, MAX_CHAINS)
     assert result["evidence"].attrs["certified"] == 0
     assert str(MAX_CHAINS) in result["evidence"].attrs["auto_stop"]
+
+
+def test_a_noisy_gap_on_degenerate_weights_is_measured_on_a_longer_path():
+    # The latent AR(2) with an explosive prior (geometry.py --blocks, seed 0): 0.42 nats at 350
+    # steps with a standard error of 0.77, the forward weights' effective sample size 3.1 of 32
+    # chains. Three times the chains left it at 3.4 (0.67); 700 steps at 3.5, 1400 certified.
+    se = [0.57, 0.48, 0.29]
+    calls = []
+    result = search_n_steps(_fake_run([0.42, 0.36, 0.39], calls, bound_se=se,
+                                      ess=[(3.1, 4.3), (3.5, 7.2), (10.3, 8.8)]),
+                            target_gap=0.5, max_time=None, started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS, 2 * FIRST_N_STEPS, 4 * FIRST_N_STEPS]
+    assert result["evidence"].attrs["certified"] == 1
+    # The weaker direction decides: a quarter of the chains or more, and more chains pay.
+    for ess in ((8.0, 30.0), (30.0, 8.0)):
+        calls = []
+        search_n_steps(_fake_run([0.42, 0.1], calls, bound_se=[0.57, 0.1], ess=[ess]),
+                       target_gap=0.5, max_time=None, started=time.perf_counter())
+        assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, 96)]
+    # Where a longer path is out of reach, more chains are still tried.
+    calls = []
+    search_n_steps(_fake_run([0.42, 0.1], calls, bound_se=[0.57, 0.1], ess=[(3.1, 4.3)]),
+                   target_gap=0.5, max_time=None, started=time.perf_counter(),
+                   tuning=pmb.Tuning(max_n_steps=FIRST_N_STEPS))
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, 96)]
 
 
 def test_stops_when_the_next_run_would_exceed_the_budget(caplog):

@@ -7,7 +7,9 @@ timing says they would not fit in ``max_time`` (:func:`first_length`), and until
 attempt certifies (:func:`~pymc_bdmc.estimators.certifies`: ``|gap|`` and its standard error
 within ``target_gap``) it runs again:
 
-* at the same length with more chains, where the gap is within the target but too noisy;
+* at the same length with more chains, where the gap is within the target but too noisy,
+  or twice as long where the log weights' effective sample size is too small a fraction of the
+  chains for more chains to pay (:attr:`~pymc_bdmc.config.Tuning.noisy_gap_ess_fraction`);
 * in the model's other parameterisation (:mod:`pymc_bdmc.model.reparameterize`, switched by
   :class:`FormSwitch`), on the same ``theta*`` and ``y*``, where the first attempt is not close
   (within :attr:`~pymc_bdmc.config.Tuning.swap_gap` times the target) and the model has one;
@@ -356,6 +358,17 @@ class LengthSearch:
         remaining = None if self.max_time is None else self.max_time - elapsed
         gap = self.gaps[-1]
         if np.isfinite(gap) and abs(gap) <= self.target_gap:  # close enough, but too noisy
+            if self._weights_degenerate():
+                unit = min(self.tuning.first_n_steps, self.tried[0])
+                steps = next_length(self.n_steps, gap, self.target_gap, seconds, remaining,
+                                    unit, self.tuning)
+                if steps is not None:
+                    logger.debug("The gap is within the target but its standard error is not, "
+                                 "and the weights' effective sample size is %.0f%% of the "
+                                 "chains: the next attempt runs %d steps.",
+                                 100 * self._ess_fraction(), steps)
+                    self.n_steps = steps
+                    return True
             return self._more_chains(seconds, remaining, elapsed)
         unit = min(self.tuning.first_n_steps, self.tried[0])
         # Lengthened first where 1/n_steps decay predicts that doubling certifies (and it
@@ -403,6 +416,18 @@ class LengthSearch:
             return False
         self.n_steps = steps
         return True
+
+    def _ess_fraction(self) -> float:
+        """The last attempt's effective sample size per chain, in its weaker direction (NaN:
+        not measured)."""
+        evidence = self.result["evidence"]
+        ess = [float(evidence[name]) for name in ("ess_forward", "ess_reverse")
+               if name in evidence and np.isfinite(float(evidence[name]))]
+        return min(ess) / self.tried_chains[-1] if ess else float("nan")
+
+    def _weights_degenerate(self) -> bool:
+        """Whether doubling the steps gains more effective samples than doubling the chains."""
+        return self._ess_fraction() < self.tuning.noisy_gap_ess_fraction
 
     def _more_chains(self, seconds: float, remaining: float | None, elapsed: float) -> bool:
         chains = more_chains(self.tried_chains[-1], self.gap_se[-1], self.target_gap, seconds,
