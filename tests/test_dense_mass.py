@@ -537,3 +537,56 @@ def test_pilot_log_z_is_not_biased_high_with_about_as_many_particles_as_coordina
         errors.append(pilot.log_z - log_z)
     # The mean of 10 has a standard error near 0.15 (0.23 without cross-fitting).
     assert -1.0 < np.mean(errors) < 1.5, errors
+
+
+@pytest.mark.parametrize("n", [1, 5, 64, 65, 130])
+def test_lower_triangularity_is_read_exactly(n):
+    from pymc_bdmc.kernels.hmc import is_lower_triangular
+
+    rng = np.random.default_rng(n)
+    lower = np.tril(rng.normal(size=(n, n)))
+    assert is_lower_triangular(lower)
+    # One entry above the diagonal, next to it (inside a block of rows) or far from it.
+    for row, col in {(0, n - 1), (n // 2, n // 2 + 1), (n - 2, n - 1), (0, 1)}:
+        if 0 <= row < col < n:
+            marked = lower.copy()
+            marked[row, col] = 1e-300
+            assert not is_lower_triangular(marked)
+
+
+def test_triangular_products_are_the_general_ones():
+    from pymc_bdmc.kernels.hmc import times_general, times_lower
+
+    rng = np.random.default_rng(3)
+    factor = np.linalg.cholesky(np.cov(rng.normal(size=(200, 70)).T))
+    rows = rng.normal(size=(9, 70))
+    for transposed in (False, True):
+        for given in (rows, np.asfortranarray(rows), rows[:, ::-1][:, ::-1]):
+            np.testing.assert_allclose(times_lower(given, factor, transposed),
+                                       times_general(given, factor, transposed),
+                                       rtol=1e-12, atol=1e-12)
+
+
+def test_the_dense_kernel_with_a_cholesky_factor_is_the_general_products(monkeypatch):
+    # The triangular products are an implementation detail: the same transition, to round-off.
+    from pymc_bdmc.kernels import hmc
+    from pymc_bdmc.model.density import ModelDensity
+
+    am = known_evidence.linear_regression(n_obs=20, n_coef=6, seed=2)
+    density = ModelDensity(am.model)
+    rng = np.random.default_rng(4)
+    x = rng.normal(scale=0.3, size=(16, density.n_dim))
+    factor = np.linalg.cholesky(np.cov(rng.normal(size=(50, density.n_dim)).T) + 0.1 * np.eye(
+        density.n_dim))
+    params = HMCParams(0.2, np.diag(factor @ factor.T), 4, 0.2, mass_factor=factor)
+
+    def transition():
+        return hmc_step(np.random.default_rng(5), x, density.parts(x), 0.7, params,
+                        density.parts)
+
+    x_lower, _, info_lower = transition()
+    monkeypatch.setattr(hmc, "is_lower_triangular", lambda matrix: False)
+    x_general, _, info_general = transition()
+    np.testing.assert_array_equal(info_lower.accepted, info_general.accepted)
+    assert 0 < info_lower.accepted.sum()
+    np.testing.assert_allclose(x_lower, x_general, rtol=1e-10, atol=1e-12)
