@@ -357,9 +357,9 @@ class LengthSearch:
         elapsed = budget_clock() - self.started
         remaining = None if self.max_time is None else self.max_time - elapsed
         gap = self.gaps[-1]
+        unit = min(self.tuning.first_n_steps, self.tried[0])
         if np.isfinite(gap) and abs(gap) <= self.target_gap:  # close enough, but too noisy
             if self._weights_degenerate():
-                unit = min(self.tuning.first_n_steps, self.tried[0])
                 steps = next_length(self.n_steps, gap, self.target_gap, seconds, remaining,
                                     unit, self.tuning)
                 if steps is not None:
@@ -370,7 +370,6 @@ class LengthSearch:
                     self.n_steps = steps
                     return True
             return self._more_chains(seconds, remaining, elapsed)
-        unit = min(self.tuning.first_n_steps, self.tried[0])
         # Lengthened first where 1/n_steps decay predicts that doubling certifies (and it
         # fits): that costs about what the other form's compilation, pilot and attempt do.
         # A first attempt shorter than first_n_steps (its path looked short) is lengthened
@@ -418,8 +417,7 @@ class LengthSearch:
         return True
 
     def _ess_fraction(self) -> float:
-        """The last attempt's effective sample size per chain, in its weaker direction (NaN:
-        not measured)."""
+        """The last attempt's effective sample size per chain in its weaker direction, or NaN."""
         evidence = self.result["evidence"]
         ess = [float(evidence[name]) for name in ("ess_forward", "ess_reverse")
                if name in evidence and np.isfinite(float(evidence[name]))]
