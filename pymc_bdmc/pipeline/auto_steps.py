@@ -417,7 +417,7 @@ class LengthSearch:
         return True
 
     def _ess_fraction(self) -> float:
-        """The last attempt's effective sample size per chain in its weaker direction, or NaN."""
+        """Return the last attempt's effective sample size per chain (weaker direction), or NaN."""
         evidence = self.result["evidence"]
         ess = [float(evidence[name]) for name in ("ess_forward", "ess_reverse")
                if name in evidence and np.isfinite(float(evidence[name]))]
