@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pymc as pm
 import xarray as xr
 from pymc.backends.arviz import coords_and_dims_for_inferencedata
 
@@ -11,7 +10,7 @@ from pymc_bdmc.algorithms.ais import AISRun
 from pymc_bdmc.estimators import bootstrap_se, importance_ess, log_mean_exp
 from pymc_bdmc.kernels.case_pilot import column_weights, resample_within_cases
 from pymc_bdmc.model.cases import CaseDensity, ConditionedModel
-from pymc_bdmc.version import __version__
+from pymc_bdmc.results.datatree import run_attributes
 
 __all__ = ["heldout_dataset", "heldout_posterior_groups", "heldout_summaries"]
 
@@ -100,12 +99,9 @@ def heldout_posterior_groups(rng: np.random.Generator, density: CaseDensity,
         "log_likelihood": parts.log_likelihood.reshape(chains, cases)[None],
     }
     stats_dims = {name: per_case for name in sample_stats}
-    from arviz_base import from_dict, make_attrs  # lazily: slow to import
+    from arviz_base import from_dict  # lazily: slow to import
 
-    run_attrs = make_attrs(
-        {**attrs, "inference_library_version": __version__}, inference_library=pm
-    )
-    run_attrs["inference_library"] = "pymc_bdmc"
+    run_attrs = run_attributes(attrs)
     return from_dict(
         {"posterior": {k: v[None] for k, v in constrained.items()},
          "sample_stats": sample_stats, "observed_data": observed},
