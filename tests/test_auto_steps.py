@@ -39,8 +39,13 @@ def search_n_steps(run, *, reparameterize=None, tuning=DEFAULT_TUNING, **kwargs)
         **kwargs).run()
 
 
-def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0, pilot=64, ess=None):
-    """``ess``: the effective sample sizes (forward, reverse) of each call; unmeasured if None."""
+def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0, pilot=64, ess=None,
+              stuck=None):
+    """``ess``: the effective sample sizes (forward, reverse) of each call; unmeasured if None.
+
+    ``stuck``: whether the reverse chains accept nothing near beta = 1 (the forward ones 0.8);
+    no ``annealing`` group if None.
+    """
     pilots = [pilot]
 
     def run(n_steps, fit_length=None, chains=None, pilot_chains=None):
@@ -58,6 +63,10 @@ def _fake_run(gaps, calls, interrupt_at=None, pilot_time=0.0, bound_se=0.0, pilo
             ("ess_forward", "ess_reverse"), ess[min(len(calls) - 1, len(ess) - 1)], strict=True))
         tree = xr.DataTree.from_dict({"evidence": xr.Dataset(
             {"gap": gap, "gap_se": np.hypot(se, se), **measured})})
+        if stuck is not None:
+            tree["annealing"] = xr.Dataset({
+                "acceptance_rate_forward": ("step", np.full(n_steps + 1, 0.8)),
+                "acceptance_rate_reverse": ("step", np.full(n_steps + 1, 0.0 if stuck else 0.8))})
         tree["evidence"].attrs.update(
             n_steps=n_steps, chains=32 if chains is None else chains, pilot_chains=pilots[-1],
             pilot_time=pilot_time if len(calls) == 1 or pilot_chains else 0.0)
@@ -146,6 +155,29 @@ def test_a_noisy_gap_on_degenerate_weights_is_measured_on_a_longer_path():
                    target_gap=0.5, max_time=None, started=time.perf_counter(),
                    tuning=pmb.Tuning(max_n_steps=FIRST_N_STEPS))
     assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, 96)]
+
+
+def test_reverse_chains_stuck_after_every_remedy_end_the_search(caplog):
+    # A centred horseshoe at seed 1: theta* where no kernel moves; 608 nats at 600 steps with
+    # a larger pilot in the other form, 598 at 4200. The same kernels run at any length.
+    calls = []
+    with caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        result = search_n_steps(_fake_run([608.0], calls, stuck=True), target_gap=0.5,
+                                max_time=None, started=time.perf_counter())
+    assert calls == [FIRST_N_STEPS, (FIRST_N_STEPS, "pilot", 256)]  # the larger pilot first
+    attrs = result["evidence"].attrs
+    assert attrs["certified"] == 0 and "did not move" in attrs["auto_stop"]
+    assert "More steps will not move them" in caplog.text
+    # Chains that move, or a remedy not yet tried (the other form), go on as before.
+    calls = []
+    search_n_steps(_fake_run([608.0, 608.0, 0.1], calls, stuck=False), target_gap=0.5,
+                   max_time=None, started=time.perf_counter())
+    assert len(calls) == 3
+    forms = _TwoForms([608.0, 608.0, 0.1])
+    forms.fake = _fake_run([608.0, 608.0, 608.0, 0.1], forms.calls, stuck=True)
+    search_n_steps(forms.run, target_gap=0.5, max_time=None, started=time.perf_counter(),
+                   reparameterize=forms.reparameterize)
+    assert forms.swaps[0] is True and len(forms.calls) == 3  # as written, other form, pilot
 
 
 def test_stops_when_the_next_run_would_exceed_the_budget(caplog):

@@ -43,6 +43,7 @@ import xarray as xr
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import certifies
+from pymc_bdmc.pipeline.diagnostics import reverse_stuck
 from pymc_bdmc.pipeline.timing import budget_clock
 
 __all__ = ["Attempt", "FormSwitch", "LengthSearch", "check_auto_settings", "far_data_advice",
@@ -408,12 +409,43 @@ class LengthSearch:
                             "steps.", self.tuning.larger_pilot_gap, pilot_chains,
                             self.pilot_chains, self.n_steps)
                 return True
+        if self._stuck_after_every_remedy():
+            return False
         steps = next_length(self.n_steps, gap, self.target_gap, seconds, remaining, unit,
                             self.tuning)
         if steps is None:
             self._out_of_steps(gap, seconds, elapsed)
             return False
         self.n_steps = steps
+        return True
+
+    def _stuck_after_every_remedy(self) -> bool:
+        """Whether the reverse chains did not move from theta*, with only more steps left to try.
+
+        A longer attempt re-freezes the same pilot, so it runs the same kernels near
+        ``beta = 1``: chains they cannot move at one length they cannot move at any (a
+        horseshoe at seed 1: 608 nats at 600 steps, 598 at 4200). Only once the other form and
+        a larger pilot have been tried, where the search would try them.
+        """
+        if self.switch is not None and not any(self.tried_other):
+            return False
+        if self.larger_pilot and not self.grown:
+            return False
+        if "annealing" not in self.result.children:
+            return False
+        annealing = self.result["annealing"]
+        if "acceptance_rate_reverse" not in annealing:
+            return False
+        stuck = reverse_stuck(annealing["acceptance_rate_forward"].values,
+                              annealing["acceptance_rate_reverse"].values)
+        if stuck is None:
+            return False
+        self.reason = (f"the reverse chains did not move near beta = 1 (acceptance {stuck[0]:.2f}, "
+                       f"against {stuck[1]:.2f} for the forward chains), after "
+                       f"{'both forms and ' if self.switch is not None else ''}a larger pilot; "
+                       "a longer path runs the same kernels there")
+        self.advice = ("More steps will not move them: theta* lies where these kernels cannot "
+                       "(the warning above names its farthest coordinate)")
         return True
 
     def _ess_fraction(self) -> float:

@@ -28,6 +28,7 @@ __all__ = [
     "outlying_coordinate",
     "prior_end_divergences",
     "replay_warnings",
+    "reverse_stuck",
     "warn",
 ]
 
@@ -184,16 +185,30 @@ def outlying_coordinate(theta: np.ndarray, x: np.ndarray) -> tuple[int, float] |
     return (i, float(score[i])) if abs(score[i]) >= OUTLYING_SCORE else None
 
 
-def _warn_if_reverse_stuck(forward: AISRun, reverse: AISRun, theta=None, labels=None) -> None:
-    # The same kernels on the same temperatures: where the forward chains move and the reverse
-    # ones, started at theta*, do not, theta* lies where kernels tuned on the posterior's bulk
-    # cannot move (measured: a random walk's sigma* = 0.001, acceptance 0.00 against 0.94).
-    n_steps = len(forward.acceptance_rate) - 1
+def reverse_stuck(forward_acceptance: np.ndarray, reverse_acceptance: np.ndarray
+                  ) -> tuple[float, float] | None:
+    """Return the reverse and forward acceptance near ``beta = 1`` if only the forward moved.
+
+    The arrays are per step, as in a result's ``annealing`` group; None where the reverse
+    chains moved too (or the forward ones did not). The same kernels at the same
+    temperatures: where the forward chains move and the reverse ones, started at theta*, do
+    not, theta* lies where kernels tuned on the posterior's bulk cannot move (measured: a
+    random walk's sigma* = 0.001, acceptance 0.00 against 0.94).
+    """
+    n_steps = len(forward_acceptance) - 1
+    if n_steps <= 1:
+        return None
     top = slice(max(1, int((1.0 - STUCK_SHARE) * n_steps)), n_steps)
     with np.errstate(invalid="ignore"):
-        ahead = float(np.nanmean(forward.acceptance_rate[top])) if n_steps > 1 else np.nan
-        back = float(np.nanmean(reverse.acceptance_rate[top])) if n_steps > 1 else np.nan
-    if back < STUCK_ACCEPTANCE and ahead >= 0.5:
+        ahead = float(np.nanmean(forward_acceptance[top]))
+        back = float(np.nanmean(reverse_acceptance[top]))
+    return (back, ahead) if back < STUCK_ACCEPTANCE and ahead >= 0.5 else None
+
+
+def _warn_if_reverse_stuck(forward: AISRun, reverse: AISRun, theta=None, labels=None) -> None:
+    stuck = reverse_stuck(forward.acceptance_rate, reverse.acceptance_rate)
+    if stuck is not None:
+        back, ahead = stuck
         # Which variable holds theta* there: the one to reparameterise.
         far = (None if theta is None or labels is None
                else outlying_coordinate(np.asarray(theta), forward.x))
