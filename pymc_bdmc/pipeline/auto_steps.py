@@ -17,7 +17,9 @@ within ``target_gap``) it runs again:
 * on a fresh pilot of more particles, once, where the gap is far beyond the target (a pilot
   that missed part of the posterior leaves gaps that steps hardly close);
 * otherwise longer: at the length ``1 / n_steps`` decay predicts the target needs, at least
-  twice the last, at most what fits in what is left of ``max_time``.
+  twice the last, at most what fits in what is left of ``max_time``; but not once the reverse
+  chains are stuck at ``theta*`` after every other remedy (a longer attempt runs the same
+  kernels there).
 
 Every attempt sandwiches the same simulated data through the first attempt's pilot re-frozen
 onto its length (a fresh pilot only where said above), drawing from the call's random streams
