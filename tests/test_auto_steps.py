@@ -168,6 +168,13 @@ def test_reverse_chains_stuck_after_every_remedy_end_the_search(caplog):
     attrs = result["evidence"].attrs
     assert attrs["certified"] == 0 and "did not move" in attrs["auto_stop"]
     assert "More steps will not move them" in caplog.text
+    assert "after a larger pilot" in attrs["auto_stop"]
+    # With the pilot fixed by the user (no larger one) and no other form: at once.
+    calls = []
+    result = search_n_steps(_fake_run([608.0], calls, stuck=True), target_gap=0.5,
+                            max_time=None, started=time.perf_counter(), larger_pilot=False)
+    assert calls == [FIRST_N_STEPS]
+    assert "pilot" not in result["evidence"].attrs["auto_stop"]
     # Chains that move, or a remedy not yet tried (the other form), go on as before.
     calls = []
     search_n_steps(_fake_run([608.0, 608.0, 0.1], calls, stuck=False), target_gap=0.5,

@@ -442,10 +442,12 @@ class LengthSearch:
                               annealing["acceptance_rate_reverse"].values)
         if stuck is None:
             return False
+        tried = (["both forms"] if self.switch is not None else []) + (
+            ["a larger pilot"] if self.grown else [])
         self.reason = (f"the reverse chains did not move near beta = 1 (acceptance {stuck[0]:.2f}, "
-                       f"against {stuck[1]:.2f} for the forward chains), after "
-                       f"{'both forms and ' if self.switch is not None else ''}a larger pilot; "
-                       "a longer path runs the same kernels there")
+                       f"against {stuck[1]:.2f} for the forward chains)"
+                       + (f" after {' and '.join(tried)}" if tried else "")
+                       + "; a longer path runs the same kernels there")
         self.advice = ("More steps will not move them: theta* lies where these kernels cannot "
                        "(the warning above names its farthest coordinate)")
         return True
