@@ -6,6 +6,7 @@ process) and checks that the chains really ran on the workers and gave the in-pr
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -100,3 +101,44 @@ def test_a_notebook_cell_runs_once_with_worker_processes(tmp_path):
     nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     _check(log, out)
+
+
+# A model with a scale group, on an empty cache of rewritten graphs: a helper interpreter
+# compiles its scale moves' map ahead (pymc_bdmc/model/compile_ahead.py). The call is made to
+# wait for the helper to compile (else it stops a helper still starting, on a warm machine).
+HELPER_CODE = textwrap.dedent("""
+    import logging, os, sys
+    import pymc as pm
+    import pymc_bdmc as pmb
+    from pymc_bdmc.model import compile_ahead
+
+    with open({log!r}, "a") as log:
+        log.write(f"{{os.getpid()}}\\n")
+    logging.basicConfig(stream=sys.stderr)
+    logging.getLogger("pymc_bdmc.model.density").setLevel(logging.DEBUG)
+    wait = compile_ahead.AheadCompile.wait
+
+    def wait_until_compiling(helper):
+        helper._compiling.wait(300)
+        return wait(helper)
+
+    compile_ahead.AheadCompile.wait = wait_until_compiling
+    with pm.Model():
+        mu = pm.Normal("mu", 0, 5)
+        tau = pm.HalfNormal("tau", 5)
+        theta = pm.Normal("theta", mu, tau, shape=3)
+        pm.Normal("y", theta, 10.0, observed=[12.0, -3.0, 5.0])
+        pmb.sample_bdmc(n_steps=10, chains=8, random_seed=1, progressbar=False, cores=2)
+""")
+
+
+def test_the_compiling_helper_never_runs_the_users_script(tmp_path):
+    log = tmp_path / "executions.txt"
+    script = tmp_path / "user_script.py"
+    script.write_text(HELPER_CODE.format(log=str(log)))
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "PYMC_BDMC_REWRITE_CACHE": str(tmp_path / "rw")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "The helper compiled the scale moves' map" in proc.stderr, proc.stderr[-3000:]
+    assert len(log.read_text().split()) == 1

@@ -26,7 +26,7 @@ from pymc_bdmc.parallel.annealing import AnnealingRunner
 from pymc_bdmc.parallel.executors import Workers
 from pymc_bdmc.parallel.streams import ChainBlocks
 from pymc_bdmc.pipeline.auto_steps import Attempt
-from pymc_bdmc.pipeline.compile import other_parameterization
+from pymc_bdmc.pipeline.compile import helpers_allowed, other_parameterization
 from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
 from pymc_bdmc.pipeline.discrete import check_plan_pins, gibbs_kernel
 from pymc_bdmc.pipeline.draws import PilotDraws, generating_values, prior_start, prior_start_blocks
@@ -126,7 +126,7 @@ class VectorizedAIS:
     def other_form(self, job: Job, problem: Problem) -> Problem | None:
         """The model's other parameterisation on the same ``theta*`` and ``y*``."""
         made = other_parameterization(job.model, problem.density, problem.truth,
-                                      job.compile_kwargs)
+                                      job.compile_kwargs, helpers_allowed(job.parallel))
         if made is None:
             return None
         density, simulator, truth, seconds = made

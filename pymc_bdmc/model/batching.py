@@ -31,7 +31,7 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.shape import Shape, Shape_i
 
 from pymc_bdmc.model.layout import DensityParts
-from pymc_bdmc.model.rewrite_cache import compile_function
+from pymc_bdmc.model.rewrite_cache import compile_function, compiled_marker, note_compiled
 
 __all__ = [
     "COMPILE_LOCK",
@@ -39,11 +39,13 @@ __all__ = [
     "ONE_SHOT_MODE",
     "PER_ROW_LIMIT",
     "REFERENCE_MODE",
+    "SCALE_MAP",
     "BatchedParts",
     "checks_to_switches",
     "compile_batched",
     "compile_pair_batched",
     "compile_per_row",
+    "compile_scale_map",
     "factorizes_per_chain",
     "join_value_inputs",
     "register_fused_kernel",
@@ -391,6 +393,25 @@ def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):
     return fn
 
 
+#: What :func:`compile_scale_map` records as compiled (:func:`~.rewrite_cache.note_compiled`).
+SCALE_MAP = "scale_map"
+
+
+def compile_scale_map(compile_fn, graph, points: np.ndarray, movable=None, marker=None):
+    """:func:`compile_pair_batched` for the scale groups' map, recorded as compiled.
+
+    The record tells a later process that the map is in the disk caches, so that no helper
+    compiles it ahead (:mod:`pymc_bdmc.model.compile_ahead`). ``marker`` is its place
+    (:func:`~.rewrite_cache.compiled_marker`), taken from the graph before anything was
+    compiled with it; by default, now.
+    """
+    if marker is None:
+        marker = compiled_marker([graph[0]], graph[1], SCALE_MAP)
+    fn = compile_pair_batched(compile_fn, graph, points, movable)
+    note_compiled(marker)
+    return fn
+
+
 #: Builders of the compiled kernels on a density's graphs, by name (``"hmc"``, ``"gibbs"``).
 #: The kernel modules register them (:mod:`pymc_bdmc.kernels.fused_hmc`,
 #: :mod:`pymc_bdmc.kernels.fused_gibbs`, both imported with :mod:`pymc_bdmc.kernels`): kernels
@@ -458,14 +479,18 @@ class BatchedParts:
     It pickles as its symbolic graph (not as the PyMC model, whose custom distributions may
     not survive pickling) and compiles on first use, so worker processes rebuild exactly the
     function this process runs. Data are set with :meth:`set_observed` without checks: the
-    owning :class:`ModelDensity` has checked them.
+    owning :class:`ModelDensity` has checked them. ``scale_map_marker`` is where compiling the
+    scale groups' map is recorded, as the owning density keyed it (an unpickled graph keys
+    otherwise; :func:`compile_scale_map`).
     """
 
     def __init__(self, x, outputs, data: Mapping[str, SharedVariable], points: np.ndarray,
                  compile_kwargs: Mapping | None = None, terms_graph: tuple | None = None,
-                 movable: np.ndarray | None = None, scale_map: tuple | None = None):
+                 movable: np.ndarray | None = None, scale_map: tuple | None = None,
+                 scale_map_marker=None):
         self._graph = (x, list(outputs), dict(data), np.asarray(points),
-                       dict(compile_kwargs or {}), terms_graph, movable, scale_map)
+                       dict(compile_kwargs or {}), terms_graph, movable, scale_map,
+                       scale_map_marker)
         #: The model's scale groups (:mod:`pymc_bdmc.model.location_scale`), empty if none.
         self.location_scale_groups = () if scale_map is None else scale_map[0]
         self._scale_map_fn = None
@@ -493,7 +518,7 @@ class BatchedParts:
     def compile(self) -> BatchedParts:
         """Compile (once); returns self."""
         if self._fn is None:
-            x, outputs, _, points, _, _, movable, _ = self._graph
+            x, outputs, _, points, _, _, movable, _, _ = self._graph
             with without_stack_traces():
                 self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
                                                           movable=movable)
@@ -526,11 +551,19 @@ class BatchedParts:
 
     def location_scale_map(self, z: np.ndarray):
         """The batched map of the scale groups' moves (:meth:`ModelDensity.location_scale_map`)."""
+        return self._compile_scale_map()(np.ascontiguousarray(z, dtype=float))
+
+    def _compile_scale_map(self):
         if self._scale_map_fn is None:
             _, graph = self._graph[7]
-            self._scale_map_fn = compile_pair_batched(self._compile, graph, self._graph[3],
-                                                      self._graph[6])
-        return self._scale_map_fn(np.ascontiguousarray(z, dtype=float))
+            self._scale_map_fn = compile_scale_map(self._compile, graph, self._graph[3],
+                                                   self._graph[6], self._graph[8])
+        return self._scale_map_fn
+
+    def compile_ahead(self) -> None:
+        """Compile what a helper compiles ahead (:mod:`pymc_bdmc.model.compile_ahead`): the map."""
+        with without_stack_traces():
+            self._compile_scale_map()
 
     def set_observed(self, data: Mapping[str, np.ndarray]) -> None:
         """Condition on new (already checked) observed values."""

@@ -101,7 +101,8 @@ def model_key(model: pm.Model) -> tuple:
 
 def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
                    compile_kwargs: dict | None = None, cache: bool = True,
-                   other: bool = False, gradients: bool = True) -> CompiledModel:
+                   other: bool = False, gradients: bool = True,
+                   compile_ahead: bool = False) -> CompiledModel:
     """The compiled densities and simulator of ``model``, compiled at most once per structure.
 
     Parameters
@@ -117,6 +118,8 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
         what it swaps, empty where nothing qualifies).
     gradients : bool, default True
         Compile the densities' gradients too (cached apart from the gradient-free form).
+    compile_ahead : bool, default False
+        Let a helper interpreter compile what it can meanwhile (:class:`ModelDensity`).
     """
     key = _cache_key(model, potentials_in_likelihood, compile_kwargs, other, gradients)
     entry = _cached(key, model) if cache else None
@@ -136,7 +139,8 @@ def compiled_model(model: pm.Model, *, potentials_in_likelihood: bool = False,
                                reparameterized=form.swapped,
                                reparameterized_walks=form.walks,
                                reparameterized_vector_walks=form.vector_walks,
-                               reparameterized_autoregressions=form.autoregressions)
+                               reparameterized_autoregressions=form.autoregressions,
+                               compile_ahead=compile_ahead)
         simulator = ModelSimulator(form.model, density.layout, compile_kwargs=compile_kwargs)
     if cache:
         _CACHE[key] = (model, density, simulator)

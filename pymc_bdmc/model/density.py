@@ -40,20 +40,22 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     COMPILE_LOCK,
     FUSED_KERNELS,
     ONE_SHOT_MODE,
+    SCALE_MAP,
     BatchedParts,
     build_fused_hmc,
     cached_fused_gibbs,
     checks_to_switches,
     compile_batched,
-    compile_pair_batched,
     compile_per_row,
+    compile_scale_map,
     finite_parts,
     join_value_inputs,
     register_fused_kernel,
 )
+from pymc_bdmc.model.compile_ahead import start as start_compile_ahead
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 from pymc_bdmc.model.location_scale import LocationScaleStructure, find_location_scale
-from pymc_bdmc.model.rewrite_cache import compile_function
+from pymc_bdmc.model.rewrite_cache import compile_function, compiled_before, compiled_marker
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts",
            "may_mirror_modes", "mixes_one_family", "prior_and_likelihood"]
@@ -135,6 +137,10 @@ class ModelDensity:
     reparameterized_autoregressions : frozenset, optional
         The names among ``reparameterized`` that are autoregressions (standardised
         innovations).
+    compile_ahead : bool, default False
+        Where the model's scale moves' map was never compiled on this machine, let a helper
+        interpreter compile it while this one compiles the densities
+        (:mod:`pymc_bdmc.model.compile_ahead`).
 
     Notes
     -----
@@ -148,7 +154,8 @@ class ModelDensity:
                  reparameterized: Mapping[str, str] | None = None,
                  reparameterized_walks: frozenset[str] = frozenset(),
                  reparameterized_vector_walks: frozenset[str] = frozenset(),
-                 reparameterized_autoregressions: frozenset[str] = frozenset()):
+                 reparameterized_autoregressions: frozenset[str] = frozenset(),
+                 compile_ahead: bool = False):
         self.model = model
         self.reparameterized = dict(reparameterized or {})
         self.reparameterized_walks = frozenset(reparameterized_walks)
@@ -189,6 +196,15 @@ class ModelDensity:
         #: Whether the posterior may repeat its modes (:func:`may_mirror_modes`).
         self.mirrored_modes = may_mirror_modes(model, [prior_x, lik_x])
         self.gradients = bool(gradients)
+        self.location_scale = self._find_location_scale()
+        self._scale_map_graph = None
+        self._scale_map_fn = None
+        # Where the scale moves' map records being compiled, keyed before anything compiles.
+        self._scale_map_marker = (compiled_marker([self._scale_map()[1][0]],
+                                                  self._scale_map()[1][1], SCALE_MAP)
+                                  if self.location_scale else None)
+        # A helper compiles the map meanwhile, where it is new to this machine.
+        self._ahead = self._start_compile_ahead(x) if compile_ahead else None
         outputs = [prior_x, lik_x]
         if self.gradients:
             # One rewrite pass for both graphs (it is a large share of compile time on small
@@ -211,9 +227,6 @@ class ModelDensity:
         self._weighted_fn = None
         self._n_observations = None
         self._potentials_in_likelihood = bool(potentials_in_likelihood and model.potentials)
-        self.location_scale = self._find_location_scale()
-        self._scale_map_graph = None
-        self._scale_map_fn = None
 
     # -- compilation -------------------------------------------------------------------------
     def _replace_data(self, outputs):
@@ -326,10 +339,26 @@ class ModelDensity:
         if self._scale_map_fn is None:
             if not self.location_scale:
                 raise ValueError("This model has no scale groups.")
-            self._scale_map_fn = compile_pair_batched(self._compile, self._scale_map()[1],
-                                                      self._validation_points(),
-                                                      self._continuous)
+            if self._ahead is not None:
+                self._ahead.wait()  # its compilation is then loaded from the caches
+                self._ahead = None
+            self._scale_map_fn = compile_scale_map(self._compile, self._scale_map()[1],
+                                                   self._validation_points(), self._continuous,
+                                                   self._scale_map_marker)
         return self._scale_map_fn(np.ascontiguousarray(z, dtype=float))
+
+    def _start_compile_ahead(self, x):
+        """Start a helper compiling the scale moves' map (:mod:`~pymc_bdmc.model.compile_ahead`).
+
+        Only where the model has scale groups whose map was never compiled on this machine;
+        returns the :class:`~pymc_bdmc.model.compile_ahead.AheadCompile`, or None.
+        """
+        if compiled_before(self._scale_map_marker) is not False:
+            return None
+        recipe = BatchedParts(x, [], {}, self._validation_points(), self.compile_kwargs,
+                              movable=self._continuous, scale_map=self._scale_map(),
+                              scale_map_marker=self._scale_map_marker)
+        return start_compile_ahead(recipe)
 
     def batched_parts(self) -> BatchedParts:
         """The hot path alone, as a picklable :class:`BatchedParts` (for worker processes)."""
@@ -338,7 +367,8 @@ class ModelDensity:
         x, outputs = self._hot_graph
         return BatchedParts(x, outputs, self._data_shared, self._validation_points(),
                             self.compile_kwargs, terms_graph=self._terms_graph,
-                            movable=self._continuous, scale_map=self._scale_map())
+                            movable=self._continuous, scale_map=self._scale_map(),
+                            scale_map_marker=self._scale_map_marker)
 
     # -- elementwise terms (Gibbs updates of discrete variables) ----------------------------
     def _build_terms_graph(self):

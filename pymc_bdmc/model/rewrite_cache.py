@@ -46,7 +46,8 @@ from pytensor.tensor.sharedvar import TensorSharedVariable
 
 from pymc_bdmc.version import __version__
 
-__all__ = ["CACHE_DIR", "MAX_RECORDS", "MAX_RECORD_BYTES", "compile_function", "graph_key"]
+__all__ = ["CACHE_DIR", "MAX_RECORDS", "MAX_RECORD_BYTES", "compile_function", "compiled_before",
+           "compiled_marker", "graph_key", "note_compiled"]
 
 logger = logging.getLogger("pymc_bdmc.model.density")
 
@@ -209,6 +210,35 @@ def compile_function(inputs, outputs, **kwargs):
         _contiguous_constants(fn.maker.fgraph)
         return _load(path, inputs, shared, kwargs) or fn
     return fn
+
+
+def compiled_marker(inputs, outputs, label: str) -> Path | None:
+    """Where compiling ``outputs(inputs)`` as ``label`` is recorded (:func:`note_compiled`).
+
+    Taken before compiling: compiling keeps state in the graph's operations, which the key
+    would see. None where nothing can be recorded: the cache is off, or the graph has no key
+    (:func:`graph_key`).
+    """
+    if not _enabled():
+        return None
+    described = graph_key(list(inputs), list(outputs), f"{_environment(None)};{label}")
+    return None if described is None else CACHE_DIR / "compiled" / f"{described[0]}.{label}"
+
+
+def compiled_before(marker: Path | None) -> bool | None:
+    """Whether what ``marker`` records was compiled on this machine; None where unknown."""
+    return None if marker is None else marker.exists()
+
+
+def note_compiled(marker: Path | None) -> None:
+    """Record, in a file of no bytes at ``marker``, that its graph was compiled."""
+    if marker is None:
+        return
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError as err:
+        logger.debug("Not recorded as compiled (%s).", err)
 
 
 def _fresh_strides(array: np.ndarray) -> tuple[int, ...]:

@@ -7,6 +7,7 @@ model's own density, such as the held-out per-case densities): each also lets th
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -17,9 +18,11 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.simulate import JointDraw
 from pymc_bdmc.parallel.allocator import retain_freed_memory
+from pymc_bdmc.pipeline.settings import Parallel
 from pymc_bdmc.pipeline.timing import timed
 
-__all__ = ["compile_model", "has_other_form", "other_parameterization", "timed_build"]
+__all__ = ["compile_model", "has_other_form", "helpers_allowed", "other_parameterization",
+           "timed_build"]
 
 T = TypeVar("T")
 
@@ -45,7 +48,7 @@ def timed_build(build: Callable[[], T]) -> tuple[T, float]:
 
 
 def compile_model(model, potentials_in_likelihood, compile_kwargs, other: bool = False,
-                  gradients: bool = True):
+                  gradients: bool = True, compile_ahead: bool = False):
     """The model's density, simulator and compile time, compiled once per model structure.
 
     Also lets this process's ``malloc`` keep freed memory while chains run
@@ -61,6 +64,8 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs, other: bool =
         refused where it has none.
     gradients : bool, default True
         Compile the gradients too (PyMC step methods need none).
+    compile_ahead : bool, default False
+        Let a helper interpreter compile what it can meanwhile (:func:`helpers_allowed`).
 
     Returns
     -------
@@ -79,8 +84,21 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs, other: bool =
     with timed("compile"):
         compiled = compiled_model(model, potentials_in_likelihood=potentials_in_likelihood,
                                   compile_kwargs=compile_kwargs, other=other,
-                                  gradients=gradients)
+                                  gradients=gradients, compile_ahead=compile_ahead)
     return compiled.density, compiled.simulator, compiled.compile_time
+
+
+def helpers_allowed(parallel: Parallel) -> bool:
+    """Whether a call may start a helper interpreter to compile ahead (:class:`ModelDensity`).
+
+    Where its chains may use more than one local core: ``cores`` above 1 (or None, all of a
+    machine's several) and no ``executor`` (a cluster's workers do not share this machine's
+    compile caches).
+    """
+    if parallel.executor is not None:
+        return False
+    cores = parallel.cores if parallel.cores is not None else (os.cpu_count() or 1)
+    return cores > 1
 
 
 def has_other_form(model) -> bool:
@@ -91,7 +109,8 @@ def has_other_form(model) -> bool:
     return bool(other_form(model).swapped)
 
 
-def other_parameterization(model, density: ModelDensity, truth: JointDraw, compile_kwargs):
+def other_parameterization(model, density: ModelDensity, truth: JointDraw, compile_kwargs,
+                           compile_ahead: bool = False):
     """``model``'s other form, conditioned on ``truth``'s data, and ``theta*`` in its coordinates.
 
     Parameters
@@ -102,6 +121,8 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
     truth : JointDraw or None
         None on the model's own data (a lower bound only): the other form keeps them.
     compile_kwargs : dict or None
+    compile_ahead : bool, default False
+        As for :func:`compile_model`.
 
     Returns
     -------
@@ -111,7 +132,8 @@ def other_parameterization(model, density: ModelDensity, truth: JointDraw, compi
         :func:`has_other_form` first: that copy of the graph is not made again here.
     """
     with timed("compile"):
-        compiled = compiled_model(model, compile_kwargs=compile_kwargs, other=True)
+        compiled = compiled_model(model, compile_kwargs=compile_kwargs, other=True,
+                                  compile_ahead=compile_ahead)
     other = compiled.density
     if not other.reparameterized:
         return None

@@ -9,7 +9,7 @@ from pymc_bdmc.model.cache import written_simulator
 from pymc_bdmc.model.checks import check_finite_start
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.reparameterize import draw_in_other_form
-from pymc_bdmc.pipeline.compile import compile_model, timed_build
+from pymc_bdmc.pipeline.compile import compile_model, helpers_allowed, timed_build
 from pymc_bdmc.pipeline.draws import simulate_truth
 from pymc_bdmc.pipeline.timing import timed
 
@@ -51,7 +51,7 @@ def model_problem(job: Job, *, other: bool = False, gradients: bool = True,
     """
     density, simulator, compile_time = compile_model(
         job.model, job.potentials_in_likelihood, job.compile_kwargs, other=other,
-        gradients=gradients)
+        gradients=gradients, compile_ahead=helpers_allowed(job.parallel))
     if check is not None:
         check(density)
     if not job.simulate:

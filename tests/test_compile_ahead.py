@@ -1,0 +1,107 @@
+"""A helper interpreter compiling a model's scale moves' map ahead: the same map, once."""
+
+import os
+
+import numpy as np
+import pymc as pm
+import pytest
+
+from pymc_bdmc.model import compile_ahead, rewrite_cache
+from pymc_bdmc.model import density as density_module
+from pymc_bdmc.model.batching import BatchedParts
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.pipeline.compile import helpers_allowed
+from pymc_bdmc.pipeline.settings import Parallel
+
+#: Seconds a helper may take to start compiling (importing PyMC takes a few).
+START_TIMEOUT = 120
+
+
+@pytest.fixture
+def cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setattr(rewrite_cache, "CACHE_DIR", tmp_path)
+    return tmp_path
+
+
+def _schools():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfNormal("tau", 5.0)
+        theta = pm.Normal("theta", mu, tau, shape=4)
+        pm.Normal("y", theta, [15.0, 10.0, 16.0, 11.0], observed=[28.0, 8.0, -3.0, 7.0])
+    return model
+
+
+def _pairs(density):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, density.n_dim))
+    return np.concatenate([x, x + 0.3 * rng.normal(size=x.shape)], axis=1)
+
+
+def test_a_helper_compiles_the_map_once_and_changes_nothing(cache_dir):
+    model = _schools()
+    density = ModelDensity(model, compile_ahead=True)
+    helper = density._ahead
+    assert helper is not None  # the map is new to this (empty) cache
+    assert helper._compiling.wait(START_TIMEOUT)
+    assert helper._process.wait(timeout=START_TIMEOUT) == 0
+    assert density._scale_map_marker.exists()  # recorded by the helper, once compiled
+    moved, log_jacobian = density.location_scale_map(_pairs(density))
+    assert density._ahead is None
+    alone = ModelDensity(model)  # compiled here, no helper
+    assert alone._ahead is None
+    reference = alone.location_scale_map(_pairs(alone))
+    np.testing.assert_array_equal(moved, reference[0])
+    np.testing.assert_array_equal(log_jacobian, reference[1])
+    # Recorded as compiled: no helper for the same map again.
+    assert ModelDensity(model, compile_ahead=True)._ahead is None
+
+
+def test_a_helper_still_starting_is_stopped(cache_dir):
+    density = ModelDensity(_schools())
+    recipe = BatchedParts(None, [], {}, density._validation_points(), {},
+                          scale_map=density._scale_map(),
+                          scale_map_marker=density._scale_map_marker)
+    helper = compile_ahead.start(recipe)
+    assert not helper.wait()  # needed at once: stopped while it imports
+    assert helper._process.returncode is not None
+    assert not helper._path.exists()
+    assert not density._scale_map_marker.exists()
+
+
+class _Unloadable:
+    """A recipe the helper cannot unpickle (this test module is not importable there)."""
+
+    def compile_ahead(self):
+        raise AssertionError("never called")
+
+
+def test_a_failing_helper_only_means_compiling_here(cache_dir, monkeypatch):
+    helper = compile_ahead.start(_Unloadable())
+    helper._process.wait(timeout=START_TIMEOUT)
+    assert not helper.wait()
+    assert not helper._path.exists()
+    # A density whose helper failed compiles its map itself.
+    monkeypatch.setattr(density_module, "start_compile_ahead",
+                        lambda recipe: compile_ahead.start(_Unloadable()))
+    density = ModelDensity(_schools(), compile_ahead=True)
+    density._ahead._process.wait(timeout=START_TIMEOUT)
+    moved, _ = density.location_scale_map(_pairs(density))
+    assert np.all(np.isfinite(moved)) and density._scale_map_marker.exists()
+
+
+def test_no_helper_without_a_second_local_core(cache_dir):
+    assert not helpers_allowed(Parallel(cores=1))
+    assert helpers_allowed(Parallel(cores=2))
+    assert not helpers_allowed(Parallel(cores=4, executor=object()))
+    assert helpers_allowed(Parallel(cores=None)) == ((os.cpu_count() or 1) > 1)
+    assert ModelDensity(_schools())._ahead is None  # not asked for
+    with pm.Model() as no_groups:
+        mu = pm.Normal("mu")
+        pm.Normal("y", mu, 1.0, observed=[0.1, 0.3])
+    assert ModelDensity(no_groups, compile_ahead=True)._ahead is None
+
+
+def test_no_helper_with_the_cache_off(monkeypatch):
+    monkeypatch.setattr(rewrite_cache, "CACHE_DIR", "off")
+    assert ModelDensity(_schools(), compile_ahead=True)._ahead is None
