@@ -199,12 +199,9 @@ class ModelDensity:
         self.location_scale = self._find_location_scale()
         self._scale_map_graph = None
         self._scale_map_fn = None
-        # Where the scale moves' map records being compiled, keyed before anything compiles.
-        self._scale_map_marker = (compiled_marker([self._scale_map()[1][0]],
-                                                  self._scale_map()[1][1], SCALE_MAP)
-                                  if self.location_scale else None)
-        # A helper compiles the map meanwhile, where it is new to this machine.
-        self._ahead = self._start_compile_ahead(x) if compile_ahead else None
+        # Where compiling the scale moves' map is recorded, keyed before anything compiles; a
+        # helper compiles the map meanwhile, where it is new to this machine.
+        self._scale_map_marker, self._ahead = self._scale_map_ahead(x, compile_ahead)
         outputs = [prior_x, lik_x]
         if self.gradients:
             # One rewrite pass for both graphs (it is a large share of compile time on small
@@ -347,18 +344,31 @@ class ModelDensity:
                                                    self._scale_map_marker)
         return self._scale_map_fn(np.ascontiguousarray(z, dtype=float))
 
-    def _start_compile_ahead(self, x):
-        """Start a helper compiling the scale moves' map (:mod:`~pymc_bdmc.model.compile_ahead`).
+    def _scale_map_ahead(self, x, compile_ahead: bool):
+        """Return the scale moves' map's record of compilation and a helper compiling it.
 
-        Only where the model has scale groups whose map was never compiled on this machine;
-        returns the :class:`~pymc_bdmc.model.compile_ahead.AheadCompile`, or None.
+        ``(marker, helper)``: the record's place (:func:`~.rewrite_cache.compiled_marker`, None
+        without scale groups) and the :class:`~pymc_bdmc.model.compile_ahead.AheadCompile`, only
+        where ``compile_ahead`` and the map was never compiled on this machine (else None). The
+        map's graph built here is not kept (it is built again where the map is used): graphs
+        kept by every model compiled in a process made its garbage collections slower.
         """
-        if compiled_before(self._scale_map_marker) is not False:
-            return None
+        if not self.location_scale:
+            return None, None
+        try:
+            groups_and_graph = (self.location_scale.groups,
+                                self.location_scale.map_graph(self.model, self.layout))
+        except Exception as err:  # the map is then built, and fails, where used
+            logger.debug("No scale map to compile ahead (%s).", err)
+            return None, None
+        z, outputs = groups_and_graph[1]
+        marker = compiled_marker([z], outputs, SCALE_MAP)
+        if not compile_ahead or compiled_before(marker) is not False:
+            return marker, None
         recipe = BatchedParts(x, [], {}, self._validation_points(), self.compile_kwargs,
-                              movable=self._continuous, scale_map=self._scale_map(),
-                              scale_map_marker=self._scale_map_marker)
-        return start_compile_ahead(recipe)
+                              movable=self._continuous, scale_map=groups_and_graph,
+                              scale_map_marker=marker)
+        return marker, start_compile_ahead(recipe)
 
     def batched_parts(self) -> BatchedParts:
         """The hot path alone, as a picklable :class:`BatchedParts` (for worker processes)."""
