@@ -13,6 +13,7 @@ Run from the repository root::
     python3 benchmarks/first_run.py --only "eight"    # substrings of their names
     python3 benchmarks/first_run.py --after-demo      # after another model's run
     python3 benchmarks/first_run.py --shared-cache    # the models in turn, one cache per tool
+    python3 benchmarks/first_run.py --one-core --repeats 3   # with and without the helper
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ CALLS = {
                   "with model:\n"
                   "    pmb.sample_bdmc(random_seed=0, progressbar=False)\n"
                   "    pmb.sample_ais(random_seed=100, progressbar=False)\n"),
+    # One core: no helper interpreter compiles the scale moves' map ahead (``--one-core``).
+    "pymc_bdmc, cores=1": ("import pymc_bdmc as pmb\n"
+                           "with model:\n"
+                           "    pmb.sample_bdmc(random_seed=0, progressbar=False, cores=1)\n"
+                           "    pmb.sample_ais(random_seed=100, progressbar=False, cores=1)\n"),
     "pm.sample_smc": ("import pymc as pm\n"
                       "with model:\n"
                       "    pm.sample_smc(draws=2000, chains=2, cores=1, random_seed=0,\n"
@@ -72,6 +78,10 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="*", help="substrings of model names")
     parser.add_argument("--after-demo", action="store_true",
                         help="first compile the demo's regression into each empty cache")
+    parser.add_argument("--one-core", action="store_true",
+                        help="also pymc_bdmc's first run with cores=1 (no helper compiling "
+                             "ahead), alternating with the default's --repeats times")
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--shared-cache", action="store_true",
                         help="first runs of the models in turn, sharing one cache per tool "
                              "(as when a user tries variants of a model): no second runs")
@@ -79,11 +89,15 @@ def main(argv=None) -> None:
     if args.shared_cache:
         in_turn(args.only)
         return
+    if args.one_core:
+        helper_or_not(args.only, args.after_demo, args.repeats)
+        return
     for name, build in MODELS.items():
         if args.only and not any(s in name for s in args.only):
             continue
         times = {}
-        for label, call in CALLS.items():
+        for label in ("pymc_bdmc", "pm.sample_smc"):
+            call = CALLS[label]
             with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
                 if args.after_demo:
                     seconds(DEMO, call, compiledir)
@@ -95,13 +109,30 @@ def main(argv=None) -> None:
               f"(ratio {ours_warm / smc_warm:.2f})", flush=True)
 
 
+def helper_or_not(only, after_demo: bool, repeats: int) -> None:
+    """pymc_bdmc's first run at the defaults and with ``cores=1``, alternately, on empty caches."""
+    for name, build in MODELS.items():
+        if only and not any(s in name for s in only):
+            continue
+        times = {"pymc_bdmc": [], "pymc_bdmc, cores=1": []}
+        for _ in range(repeats):
+            for label, runs in times.items():
+                with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
+                    if after_demo:
+                        seconds(DEMO, CALLS[label], compiledir)
+                    runs.append(seconds(build, CALLS[label], compiledir))
+        print(f"{name:28s} first run " + "; ".join(
+            f"{label}: " + ", ".join(f"{t:.1f}" for t in runs) + " s"
+            for label, runs in times.items()), flush=True)
+
+
 def in_turn(only=None) -> None:
     """Each model's first run after the models before it, with one cache per tool."""
     names = [name for name in SHARED if not only or any(s in name for s in only)]
     times = {}
-    for label, call in CALLS.items():
+    for label in ("pymc_bdmc", "pm.sample_smc"):
         with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
-            times[label] = [seconds(SHARED[name], call, compiledir) for name in names]
+            times[label] = [seconds(SHARED[name], CALLS[label], compiledir) for name in names]
     for name, ours, smc in zip(names, times["pymc_bdmc"], times["pm.sample_smc"], strict=True):
         print(f"{name:36s} first run after the models above {ours:6.1f} s against "
               f"{smc:6.1f} s (ratio {ours / smc:.2f})", flush=True)
