@@ -1,6 +1,9 @@
 """A helper interpreter compiling a model's scale moves' map ahead: the same map, once."""
 
 import os
+import tempfile
+import threading
+from pathlib import Path
 
 import numpy as np
 import pymc as pm
@@ -88,6 +91,22 @@ def test_a_failing_helper_only_means_compiling_here(cache_dir, monkeypatch):
     density._ahead._process.wait(timeout=START_TIMEOUT)
     moved, _ = density.location_scale_map(_pairs(density))
     assert np.all(np.isfinite(moved)) and density._scale_map_marker.exists()
+
+
+class _Unpicklable:
+    """A recipe that cannot be pickled (a custom operation holding a lock, say)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def compile_ahead(self):
+        raise AssertionError("never called")
+
+
+def test_a_recipe_that_does_not_pickle_starts_no_helper(cache_dir):
+    before = set(Path(tempfile.gettempdir()).glob("pymc_bdmc_ahead_*"))
+    assert compile_ahead.start(_Unpicklable()) is None
+    assert set(Path(tempfile.gettempdir()).glob("pymc_bdmc_ahead_*")) == before
 
 
 def test_no_helper_without_a_second_local_core(cache_dir):

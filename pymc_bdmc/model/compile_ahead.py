@@ -48,9 +48,13 @@ class AheadCompile:
 
     def __init__(self, recipe):
         handle, path = tempfile.mkstemp(prefix="pymc_bdmc_ahead_", suffix=".pkl")
-        with os.fdopen(handle, "wb") as stream:
-            cloudpickle.dump(recipe, stream)
         self._path = Path(path)
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                cloudpickle.dump(recipe, stream)
+        except BaseException:
+            self._path.unlink(missing_ok=True)
+            raise
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
@@ -110,7 +114,7 @@ def start(recipe) -> AheadCompile | None:
         return None
     try:
         return AheadCompile(recipe)
-    except (OSError, ValueError) as err:  # no helper: this process compiles, as before
+    except Exception as err:  # a graph that does not pickle, no interpreter: compile here
         logger.debug("No helper interpreter (%s).", err)
         return None
 
