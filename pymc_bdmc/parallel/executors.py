@@ -24,7 +24,8 @@ from typing import Any
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.parallel.allocator import retain_freed_memory
 
-__all__ = ["Workers", "local_pool", "mp_context", "resolve_workers", "shutdown_pools"]
+__all__ = ["Workers", "local_cores", "local_pool", "mp_context", "resolve_workers",
+           "shutdown_pools"]
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +176,11 @@ class Workers:
 IN_PROCESS = Workers(1, None, "this process")
 
 
+def local_cores(cores: int | None) -> int:
+    """``cores`` as given (checked by its caller), or this machine's core count for None."""
+    return (os.cpu_count() or 1) if cores is None else cores
+
+
 def resolve_workers(cores: int | None, executor=None) -> Workers:
     """Turn the user's ``cores`` / ``executor`` arguments into :class:`Workers`.
 
@@ -202,8 +208,7 @@ def resolve_workers(cores: int | None, executor=None) -> Workers:
             "`executor` must be a concurrent.futures.Executor or a dask.distributed.Client, "
             f"got {type(executor).__name__}."
         )
-    if cores is None:
-        cores = os.cpu_count() or 1
+    cores = local_cores(cores)
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise BDMCInputError(f"`cores` must be a positive integer or None, got {cores!r}.")
     if cores == 1:

@@ -7,7 +7,6 @@ model's own density, such as the held-out per-case densities): each also lets th
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -18,6 +17,7 @@ from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.simulate import JointDraw
 from pymc_bdmc.parallel.allocator import retain_freed_memory
+from pymc_bdmc.parallel.executors import local_cores
 from pymc_bdmc.pipeline.settings import Parallel
 from pymc_bdmc.pipeline.timing import timed
 
@@ -97,8 +97,7 @@ def helpers_allowed(parallel: Parallel) -> bool:
     """
     if parallel.executor is not None:
         return False
-    cores = parallel.cores if parallel.cores is not None else (os.cpu_count() or 1)
-    return cores > 1
+    return local_cores(parallel.cores) > 1
 
 
 def has_other_form(model) -> bool:
