@@ -170,3 +170,18 @@ def test_compilation_flags_key_another_record(cache_dir):
     with pytensor.config.change_flags(numba__fastmath=False):
         compile_function([a], [pt.exp(a) * 2.0 + 1.0])
     assert len(list(cache_dir.glob("*.pkl"))) == 2
+
+
+def test_what_an_operation_caches_when_asked_for_its_shape_does_not_change_the_key():
+    # ``pt.diag`` of a vector is an OpFromGraph that keeps its inner shape graph once a shape
+    # is asked for, and a constant keeps its unique value once read: a model built again in a
+    # process (a notebook cell run again) must find its record, not be keyed anew.
+    a = pt.vector("a", shape=(3,))
+    out = pt.diag(pt.exp(a) + 1.0).sum()
+    before = graph_key([a], [out])[0]
+    pytensor.function([a], pt.diag(pt.exp(a) + 1.0).shape)  # the same operation's shape
+    for node in pytensor.graph.traversal.applys_between([a], [out]):
+        for variable in node.inputs:
+            if isinstance(variable, pytensor.graph.basic.Constant):
+                _ = variable.unique_value  # kept once read
+    assert graph_key([a], [out])[0] == before

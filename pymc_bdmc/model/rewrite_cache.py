@@ -34,12 +34,13 @@ import numpy as np
 import pymc as pm
 import pytensor
 from pymc.pytensorf import compile as compile_pytensor
+from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.executor import Function
 from pytensor.compile.mode import Mode, get_mode
 from pytensor.compile.ops import DeepCopyOp
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, NominalVariable, Variable
-from pytensor.graph.fg import FunctionGraph
+from pytensor.graph.fg import AbstractFunctionGraph
 from pytensor.graph.rewriting.basic import SequentialGraphRewriter
 from pytensor.graph.traversal import io_toposort
 from pytensor.tensor.sharedvar import TensorSharedVariable
@@ -77,11 +78,16 @@ class _KeyPickler(pickle.Pickler):
     Variables inside operations lose their automatic names; inner graphs (an ``OpFromGraph``'s,
     a ``Scan``'s) are described by their own :func:`graph_key`, since a ``FunctionGraph``'s
     state holds timings and traversal-ordered bookkeeping; compiled functions an operation keeps
-    are left out.
+    are left out, and so are an ``OpFromGraph``'s private attributes (caches it fills when asked
+    for its shapes or gradients, which would otherwise key one graph two ways in one process).
     """
 
     def reducer_override(self, obj):
-        if isinstance(obj, FunctionGraph):
+        if isinstance(obj, OpFromGraph):
+            state = {k: v for k, v in obj.__dict__.items()
+                     if not k.startswith("_") or k == "_init_kwargs"}
+            return object.__new__, (type(obj),), state
+        if isinstance(obj, AbstractFunctionGraph):  # frozen ones too
             inner = graph_key(obj.inputs, obj.outputs)
             if inner is None:
                 raise pickle.PicklingError("an inner graph the key cannot describe")
@@ -91,7 +97,7 @@ class _KeyPickler(pickle.Pickler):
         # Nominal variables (inner graphs' inputs) are named by position already.
         if isinstance(obj, Variable) and not isinstance(obj, NominalVariable):
             state = {k: v for k, v in obj.__dict__.items()
-                     if k not in ("auto_name", "tag") and not k.startswith("__")}
+                     if k not in ("auto_name", "tag") and not k.startswith("_")}
             return object.__new__, (type(obj),), state
         return NotImplemented
 
