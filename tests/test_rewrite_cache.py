@@ -185,3 +185,14 @@ def test_what_an_operation_caches_when_asked_for_its_shape_does_not_change_the_k
             if isinstance(variable, pytensor.graph.basic.Constant):
                 _ = variable.unique_value  # kept once read
     assert graph_key([a], [out])[0] == before
+
+
+def test_a_models_first_compilation_says_why_it_lasts_once(cache_dir, caplog):
+    with caplog.at_level(logging.INFO, logger="pymc_bdmc.model.density"):
+        compiled_model(_walk_model(), cache=False)
+    assert caplog.text.count("first run on this machine") == 1
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pymc_bdmc.model.density"):
+        compiled_model(_walk_model(), cache=False)  # the same model, built again
+        compiled_model(_walk_model(), cache=False, compile_kwargs={"mode": "FAST_COMPILE"})
+    assert "first run on this machine" not in caplog.text

@@ -55,7 +55,12 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
 from pymc_bdmc.model.compile_ahead import start as start_compile_ahead
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 from pymc_bdmc.model.location_scale import LocationScaleStructure, find_location_scale
-from pymc_bdmc.model.rewrite_cache import compile_function, compiled_before, compiled_marker
+from pymc_bdmc.model.rewrite_cache import (
+    compile_function,
+    compiled_before,
+    compiled_marker,
+    note_compiled,
+)
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts",
            "may_mirror_modes", "mixes_one_family", "prior_and_likelihood"]
@@ -209,7 +214,9 @@ class ModelDensity:
             pre_prior, pre_lik = rewrite_pregrad([prior_x, lik_x])
             outputs.append(pytensor.grad(pre_prior, x, disconnected_inputs="ignore"))
             outputs.append(pytensor.grad(pre_lik, x, disconnected_inputs="ignore"))
+            first = self._first_compilation(x, outputs)
             self._parts_fn, self.batching = self._compile_batched(x, outputs)
+            note_compiled(first)
             self._hot_graph = (x, outputs)
         else:
             self._parts_fn, self.batching = None, "lazy"
@@ -343,6 +350,23 @@ class ModelDensity:
                                                    self._validation_points(), self._continuous,
                                                    self._scale_map_marker)
         return self._scale_map_fn(np.ascontiguousarray(z, dtype=float))
+
+    def _first_compilation(self, x, outputs):
+        """Say so where the densities were never compiled on this machine; return the record.
+
+        A model's first run compiles them with Numba, which can take a minute (later runs load
+        them from the caches): the bar only says "Compiling", so the log says why it lasts.
+        Returns the record to note once compiled (:func:`~.rewrite_cache.compiled_marker`), or
+        None where it exists or nothing is recorded (cache off, or a mode of the user's).
+        """
+        if self.compile_kwargs:
+            return None
+        marker = compiled_marker([x], outputs, "densities")
+        if compiled_before(marker) is not False:
+            return None
+        logger.info("Compiling this model's densities with Numba: its first run on this machine "
+                    "can take a minute; later runs load them from the cache.")
+        return marker
 
     def _scale_map_ahead(self, x, compile_ahead: bool):
         """Return the scale moves' map's record of compilation and a helper compiling it.
