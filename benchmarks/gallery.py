@@ -77,6 +77,15 @@ def dirichlet_multinomial(n_obs: int = 30, n_categories: int = 5, seed: int = 0)
     return model
 
 
+def categorical_draws(n_obs: int = 100, seed: int = 5) -> pm.Model:
+    """``pm.Categorical`` draws of four outcomes, their probabilities ``pm.Dirichlet``."""
+    rng = np.random.default_rng(seed)
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", np.ones(4))
+        pm.Categorical("y", p=p, observed=rng.choice(4, size=n_obs, p=[0.1, 0.2, 0.3, 0.4]))
+    return model
+
+
 def beta_regression(n_obs: int = 100, seed: int = 0) -> pm.Model:
     """Proportions with a logit-linear mean and an unknown precision."""
     rng = np.random.default_rng(seed)
@@ -167,6 +176,7 @@ GALLERY = {"item response (2PL), 60 persons x 12 items": item_response,
            "softmax regression, 3 classes": softmax_regression,
            "Student-t hierarchy, unknown nu": robust_hierarchy,
            "Dirichlet-multinomial counts": dirichlet_multinomial,
+           "categorical draws, Dirichlet probabilities": categorical_draws,
            "beta regression": beta_regression,
            "measurement error, 50 latent covariates": measurement_error,
            "spline on a random walk, 20 knots": spline_walk,
