@@ -27,9 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 
-#: Models of the geometry suite, built by code that runs in the child process.
+#: Models of the geometry suite and one of the gallery, built by code run in the child process.
 MODELS = {name: f"from geometry import SUITE; built = SUITE[{name!r}]()"
           for name in ("eight schools, centered", "random walk, T=60", "latent GP, 30 points")}
+MODELS["categorical draws, Dirichlet probabilities"] = ("from gallery import categorical_draws; "
+                                                       "built = categorical_draws()")
 
 #: The model a machine has run before, with ``--after-demo``.
 DEMO = ("from pymc_bdmc import known_evidence; "
