@@ -78,8 +78,9 @@ class _KeyPickler(pickle.Pickler):
     Variables inside operations lose their automatic names; inner graphs (an ``OpFromGraph``'s,
     a ``Scan``'s) are described by their own :func:`graph_key`, since a ``FunctionGraph``'s
     state holds timings and traversal-ordered bookkeeping; compiled functions an operation keeps
-    are left out, and so are an ``OpFromGraph``'s private attributes (caches it fills when asked
-    for its shapes or gradients, which would otherwise key one graph two ways in one process).
+    are left out, and so are the private attributes of an ``OpFromGraph`` and of variables
+    (caches filled when asked for shapes, gradients or a constant's unique value, which would
+    otherwise key one graph two ways in one process).
     """
 
     def reducer_override(self, obj):
