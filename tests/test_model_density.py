@@ -678,3 +678,40 @@ def test_a_dirichlet_categorical_model_vectorizes_and_matches_pymc():
     density = ModelDensity(model)
     assert density.batching == "vectorized"
     _assert_parts_are_pymcs(model, density, rng)
+
+
+def test_a_loop_over_chains_whose_rows_depend_on_the_last_call_is_not_used(monkeypatch):
+    # One compiled per-chain function on every row cannot give a point other values in
+    # another batch, unless it reads what a call before left behind: such a function is no
+    # kernel. The vectorized graph serves instead; where nothing else does, the error says so.
+    import pytensor.tensor as pt
+    from pymc.pytensorf import compile as compile_pytensor
+
+    from pymc_bdmc.model import batching
+
+    real_loop = batching._compile_loop
+
+    def stateful_loop(*args, **kwargs):
+        fn, calls = real_loop(*args, **kwargs), [0]
+
+        def leaky(batch, *extra):
+            calls[0] += 1
+            return [value + calls[0] for value in fn(batch, *extra)]
+
+        return leaky
+
+    monkeypatch.setattr(batching, "_compile_loop", stateful_loop)
+    monkeypatch.setattr(batching, "factorizes_per_chain", lambda outputs: True)
+    x = pt.vector("x", shape=(3,))
+    points = np.array([[0.1, 0.2, 0.3], [1.0, 2.0, 3.0], [0.0, -1.0, 2.0]])
+    outputs = [pt.sum(pt.exp(x)), pt.exp(x)]
+    fn, form = batching.compile_batched(compile_pytensor, x, outputs, points)
+    assert form == "vectorized"
+    np.testing.assert_allclose(fn(points)[0], np.exp(points).sum(axis=1), rtol=1e-12)
+
+    def unvectorizable(*args, **kwargs):
+        raise ValueError("cannot vectorize")
+
+    monkeypatch.setattr(batching, "vectorize_graph", unvectorizable)
+    with pytest.raises(ValueError, match=r"other values in another batch.*FAST_COMPILE"):
+        batching.compile_batched(compile_pytensor, x, outputs, points)

@@ -237,12 +237,12 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
         vectorized = vectorize_graph(per_chain, replace={x: batch_x})
     except Exception as err:  # any failure means: use the safe fallback
         logger.debug("vectorize_graph failed (%s); looping over chains.", err)
-        return _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs), "blockwise"
+        return _checked_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs, points,
+                             extra_values), "blockwise"
     if factorizes_per_chain(vectorized):
         try:
-            fn = _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs)
-            fn(points, *extra_values)  # Numba compiles at the first call: fail here, not later
-            return fn, "blockwise"
+            return _checked_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs, points,
+                                 extra_values), "blockwise"
         except Exception as err:  # the vectorized graph may still serve
             logger.debug("The loop over chains failed (%s); trying the vectorized graph.", err)
     if carries_shape_arithmetic(per_chain):
@@ -257,7 +257,38 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
         return fn, "vectorized"
     except Exception as err:  # any failure means: use the safe fallback
         logger.debug("vectorize_graph unusable (%s); using Blockwise(OpFromGraph).", err)
-    return _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs), "blockwise"
+    return _checked_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs, points,
+                         extra_values), "blockwise"
+
+
+def _checked_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs, points, extra_values):
+    """Return :func:`_compile_loop`'s function, checked by :func:`_check_repeatable`.
+
+    Numba compiles at the first call: a failure shows here, not in the runs.
+    """
+    fn = _compile_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs)
+    _check_repeatable(fn, points, extra_values)
+    return fn
+
+
+def _check_repeatable(fn, points, extra_values) -> None:
+    """Raise ``ValueError`` unless ``fn`` gives each of ``points`` the same values twice.
+
+    The loop over chains runs one compiled per-chain function on every row, so a row's values
+    cannot depend on the batch, unless the compiled code reads memory a call before left
+    behind (as an in-place rewrite once made a vectorized gradient do: ``rewrite_cache``'s
+    ``HOT_MODE_EXCLUDES``): such a function would not be one kernel. The second batch holds the
+    points in reverse order, and one more row.
+    """
+    first = fn(points, *extra_values)
+    second = fn(np.concatenate([points[::-1], points[:1]]), *extra_values)
+    for a, b in zip(first, second, strict=True):
+        if not np.allclose(np.asarray(b)[len(points) - 1::-1], a, rtol=1e-12, atol=1e-12,
+                           equal_nan=True):
+            raise ValueError(
+                "the compiled densities give a point other values in another batch: a "
+                "miscompilation (please report it); compile_kwargs={'mode': 'FAST_COMPILE'} "
+                "compiles them without Numba")
 
 
 def _check_vectorized(fn, compile_fn, x, extra_inputs, outputs, kwargs, points, extra_values,
