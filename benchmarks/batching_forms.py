@@ -37,7 +37,7 @@ import sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, {root!r})
 import numpy as np
-import gallery, geometry
+import geometry
 import pymc_bdmc.model.batching as batching
 form = {form!r}
 if form == "loop":
@@ -47,9 +47,8 @@ if form == "loop":
 elif form == "vectorized":
     batching.factorizes_per_chain = lambda outputs: False
 from pymc_bdmc.model.cache import compiled_model
-books = dict(gallery.GALLERY)
-for name in ("SUITE", "LONG", "PAPER", "NON_GAUSSIAN", "WIDE", "BLOCKS", "EXAMPLES"):
-    books.update(getattr(geometry, name))
+books = geometry.book_models("GALLERY", "SUITE", "LONG", "PAPER", "NON_GAUSSIAN", "WIDE",
+                             "BLOCKS", "EXAMPLES")
 name = next(k for k in books if k.startswith({model!r}))
 built = books[name]()
 model = getattr(built, "model", built)

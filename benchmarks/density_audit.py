@@ -20,7 +20,6 @@ import argparse
 import time
 import warnings
 
-import gallery
 import geometry
 import numpy as np
 
@@ -55,10 +54,7 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="*", help="substrings of model names")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    books = dict(gallery.GALLERY)
-    for name in BOOKS:
-        books.update(getattr(geometry, name))
-    for name, build in books.items():
+    for name, build in geometry.book_models("GALLERY", *BOOKS).items():
         if args.only and not any(s in name for s in args.only):
             continue
         start = time.perf_counter()

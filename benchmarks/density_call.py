@@ -32,14 +32,12 @@ warnings.simplefilter("ignore")
 sys.path.insert(0, {root!r})
 import numpy as np
 from _common import seconds_per_call
-import gallery, geometry
+import geometry
 from pymc_bdmc.model import rewrite_cache
 if {pytensor_mode!r}:
     rewrite_cache.HOT_MODE_EXCLUDES = ()
 from pymc_bdmc.model.density import ModelDensity
-books = dict(gallery.GALLERY)
-for name in ("SUITE", "NON_GAUSSIAN", "EXAMPLES"):
-    books.update(getattr(geometry, name))
+books = geometry.book_models("GALLERY", "SUITE", "NON_GAUSSIAN", "EXAMPLES")
 name = next(k for k in books if k.startswith({model!r}))
 built = books[name]()
 density = ModelDensity(getattr(built, "model", built))

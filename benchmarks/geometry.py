@@ -561,6 +561,14 @@ EXAMPLES = {"coal-mining switchpoint": switchpoint,
             "rats: hierarchical binomial, Beta(mu kappa, (1 - mu) kappa)": rats,
             "logistic regression, 10000 observations": large_logistic}
 
+
+def book_models(*books: str) -> dict:
+    """The models of this module's named books (``"SUITE"``, ...) and ``"GALLERY"``, by name."""
+    found = {}
+    for book in books:
+        found.update(GALLERY if book == "GALLERY" else globals()[book])
+    return found
+
 def _timed(fn):
     start = time.perf_counter()
     out = fn()

@@ -276,9 +276,8 @@ def _check_repeatable(fn, points, extra_values) -> None:
 
     The loop over chains runs one compiled per-chain function on every row, so a row's values
     cannot depend on the batch, unless the compiled code reads memory a call before left
-    behind (as an in-place rewrite once made a vectorized gradient do: ``rewrite_cache``'s
-    ``HOT_MODE_EXCLUDES``): such a function would not be one kernel. The second batch holds the
-    points in reverse order, and one more row.
+    behind (see ``rewrite_cache.HOT_MODE_EXCLUDES``): such a function would not be one kernel.
+    The second batch holds the points in reverse order, and one more row.
     """
     first = fn(points, *extra_values)
     second = fn(np.concatenate([points[::-1], points[:1]]), *extra_values)

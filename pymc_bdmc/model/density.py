@@ -380,17 +380,16 @@ class ModelDensity:
         if not self.location_scale:
             return None, None
         try:
-            groups_and_graph = (self.location_scale.groups,
-                                self.location_scale.map_graph(self.model, self.layout))
+            z, outputs = self.location_scale.map_graph(self.model, self.layout)
         except Exception as err:  # the map is then built, and fails, where used
             logger.debug("No scale map to compile ahead (%s).", err)
             return None, None
-        z, outputs = groups_and_graph[1]
         marker = compiled_marker([z], outputs, SCALE_MAP)
         if not compile_ahead or compiled_before(marker) is not False:
             return marker, None
         recipe = BatchedParts(x, [], {}, self._validation_points(), self.compile_kwargs,
-                              movable=self._continuous, scale_map=groups_and_graph,
+                              movable=self._continuous,
+                              scale_map=(self.location_scale.groups, (z, outputs)),
                               scale_map_marker=marker)
         return marker, start_compile_ahead(recipe)
 

@@ -192,9 +192,8 @@ def _mode_description(mode: Mode) -> str:
 
 #: Rewrites the hot mode leaves out. Numba's fusion of indexed reads into elementwise loops
 #: runs after the in-place rewrites, and with an in-place ``AdvancedIncSubtensor`` it can read
-#: a buffer already overwritten: a Dirichlet-Categorical model's vectorized gradient came out
-#: wrong (our check caught it and looped over chains instead, after a wasted compilation).
-#: Leaving the in-place form out fixes it at no measured cost per evaluation.
+#: a buffer already overwritten (a wrong gradient; docs/performance.md). Without the in-place
+#: form it cannot.
 HOT_MODE_EXCLUDES = ("local_inplace_AdvancedIncSubtensor",)
 
 
