@@ -48,6 +48,17 @@ def _custom_without_random():
     return m
 
 
+def _custom_likelihood_without_random():
+    # The likelihood a logp-only CustomDist (a Normal's): mu ~ N(0, 1), y_i | mu ~ N(mu, 1).
+    def logp(value, mu):
+        return -0.5 * (value - mu) ** 2 - 0.5 * np.log(2 * np.pi)
+
+    with pm.Model() as m:
+        mu = pm.Normal("mu")
+        pm.CustomDist("y", mu, logp=logp, observed=np.array([0.3, 1.1]))
+    return m
+
+
 def _potential():
     with pm.Model() as m:
         mu = pm.Normal("mu")
@@ -211,6 +222,10 @@ CASES = {
     "Flat prior": (_flat_prior, "improper Flat/HalfFlat", SAMPLERS),
     "HalfFlat prior": (_half_flat_prior, "improper Flat/HalfFlat", SAMPLERS),
     "CustomDist without random": (_custom_without_random, "Cannot draw exactly", SAMPLERS),
+    "CustomDist likelihood without random (BDMC)": (
+        _custom_likelihood_without_random,
+        r"Cannot simulate data from the model .*`random=`.*`pmb.sample_ais\(\)` still gives",
+        [pmb.sample_bdmc, pmb.calibrate]),
     "intrinsic CAR prior": (_intrinsic_car, r"\['phi'\] have intrinsic CAR priors.*pm.CAR",
                             SAMPLERS),
     "Potential": (_potential, "Potentials", SAMPLERS),
@@ -268,6 +283,16 @@ def test_a_potential_declared_as_the_whole_likelihood_gives_the_evidence():
         result = pmb.sample_ais(potentials_in_likelihood=True, n_steps=100, chains=64,
                                 random_seed=2, progressbar=False)
     # Seeds 2-7 gave errors within 0.033 nats.
+    assert result["evidence"]["lower"] == pytest.approx(exact, abs=0.1)
+
+
+def test_a_likelihood_with_no_random_method_still_gets_a_lower_bound():
+    # The data cannot be simulated, but sample_ais needs only prior draws: p(y) = N(y; 0, I + 11^T).
+    from scipy.stats import multivariate_normal
+
+    exact = multivariate_normal(np.zeros(2), np.eye(2) + 1.0).logpdf([0.3, 1.1])
+    with _custom_likelihood_without_random():
+        result = pmb.sample_ais(n_steps=100, chains=64, random_seed=2, progressbar=False)
     assert result["evidence"]["lower"] == pytest.approx(exact, abs=0.1)
 
 

@@ -9,7 +9,11 @@ import pymc as pm
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.cache import observed_values
-from pymc_bdmc.model.checks import check_finite_start, unsampleable_prior_message
+from pymc_bdmc.model.checks import (
+    check_finite_start,
+    unsampleable_prior_message,
+    unsimulable_data_message,
+)
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.simulate import JointDraw, ModelSimulator
 from pymc_bdmc.parallel.streams import ChainBlocks
@@ -54,7 +58,9 @@ def simulate_truth(simulator: ModelSimulator, model: pm.Model,
         else:
             return simulator.draw_joint(streams["simulate"]), {}
     except NotImplementedError as err:
-        raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+        # The prior itself, or only the data? A throwaway stream leaves the run's untouched.
+        draw_prior(simulator, 1, np.random.default_rng(0))
+        raise BDMCInputError(unsimulable_data_message(str(err))) from err
     return chosen.truth, chosen.attrs()
 
 
