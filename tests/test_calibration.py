@@ -93,6 +93,16 @@ def test_bad_calibration_arguments(regression):
             pmb.calibrate(n_steps="longer", progressbar=False)
 
 
+def test_calibrate_takes_one_length_as_an_int(regression):
+    # sample_bdmc's n_steps=50 is calibrate's [50]: the same runs, to the bit.
+    with regression.model:
+        one, listed = (pmb.calibrate(n_steps=n, chains=8, random_seed=2, progressbar=False)
+                       for n in (50, [50]))
+    assert one["calibration"].attrs["certified_n_steps"] == 50
+    assert float(one["evidence"]["lower"]) == float(listed["evidence"]["lower"])
+    assert float(one["calibration"]["upper"][-1]) == float(listed["calibration"]["upper"][-1])
+
+
 def test_calibrate_at_the_defaults_runs_the_search_then_the_real_data_with_its_plan(regression):
     # n_steps="auto": sample_bdmc's search (target 0.5), then sample_ais on the real data with
     # the certified run's plan or, from a fitted base, its length. Closed-form evidence: on

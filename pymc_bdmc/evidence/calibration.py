@@ -57,11 +57,11 @@ def calibrate(
         Largest acceptable size of the BDMC gap (nats) on simulated data. A negative gap (upper
         below lower) is run-to-run noise of the same order, so ``|gap|`` is compared, and the
         gap's own standard error must be within it too (:func:`~pymc_bdmc.estimators.certifies`).
-    n_steps : "auto" or sequence of int, default "auto"
+    n_steps : "auto", int or sequence of int, default "auto"
         ``"auto"``: :func:`~pymc_bdmc.sample_bdmc`'s search with ``target_gap=tolerance`` (longer
         runs, more chains, a larger pilot and the model's other parameterisation, within
-        ``max_time``); the real data then run with the certified plan, chains and form. A
-        sequence: annealing lengths to try, in increasing order; the first whose gap is within
+        ``max_time``); the real data then run with the certified plan, chains and form. An int
+        or a sequence: annealing lengths to try, in increasing order; the first whose gap is within
         ``tolerance`` (and measured that precisely) is used.
     chains : int, default 32
     max_time : float or None, default 60.0
@@ -122,6 +122,8 @@ def calibrate(
     if search and n_steps != "auto":
         raise BDMCInputError(f"`n_steps` must be 'auto' or an increasing sequence of integers, "
                              f"got {n_steps!r}.")
+    if not search and np.ndim(n_steps) == 0:  # one length, as sample_bdmc takes it
+        n_steps = [n_steps]
     steps = [] if search else [check_positive_int(n, "n_steps") for n in n_steps]
     if not search and (not steps or steps != sorted(steps)):
         raise BDMCInputError("`n_steps` must be a non-empty increasing sequence.")
