@@ -507,6 +507,10 @@ def compare(results: Mapping[str, object], *,
         As :func:`bayes_factor`, for any pair of the results; or for a ``prior`` that does not
         give each model a positive weight.
     """
+    if not isinstance(results, Mapping):
+        raise BDMCInputError(f"`results` must map model names to results, e.g. "
+                             f"{{'model a': result_a, 'model b': result_b}}, as `az.compare` "
+                             f"takes them; got {type(results).__name__}.")
     if not results:
         raise BDMCInputError("`results` is empty: pass a mapping of model name to result.")
     ev = _read_all(results)

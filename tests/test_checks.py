@@ -267,6 +267,24 @@ def test_bad_model_is_refused_before_sampling(case, monkeypatch):
         assert sorted(model.named_vars) == names_before
 
 
+@pytest.mark.parametrize("compile_kwargs, message", [
+    ({"bogus": 1}, r"has \['bogus'\].*it takes \['accept_inplace'"),
+    ("FAST_COMPILE", r"must be a dict .*got str"),
+])
+def test_compile_kwargs_pytensor_refuses_are_named(compile_kwargs, message):
+    # Before: a TypeError from inside PyTensor ("function() got an unexpected keyword").
+    for sampler in SAMPLERS:
+        with _plain_normal_model():
+            with pytest.raises(BDMCInputError, match=message):
+                sampler(compile_kwargs=compile_kwargs, **FAST)
+
+
+def _plain_normal_model():
+    with pm.Model() as m:
+        pm.Normal("y", pm.Normal("mu"), 1.0, observed=np.array([0.3, 1.1]))
+    return m
+
+
 def test_potentials_allowed_for_ais_when_declared_likelihood():
     with _potential():
         result = pmb.sample_ais(potentials_in_likelihood=True, **FAST)

@@ -64,6 +64,12 @@ def test_compare_ranks_by_evidence(ais_pair):
     assert set(table["kind"]) == {"lower bound"}
 
 
+def test_compare_names_the_mapping_it_takes(ais_pair):
+    results, _ = ais_pair
+    with pytest.raises(pmb.BDMCInputError, match="must map model names to results.*got list"):
+        pmb.compare([results["vague"], results["tight"]])
+
+
 def test_bdmc_results_are_refused():
     # The new user's report: bayes_factor of two sample_bdmc results printed a decisive log BF
     # with an inverted interval. Each result refers to data simulated from its own model.

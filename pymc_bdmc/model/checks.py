@@ -6,12 +6,14 @@ and what to do about it. None of these checks modifies the model.
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import numpy as np
 import pymc as pm
+import pytensor
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
 from pymc.distributions.custom import CustomDistRV, CustomSymbolicDistRV
 from pymc.distributions.multivariate import ICARRV
@@ -241,6 +243,25 @@ def _check_continuous(model: pm.Model) -> None:
             "gradients. Marginalize them out (e.g. with pm.Mixture), or pass PyMC step methods "
             "for them with `step=` (Gibbs-type steps such as pm.CategoricalGibbsMetropolis)."
         )
+
+
+#: ``pytensor.function`` arguments that this package sets itself or that would change the graph.
+_OWN_COMPILE_ARGUMENTS = frozenset({"inputs", "outputs", "updates", "givens", "on_unused_input"})
+
+
+def check_compile_kwargs(compile_kwargs) -> None:
+    """Raise :class:`BDMCInputError` for ``compile_kwargs`` that ``pytensor.function`` refuses."""
+    if compile_kwargs is None:
+        return
+    if not isinstance(compile_kwargs, Mapping):
+        raise BDMCInputError(f"`compile_kwargs` must be a dict of `pytensor.function` "
+                             f"arguments, e.g. {{'mode': 'FAST_COMPILE'}}; got "
+                             f"{type(compile_kwargs).__name__}.")
+    accepted = set(inspect.signature(pytensor.function).parameters) - _OWN_COMPILE_ARGUMENTS
+    unknown = sorted(set(compile_kwargs) - accepted)
+    if unknown:
+        raise BDMCInputError(f"`compile_kwargs` has {unknown}, which this package cannot pass "
+                             f"to `pytensor.function`; it takes {sorted(accepted)}.")
 
 
 def narrowing_transforms(model: pm.Model) -> list[str]:

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.cache import compiled_model
+from pymc_bdmc.model.checks import check_compile_kwargs
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.model.reparameterize import draw_in_other_form, other_form
 from pymc_bdmc.model.simulate import JointDraw
@@ -73,6 +74,7 @@ def compile_model(model, potentials_in_likelihood, compile_kwargs, other: bool =
         ``(ModelDensity, ModelSimulator, compile seconds)``; see :mod:`pymc_bdmc.model.cache`.
     """
     retain_freed_memory()  # the first stage of every entry point; once per process
+    check_compile_kwargs(compile_kwargs)
     if other and not has_other_form(model):
         raise BDMCInputError(
             "`reparameterize=True` (or a plan frozen on a reparameterized model) needs a "
