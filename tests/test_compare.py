@@ -66,7 +66,7 @@ def test_compare_ranks_by_evidence(ais_pair):
 
 def test_compare_names_the_mapping_it_takes(ais_pair):
     results, _ = ais_pair
-    with pytest.raises(pmb.BDMCInputError, match="must map model names to results.*got list"):
+    with pytest.raises(pmb.BDMCInputError, match=r"must map model names to results.*got list"):
         pmb.compare([results["vague"], results["tight"]])
 
 

@@ -392,18 +392,19 @@ def _outside_transform(layout: FlatLayout, x: np.ndarray) -> tuple[list[str], np
 def unsampleable_prior_message(names: Iterable[str], reason: str) -> str:
     """Message for priors that cannot be drawn from exactly."""
     return (
-        f"Cannot draw exactly from the prior ({reason.strip()}). AIS and BDMC start from exact prior "
-        f"draws; give {list(names) or 'the offending variables'} a distribution with a random "
-        "method (for pm.CustomDist, pass `random=` or `dist=`)."
+        f"Cannot draw exactly from the prior ({reason.strip()}). AIS and BDMC start from exact "
+        f"prior draws; give {list(names) or 'the offending variables'} a distribution with a "
+        "random method (for pm.CustomDist, pass `random=` or `dist=`)."
     )
 
 
 def unsimulable_data_message(reason: str) -> str:
     """Message for data that cannot be simulated from a model whose prior can be drawn."""
     return (
-        f"Cannot simulate data from the model ({reason.strip()}). The BDMC upper bound (`sample_bdmc`, "
-        "`calibrate`) needs data drawn from the model, and an observed variable has no random "
-        "method: for a pm.CustomDist, pass `random=` or `dist=`. Without simulated data, "
+        f"Cannot simulate data from the model ({reason.strip()}). The BDMC upper bound "
+        "(`sample_bdmc`, `calibrate`) needs data drawn from the model, and an observed variable "
+        "has no random method: for a pm.CustomDist, pass `random=` or `dist=`. Without "
+        "simulated data, "
         "`pmb.sample_ais()` still gives a stochastic lower bound on log p(y) of your data, "
         "uncertified."
     )
