@@ -90,6 +90,14 @@ def _data_outside_support():
     return m
 
 
+def _data_impossible_everywhere():
+    # Uniform(0, b) with b ~ HalfNormal(2) and a datum at 50: b > 50 has prior mass 1e-136.
+    with pm.Model() as m:
+        b = pm.HalfNormal("b", 2.0)
+        pm.Uniform("y", 0, b, observed=np.array([0.5, 50.0]))
+    return m
+
+
 def _uniform_evidence(y):
     # p(y) = int_{max y}^inf HalfNormal(b; 2) b^-n db, by quadrature.
     from scipy import integrate, stats
@@ -120,6 +128,22 @@ def test_data_impossible_at_some_prior_draws_leave_those_chains_at_zero_weight(s
     simulated = _uniform_evidence(bdmc["observed_data"]["y"].values)
     assert float(bdmc["evidence"]["lower"]) == pytest.approx(simulated, abs=0.25)
     assert float(bdmc["evidence"]["upper"]) == pytest.approx(simulated, abs=0.35)
+
+
+def test_data_impossible_at_every_start_say_what_to_change():
+    # As on BDMC's simulated data, where the model's own data are possible at some draws (the
+    # terms are then not traced): every chain would start at zero weight.
+    from pymc_bdmc.model.checks import check_finite_start
+    from pymc_bdmc.model.layout import DensityParts, FlatLayout
+
+    model = _data_impossible_everywhere()
+    layout = FlatLayout.of_model(model, model.initial_point())
+    x = np.zeros((4, layout.size))
+    parts = DensityParts(np.zeros(4), np.full(4, -np.inf), x, x)
+    with pytest.raises(BDMCInputError, match=r"impossible at all 4 prior draws.*pilot_chains"):
+        check_finite_start(parts, "prior draws", layout, x, impossible_data="allow")
+    with pytest.raises(BDMCInputError, match="not finite at 4 of 4"):  # as before, if refused
+        check_finite_start(parts, "prior draws", layout, x)
 
 
 def test_the_likelihoods_spread_ignores_particles_where_the_data_are_impossible():
@@ -219,6 +243,9 @@ CASES = {
         r"\['mu_interval__'\] of the .* not finite in the unconstrained space, in \d+ of \d+ "
         r"draws \(the first: \{'mu_interval__': (nan|-?inf)\}\)", SAMPLERS),
     "no observed variables": (_no_observed, "no observed variables", SAMPLERS),
+    "data impossible at every prior draw": (
+        _data_impossible_everywhere, r"\['y'\] is not finite at any of 16 prior draws",
+        [pmb.sample_ais]),
     "Flat prior": (_flat_prior, "improper Flat/HalfFlat", SAMPLERS),
     "HalfFlat prior": (_half_flat_prior, "improper Flat/HalfFlat", SAMPLERS),
     "CustomDist without random": (_custom_without_random, "Cannot draw exactly", SAMPLERS),

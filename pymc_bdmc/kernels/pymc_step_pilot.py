@@ -40,6 +40,7 @@ from pymc_bdmc.kernels.pymc_steps import (
 from pymc_bdmc.kernels.tuning import (
     MIN_VARIANCE,
     PilotResult,
+    likelihood_sd,
     next_pilot_beta,
     normalized_weights,
     thermodynamic_schedule,
@@ -146,13 +147,16 @@ def run_step_pilot(
         _begin_anchor(sweep, layout, x, weights, n * sweeps_per_anchor)
         clone.set_beta(beta)
         accepts = []
+        # Particles of zero weight (impossible data at their start) are left where they are:
+        # PyMC's steps refuse to start from them, and nothing of theirs counts.
+        alive = weights > 0
         for _ in range(sweeps_per_anchor):
-            for i in range(n):
+            for i in np.flatnonzero(alive):
                 points[i], accept, _ = sweep.sweep(points[i])
                 accepts.append(accept)
         x = np.stack([layout.ravel(p) for p in points])
         lik = np.array([clone.log_prior_and_likelihood(p)[1] for p in points])
-        sd = float(np.sqrt(weighted_moments(lik, weights)[1]))
+        sd = likelihood_sd(lik, weights)
         states.append(sweep.snapshot())
         eps, inv_mass = hmc_parameters(sweep, layout)
         record["beta"].append(beta)

@@ -491,6 +491,10 @@ class StepTransition:
         self._anchor: int | None = None
 
     def __call__(self, rng, x, parts, t):
+        if not (np.isfinite(parts.log_likelihood[0]) and np.isfinite(parts.log_prior[0])):
+            # Impossible data here (a Binomial's N below a count): the chain's weight is zero
+            # from its first step on, and PyMC's steps refuse to start from such a state.
+            return x, parts, StepInfo(np.array([np.nan]), np.array([False]))
         anchor = int(self.plan.anchor_index[t])
         if anchor != self._anchor:
             self.sweep.load(self.plan.anchor_states[anchor], rng)

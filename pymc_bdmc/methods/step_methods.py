@@ -145,7 +145,8 @@ class StepMethodAIS:
         """``n`` exact prior draws for a (fresh) pilot, from the pilot's own stream."""
         x = draw_prior(problem.simulator, n, job.streams["pilot_init"])
         parts = problem.extra["runner"].parts(x)
-        check_finite_start(parts, "prior draws", problem.density.layout, x, model=job.model)
+        check_finite_start(parts, "prior draws", problem.density.layout, x, model=job.model,
+                           impossible_data="allow")
         memo.data.update(x=x, log_likelihood=parts.log_likelihood)
 
     def tune(self, job: Job, problem: Problem, attempt: Attempt, s: Settings, progress,
@@ -174,7 +175,8 @@ class StepMethodAIS:
         density, truth, streams = problem.density, problem.truth, job.streams
         runner = problem.extra["runner"]
         x0 = draw_prior(problem.simulator, s.chains, streams["forward_init"])
-        check_finite_start(runner.parts(x0), "prior draws", density.layout, x0, model=job.model)
+        check_finite_start(runner.parts(x0), "prior draws", density.layout, x0, model=job.model,
+                           impossible_data="warn")
         n_tasks = s.chains * (1 if truth is None else 2)
         # One sweep per chain and temperature; step-method workers cost more to start.
         predicted = tuned.sweep_seconds * s.n_steps * n_tasks

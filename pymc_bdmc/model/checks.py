@@ -367,6 +367,16 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
         dead = never_finite_terms(model, points)
         if dead:
             raise BDMCInputError(never_finite_message(dead, len(points), where))
+    if (impossible_data != "refuse" and not bad_prior.any()
+            and np.all(parts.log_likelihood == -np.inf) and np.all(np.isfinite(x))):
+        point = {k: np.round(v, 4).tolist() for k, v in layout.unravel(x[0]).items()}
+        raise BDMCInputError(
+            f"The data are impossible at all {len(x)} {where}: the log-likelihood is -inf at "
+            f"every one (the first at unconstrained point {point}), so every chain would carry "
+            "zero weight. AIS starts from prior draws and needs some at which the data are "
+            "possible: give the parameters a prior that puts more mass there (e.g. a Binomial's "
+            "count N above the largest count observed), raise `pilot_chains`, or marginalise "
+            "such a discrete count out of the likelihood.")
     first = int(np.flatnonzero(bad_prior | bad_lik)[0])
     point = {k: np.round(v, 4).tolist() for k, v in layout.unravel(x[first]).items()}
     raise BDMCInputError(

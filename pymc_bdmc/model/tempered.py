@@ -27,6 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 import pymc as pm
 import pytensor
+import pytensor.tensor as pt
 from pymc.model.fgraph import clone_model
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.replace import graph_replace
@@ -71,9 +72,14 @@ class TemperedModel(pm.Model):
             return prior
         lik = super().logp(vars=lik_vars, jacobian=jacobian, sum=sum)
         beta = self._bdmc_beta
+
+        def tempered(term):
+            # At beta = 0 exactly the prior, also where the data are impossible (0 * -inf).
+            return pt.switch(pt.gt(beta, 0), beta * term, 0.0)
+
         if sum:
-            return self._bdmc_replace_data(prior + beta * lik)
-        return self._bdmc_replace_data(list(prior) + [beta * term for term in lik])
+            return self._bdmc_replace_data(prior + tempered(lik))
+        return self._bdmc_replace_data(list(prior) + [tempered(term) for term in lik])
 
 
 def _clone_ignoring_initvals(model: pm.Model) -> pm.Model:
