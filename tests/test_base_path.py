@@ -786,3 +786,38 @@ def test_equilibration_stops_where_the_population_has_stopped_lagging(small_regr
         equilibrate(np.random.default_rng(6), mean + scale * (draws - mean), plan,
                     density.parts, 60, block=10, made=made[scale])
     assert made[1.0] == [20] and made[30.0] == [30]
+
+
+def _angle_near_the_wrap():
+    # mu ~ VonMises(0, 0.5), kappa ~ Gamma(2, 0.5), y ~ VonMises(mu, kappa), the data's mean
+    # direction at pi - 0.05: prior draws reach the mode from both sides of the wrap.
+    y = np.random.default_rng(33).vonmises(np.pi - 0.05, 4.0, 60)
+    with pm.Model() as model:
+        mu = pm.VonMises("mu", 0.0, 0.5)
+        kappa = pm.Gamma("kappa", 2, 0.5)
+        pm.VonMises("y", mu, kappa, observed=y)
+    # The evidence by the trapezoid rule: periodic in mu, smooth in kappa (720 x 600 points
+    # agree with 4000 x 3000 to 1e-13).
+    from scipy.special import i0e, logsumexp
+
+    mus, kappas = np.linspace(-np.pi, np.pi, 721)[:-1], np.linspace(1e-3, 30, 600)
+    cosines = np.cos(y[:, None] - mus[None, :]).sum(0)
+    log_lik = (kappas[None, :] * cosines[:, None]
+               - y.size * (np.log(2 * np.pi * i0e(kappas)) + kappas)[None, :])
+    grid = (log_lik + stats.vonmises.logpdf(mus, 0.5)[:, None]
+            + stats.gamma.logpdf(kappas, 2, scale=2)[None, :])
+    return model, float(logsumexp(grid) + np.log((mus[1] - mus[0]) * (kappas[1] - kappas[0])))
+
+
+def test_a_circular_variable_anneals_from_the_prior_not_from_a_gaussian():
+    # A Gaussian base on the unconstrained line counts every period of the posterior it reaches:
+    # before, the default path started there and the lower bound was 2.4 to 3.5 nats *above*
+    # the evidence (seeds 0-5). From the prior: errors -0.12 to +0.33 on seeds 0-5.
+    model, evidence = _angle_near_the_wrap()
+    assert ModelDensity(model).periodic == ["mu"]
+    with model:
+        result = pmb.sample_ais(random_seed=0, progressbar=False)
+        with pytest.raises(BDMCInputError, match=r"base='fitted'` cannot serve \['mu'\]"):
+            pmb.sample_ais(base="fitted", n_steps=10, chains=4, progressbar=False)
+    assert result["evidence"].attrs["path_start"] == "prior"
+    assert float(result["evidence"]["lower"]) == pytest.approx(evidence, abs=0.3)

@@ -67,7 +67,8 @@ def laplace_start(density, s: Settings) -> bool:
     ``ModelDensity.mirrored_modes``): a Gaussian at one copy would miss the others' mass,
     ``log k!`` nats for ``k`` draws or components.
     """
-    if s.base == "prior" or observed_values(density) < s.tuning.laplace_min_observations:
+    if (s.base == "prior" or density.periodic
+            or observed_values(density) < s.tuning.laplace_min_observations):
         return False
     if density.mirrored_modes:
         logger.debug("No Laplace start: the model sorts values or mixes components of one "
@@ -155,12 +156,19 @@ class VectorizedAIS:
             pilot = memo.tuned.pilot
             logger.debug("Plan re-frozen on %d steps from an earlier attempt's pilot.", s.n_steps)
             return Tuned(refreeze(memo.tuned.plan, pilot, s), pilot, gibbs)
+        if density.periodic and s.base == "fitted":
+            raise BDMCInputError(
+                f"`base='fitted'` cannot serve {density.periodic}: on a circle (a VonMises "
+                "variable) the density repeats along the unconstrained line, and a Gaussian "
+                "base there would count every period it reaches. Use `base='auto'` or "
+                "`'prior'`, which anneal from the prior.")
         plan, pilot = tune(progress, s, streams["pilot"], x_pilot, parts_pilot, density.parts,
                            ADAPTIVE if s.adaptive else s.betas,
                            discrete=None if gibbs is None else gibbs.bound_to(density.terms),
                            pinned=None if gibbs is None else gibbs.pinned,
                            draw_pilot=PilotDraws(simulator, density, streams["pilot_init"]),
-                           fit_base=s.base != "prior" and gibbs is None and s.adaptive,
+                           fit_base=(s.base != "prior" and gibbs is None and s.adaptive
+                                     and not density.periodic),
                            keep_fitted=s.base == "fitted",
                            laplace_first=laplace_start(density, s),
                            moves=scale_moves_for(density))

@@ -25,6 +25,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.mixture import MixtureRV
+from pymc.distributions.transforms import ChainedTransform, CircularTransform
 from pymc.pytensorf import rewrite_pregrad
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
@@ -88,6 +89,24 @@ def may_mirror_modes(model: pm.Model, densities: list) -> bool:
     return mixes_one_family(model) or any(
         isinstance(node.op, (SortOp, ArgSortOp))
         for node in applys_between(graph_inputs(densities), densities))
+
+
+def periodic_variables(model: pm.Model) -> list[str]:
+    """Free variables whose transform wraps the real line onto a circle (``pm.VonMises``).
+
+    Their density repeats along the unconstrained line, so it has no finite integral there: a
+    path that starts from a Gaussian over that line counts every period its particles reach
+    (a lower bound measured nats above the evidence). Paths from the prior, periodic as the
+    posterior is, count one.
+    """
+    names = []
+    for rv in model.free_RVs:
+        transform = model.rvs_to_transforms.get(rv)
+        parts = (transform.transform_list if isinstance(transform, ChainedTransform)
+                 else [transform])
+        if any(isinstance(part, CircularTransform) for part in parts):
+            names.append(rv.name)
+    return names
 
 
 def mixes_one_family(model: pm.Model) -> bool:
@@ -200,6 +219,8 @@ class ModelDensity:
         prior_x, lik_x = self._replace_data([prior_x, lik_x])
         #: Whether the posterior may repeat its modes (:func:`may_mirror_modes`).
         self.mirrored_modes = may_mirror_modes(model, [prior_x, lik_x])
+        #: Free variables on a circle (:func:`periodic_variables`): no Gaussian base fits them.
+        self.periodic = periodic_variables(model)
         self.gradients = bool(gradients)
         self.location_scale = self._find_location_scale()
         self._scale_map_graph = None
