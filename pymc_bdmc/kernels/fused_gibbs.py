@@ -93,8 +93,9 @@ def _color_update_graph(x, terms, n_values: int):
         gathered = values.T[terms.ravel()].reshape((n_coords, -1, n_rows))  # (c, w, rows)
         return pt.sum(pt.switch(mask[:, :, None], gathered, 0.0), axis=1)
 
+    # At beta = 0 the prior alone, also where the data are impossible (0 * -inf).
     logits = (owned_sums(prior, padded[0], valid[0])
-              + beta * owned_sums(lik, padded[1], valid[1]))
+              + pt.switch(pt.gt(beta, 0), beta * owned_sums(lik, padded[1], valid[1]), 0.0))
     logits = logits.reshape((n_coords, n_values, states.shape[0])).dimshuffle(1, 2, 0)
     beyond = pt.arange(n_values)[:, None, None] >= size[None, None, :]
     logits = pt.switch(pt.isnan(logits) | beyond, -np.inf, logits)  # (m, chains, c)

@@ -328,8 +328,9 @@ class ChromaticGibbs:
             x[None, :, color.coords], color.lower, color.size, np.arange(1, m)[:, None, None])
         prior, lik = terms_fn(candidates.reshape(m * n_chains, -1))
         with np.errstate(invalid="ignore"):
-            logits = (color.prior_terms.sums(prior)
-                      + beta * color.likelihood_terms.sums(lik))
+            logits = color.prior_terms.sums(prior)
+            if beta > 0:  # at beta = 0 the prior alone, also where the data are impossible
+                logits = logits + beta * color.likelihood_terms.sums(lik)
         logits = logits.reshape(m, n_chains, -1)
         logits = np.where(np.isnan(logits), -np.inf, logits)
         if m > color.size.min():  # values past a narrower support do not exist
