@@ -219,6 +219,21 @@ def test_a_discrete_count_below_the_data_gets_zero_weight_not_a_refusal(fused):
     assert -0.3 < float(bdmc["evidence"]["upper"]) - simulated < 0.5
 
 
+def test_the_search_stops_where_impossible_starts_floor_the_gap(caplog):
+    # Seed 0 simulates counts that 24 of 32 prior draws of n make impossible: the reverse chains
+    # never reach that prior mass, so the upper bound sits about log(32 / 8) above log p(y*) at
+    # any length. Before, the search doubled the steps to 59500 (78 s) at a gap of 1.5; those
+    # chains' rejected moves were also counted as divergences near the prior.
+    with _binomial_trials(), caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        result = pmb.sample_bdmc(random_seed=0, progressbar=False)
+    evidence = result["evidence"]
+    assert evidence.attrs["certified"] == 0 and len(evidence.attrs["auto_n_steps"]) == 1
+    assert "24 of 32 forward chains started where the simulated data are impossible" in (
+        evidence.attrs["auto_stop"])
+    assert "no run length removes" in caplog.text and "reparameteris" not in caplog.text
+    assert int(evidence["n_divergent_forward"]) == 0
+
+
 def test_owned_term_sums_match_a_dense_product_with_empty_coordinates():
     # Coordinates 0 and 3 touch no term (3 is last, so its group start is past the end).
     owner = np.zeros((4, 7))

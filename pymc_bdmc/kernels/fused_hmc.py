@@ -28,6 +28,7 @@ from pymc_bdmc.kernels.hmc import (
     HMCInfo,
     HMCParams,
     draw_transition_noise,
+    started_finite,
 )
 from pymc_bdmc.model.batching import (
     checks_to_switches,
@@ -121,7 +122,7 @@ class FusedHMC:
         if self._count is not None:
             self._count(params.n_leapfrog)
         return (x_new, DensityParts(prior, lik, grad_prior, grad_lik),
-                HMCInfo(acceptance_rate, accepted, divergent))
+                HMCInfo(acceptance_rate, accepted, divergent & started_finite(parts)))
 
     def _coefficients(self, n_leapfrog: int) -> np.ndarray:
         # Momentum updates along the trajectory in units of the step: 1, ..., 1, then a half.

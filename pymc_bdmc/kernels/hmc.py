@@ -21,7 +21,8 @@ from scipy.linalg import blas
 
 from pymc_bdmc.model.density import DensityParts
 
-__all__ = ["HMCInfo", "HMCParams", "draw_transition_noise", "hmc_step", "momentum_from_normals"]
+__all__ = ["HMCInfo", "HMCParams", "draw_transition_noise", "hmc_step", "momentum_from_normals",
+           "started_finite"]
 
 PartsFn = Callable[[np.ndarray], DensityParts]
 
@@ -249,6 +250,11 @@ def _principal_hmc_step(rng, x, parts, beta, params, parts_fn):
     return _accept(x, q, parts, new, logp1, log_ratio, uniforms)
 
 
+def started_finite(parts: DensityParts) -> np.ndarray:
+    """Chains whose current densities are finite (others carry zero weight: no transition)."""
+    return np.isfinite(parts.log_prior) & np.isfinite(parts.log_likelihood)
+
+
 def _accept(x, q, parts, new, logp1, log_ratio, uniforms):
     """Metropolis accept/reject of the proposals ``q`` (shared by both mass-matrix forms)."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -257,6 +263,7 @@ def _accept(x, q, parts, new, logp1, log_ratio, uniforms):
         log_ratio = np.where(np.isnan(log_ratio) | ~np.isfinite(logp1), -np.inf, log_ratio)
         accepted = np.log(uniforms) < log_ratio
         acceptance_rate = np.exp(np.minimum(log_ratio, 0.0))
-    divergent = ~(log_ratio > -DIVERGENCE_THRESHOLD)
+    # A chain at impossible data (zero weight from its first step) cannot move: not a divergence.
+    divergent = ~(log_ratio > -DIVERGENCE_THRESHOLD) & started_finite(parts)
     x_new = np.where(accepted[:, None], q, x)
     return x_new, parts.take(accepted, new), HMCInfo(acceptance_rate, accepted, divergent)

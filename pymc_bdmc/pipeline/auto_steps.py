@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
+from scipy import stats
 
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.errors import BDMCInputError
@@ -275,6 +276,7 @@ class LengthSearch:
         #                         measured against
         self.result, self.reason = None, "certified"
         self.advice = "Raise `max_time` or pass a larger `n_steps`"
+        self.floored = False  # the gap has a floor no length removes (_impossible_starts)
 
     def remaining(self) -> float | None:
         """Seconds left of ``max_time`` (None: no limit)."""
@@ -373,6 +375,8 @@ class LengthSearch:
                     self.n_steps = steps
                     return True
             return self._more_chains(seconds, remaining, elapsed)
+        if self._impossible_starts():
+            return False
         # Lengthened first where 1/n_steps decay predicts that doubling certifies (and it
         # fits): that costs about what the other form's compilation, pilot and attempt do.
         # A first attempt shorter than first_n_steps (its path looked short) is lengthened
@@ -419,6 +423,40 @@ class LengthSearch:
             self._out_of_steps(gap, seconds, elapsed)
             return False
         self.n_steps = steps
+        return True
+
+    def _impossible_starts(self) -> bool:
+        """Whether forward chains that start where the simulated data are impossible floor the gap.
+
+        A chain whose prior draw makes the data impossible has zero weight from its first step,
+        which the lower bound accounts for; but at any ``beta > 0`` the path's densities are zero
+        there, so reverse chains never reach that prior mass, and the upper bound exceeds
+        ``log p(y*)`` by ``-log`` of the prior's mass where the data are possible, at any length.
+        Judged on the prior's path only, and only where even the upper 97.5% confidence bound
+        of that mass (from the chains that started alive) leaves the floor above the target.
+        """
+        evidence = self.result["evidence"]
+        if (evidence.attrs.get("path_start", "prior") != "prior"
+                or "failed_step_forward" not in evidence):
+            return False
+        failed = np.asarray(evidence["failed_step_forward"].values)
+        n, dead = failed.size, int(np.count_nonzero(failed == 1))
+        if dead == 0:
+            return False
+        alive = n - dead
+        floor = -float(np.log(max(alive, 0.5) / n))
+        at_least = -float(np.log(stats.beta.ppf(0.975, alive + 1, n - alive)))
+        if at_least <= self.target_gap:
+            return False
+        self.reason = (f"{dead} of {n} forward chains started where the simulated data are "
+                       "impossible (log-likelihood -inf), and the upper bound also counts the "
+                       f"prior's mass there: about {floor:.2f} nats (at least {at_least:.2f}) "
+                       "that no run length removes")
+        self.floored = True
+        self.advice = ("The lower bound stays valid. A certificate needs data that most prior "
+                       "draws make possible: a prior with less mass where these are impossible "
+                       "(e.g. a count's prior above the largest count), or other simulated data "
+                       "(another `random_seed`, or `match_data=True`)")
         return True
 
     def _stuck_after_every_remedy(self) -> bool:
@@ -530,6 +568,12 @@ class LengthSearch:
 
     def _warn_uncertified(self) -> None:
         final_gap, final_se = gap_and_se(self.result)  # the form the search went on with
+        if self.floored:
+            logger.warning("BDMC did not certify the estimate: gap %.2f nats (standard error "
+                           "%.2f) at %d steps, target %.2f; stopped because %s. %s.", final_gap,
+                           final_se, int(self.result["evidence"].attrs["n_steps"]),
+                           self.target_gap, self.reason, self.advice)
+            return
         advice = self.advice
         if (self.switch is not None and not any(self.tried_other)
                 and self.reason != "interrupted"):
