@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from scipy import stats
+from scipy.special import betaincinv
 
 from pymc_bdmc.config import DEFAULT_TUNING, Tuning
 from pymc_bdmc.errors import BDMCInputError
@@ -445,7 +445,7 @@ class LengthSearch:
             return False
         alive = n - dead
         floor = -float(np.log(max(alive, 0.5) / n))
-        at_least = -float(np.log(stats.beta.ppf(0.975, alive + 1, n - alive)))
+        at_least = -float(np.log(betaincinv(alive + 1, n - alive, 0.975)))  # Beta quantile
         if at_least <= self.target_gap:
             return False
         self.reason = (f"{dead} of {n} forward chains started where the simulated data are "
