@@ -59,6 +59,16 @@ def _custom_likelihood_without_random():
     return m
 
 
+def _simulator_likelihood():
+    def simulate(rng, mu, size=None):
+        return rng.normal(mu, 1.0, size=size)
+
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0, 3)
+        pm.Simulator("y", simulate, params=(mu,), epsilon=1.0, observed=np.array([0.3, 1.1]))
+    return m
+
+
 def _potential():
     with pm.Model() as m:
         mu = pm.Normal("mu")
@@ -243,6 +253,8 @@ CASES = {
         r"\['mu_interval__'\] of the .* not finite in the unconstrained space, in \d+ of \d+ "
         r"draws \(the first: \{'mu_interval__': (nan|-?inf)\}\)", SAMPLERS),
     "no observed variables": (_no_observed, "no observed variables", SAMPLERS),
+    "a pm.Simulator likelihood": (  # before: NullTypeGradError from inside PyTensor
+        _simulator_likelihood, r"\['y'\] are pm.Simulator: .* not a likelihood", SAMPLERS),
     "data impossible at every prior draw": (
         _data_impossible_everywhere, r"\['y'\] is not finite at any of 16 prior draws",
         [pmb.sample_ais]),

@@ -17,6 +17,7 @@ import pytensor
 from pymc.distributions.continuous import FlatRV, HalfFlatRV
 from pymc.distributions.custom import CustomDistRV, CustomSymbolicDistRV
 from pymc.distributions.multivariate import ICARRV
+from pymc.distributions.simulator import SimulatorRV
 from pymc.distributions.transforms import ChainedTransform, Ordered, SumTo1
 
 from pymc_bdmc.errors import BDMCInputError
@@ -130,6 +131,14 @@ def check_model(
     potentials = [p.name for p in model.potentials]
     if not model.observed_RVs:
         _check_potential_likelihood(potentials, potentials_in_likelihood, needs_simulation)
+    simulators = [rv.name for rv in model.observed_RVs if isinstance(rv.owner.op, SimulatorRV)]
+    if simulators:
+        raise BDMCInputError(
+            f"The observed variables {simulators} are pm.Simulator: a simulator with a distance, "
+            "not a likelihood. AIS and BDMC anneal a log-likelihood, so they have nothing to "
+            "temper; `pm.sample_smc`'s ABC estimate is of the evidence of its epsilon-kernel, not "
+            "of p(y). Where the likelihood can be written, use it (a pm.CustomDist with `logp=` "
+            "and `random=`).")
     _check_observed_data(model, allow_missing)
     if potentials:
         _check_potentials(potentials, potentials_in_likelihood, needs_simulation)
