@@ -5,8 +5,8 @@ from the model, reverse AIS from the generating parameters gives a stochastic up
 (bidirectional Monte Carlo, Grosse, Ghahramani & Adams 2015).
 """
 
-import importlib
-import logging
+import importlib as _importlib
+import logging as _logging
 
 from pymc_bdmc import schedules, unnormalized
 from pymc_bdmc.compare import bayes_factor, compare
@@ -73,9 +73,9 @@ _LAZY_FUNCTIONS = {"compare_estimators": "pymc_bdmc.testbed.runner"}
 def __getattr__(name: str):
     """Import a lazy submodule (``pmb.plots``, ``pmb.known_evidence``, ...) on first access."""
     if name in _LAZY_SUBMODULES:
-        return importlib.import_module(f"pymc_bdmc.{name}")
+        return _importlib.import_module(f"pymc_bdmc.{name}")
     if name in _LAZY_FUNCTIONS:
-        return getattr(importlib.import_module(_LAZY_FUNCTIONS[name]), name)
+        return getattr(_importlib.import_module(_LAZY_FUNCTIONS[name]), name)
     raise AttributeError(f"module 'pymc_bdmc' has no attribute {name!r}")
 
 
@@ -83,8 +83,8 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY_SUBMODULES, *_LAZY_FUNCTIONS})
 
 
-_log = logging.getLogger("pymc_bdmc")
-if not logging.root.handlers:  # like PyMC: show INFO messages unless the user configured logging
-    _log.setLevel(logging.INFO)
+_log = _logging.getLogger("pymc_bdmc")
+if not _logging.root.handlers:  # like PyMC: show INFO messages unless the user configured logging
+    _log.setLevel(_logging.INFO)
     if not _log.handlers:
-        _log.addHandler(logging.StreamHandler())
+        _log.addHandler(_logging.StreamHandler())

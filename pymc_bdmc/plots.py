@@ -8,7 +8,7 @@ called, so ``pmb.plots`` can be reached without it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -95,13 +95,15 @@ def plot_log_weights(result, ax=None, bins: int = 20):
     return ax
 
 
-def plot_bounds(results: Mapping[int, object] | Sequence, truth: float | None = None, ax=None):
+def plot_bounds(results, truth: float | None = None, ax=None):
     """Bounds against the number of annealing steps: the BDMC convergence figure.
 
     Parameters
     ----------
-    results : mapping of n_steps to result, or sequence of results
-        Runs with increasing ``n_steps`` (read from each result's attrs when a sequence).
+    results : result, mapping of n_steps to result, or sequence of results
+        Runs with increasing ``n_steps`` (read from each result's attrs when a sequence). One
+        result of :func:`~pymc_bdmc.calibrate` draws the lengths it tried on simulated data
+        (its ``calibration`` group); another single result, its one length.
     truth : float, optional
         Exact ``log p(y)``, drawn as a horizontal line when known.
     ax : matplotlib Axes, optional
@@ -114,22 +116,39 @@ def plot_bounds(results: Mapping[int, object] | Sequence, truth: float | None = 
     plt = _plt()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.8), layout="constrained")
-    if not isinstance(results, Mapping):
-        results = {int(r["evidence"].attrs["n_steps"]): r for r in results}
-    steps = np.array(sorted(results))
-    ev = [results[n]["evidence"] for n in steps]
-    for name, se, color, label in (("lower", "lower_se", "C0", "lower (forward AIS)"),
-                                   ("upper", "upper_se", "C3", "upper (reverse AIS)")):
-        values = np.array([float(e[name]) for e in ev])
+    steps, bounds = _bounds_by_length(results)
+    for name, color, label in (("lower", "C0", "lower (forward AIS)"),
+                               ("upper", "C3", "upper (reverse AIS)")):
+        values, errors = bounds[name]
         if np.all(np.isnan(values)):
             continue
-        errors = np.array([float(e[se]) for e in ev])
-        ax.errorbar(steps, values, yerr=errors, marker="o", capsize=3, color=color, label=label)
+        ax.errorbar(steps, values, yerr=None if np.all(np.isnan(errors)) else errors,
+                    marker="o", capsize=3, color=color, label=label)
     if truth is not None:
         ax.axhline(truth, color="k", ls="--", lw=1, label="exact")
     ax.set(xscale="log", xlabel="annealing steps", ylabel="log p(y)", title="BDMC bounds")
     ax.legend()
     return ax
+
+
+def _bounds_by_length(results) -> tuple[np.ndarray, dict]:
+    """``(n_steps, {"lower": (values, se), "upper": (values, se)})`` of :func:`plot_bounds`."""
+    if hasattr(results, "children") and "evidence" in results.children:  # one result
+        if "calibration" in results.children:
+            cal = results["calibration"]
+            nan = np.full(cal.sizes["attempt"], np.nan)
+            return (np.asarray(cal["n_steps"].values),
+                    {name: (np.asarray(cal[name].values, dtype=float), nan)
+                     for name in ("lower", "upper")})
+        results = [results]
+    if not isinstance(results, Mapping):
+        results = {int(r["evidence"].attrs["n_steps"]): r for r in results}
+    steps = np.array(sorted(results))
+    ev = [results[n]["evidence"] for n in steps]
+    return steps, {name: (np.array([float(e[name]) for e in ev]),
+                          np.array([float(e[f"{name}_se"]) if f"{name}_se" in e else np.nan
+                                    for e in ev]))
+                   for name in ("lower", "upper")}
 
 
 #: How :func:`plot_compare` draws each kind of result: (line style, marked ends, legend label).

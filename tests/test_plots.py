@@ -49,3 +49,21 @@ def test_plot_compare_refuses_another_table(plt):
     table = pmb.compare({"a": evidence_tree(-1.0)}).rename(columns={"lower": "elpd"})
     with pytest.raises(ValueError, match=r"lacks columns \['lower'\]"):
         pmb.plots.plot_compare(table)
+
+
+def test_plot_bounds_takes_one_result_as_well_as_a_series(plt):
+    # Before, one result (a DataTree is a mapping of its groups) raised KeyError: 'evidence'.
+    import xarray as xr
+
+    calibration = xr.Dataset({"n_steps": ("attempt", [100, 400]),
+                              "lower": ("attempt", [-5.0, -4.6]),
+                              "upper": ("attempt", [-4.0, -4.5])})
+    calibrated = evidence_tree(-4.55, calibration=calibration)
+    ax = pmb.plots.plot_bounds(calibrated)
+    lines = {c.get_label(): c.lines[0] for c in ax.containers}  # each errorbar's data line
+    np.testing.assert_array_equal(lines["lower (forward AIS)"].get_xdata(), [100, 400])
+    np.testing.assert_array_equal(lines["upper (reverse AIS)"].get_ydata(), [-4.0, -4.5])
+    one = evidence_tree(-3.0, -2.9, attrs={"n_steps": 200})
+    ax = pmb.plots.plot_bounds(one)
+    lines = {c.get_label(): c.lines[0] for c in ax.containers}
+    np.testing.assert_array_equal(lines["lower (forward AIS)"].get_data(), [[200], [-3.0]])
