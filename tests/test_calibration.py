@@ -182,6 +182,20 @@ def test_fix_must_leave_something_to_anneal():
         pmb.calibrate(fix={"sigma": 1.0}, progressbar=False)
 
 
+def test_fix_outside_a_variables_support_is_named():
+    # Before: "Drawing from the prior failed (scale < 0) at the variables ['a']", after a compile.
+    import pymc as pm
+
+    with pm.Model() as hierarchy:
+        mu, tau = pm.Normal("mu", 0.0, 2.0), pm.HalfNormal("tau", 1.0)
+        pm.Normal("y", pm.Normal("a", mu, tau, shape=3), 1.0, observed=np.zeros(3))
+    with hierarchy, pytest.raises(pmb.BDMCInputError, match=r"'tau' the value -1\.0, outside"):
+        pmb.calibrate(fix={"tau": -1.0}, progressbar=False)
+    from pymc_bdmc.evidence.calibration import check_fixed_values
+
+    check_fixed_values(hierarchy, {"tau": 0.5, "mu": -3.0})  # inside: nothing raised
+
+
 def test_holding_the_hard_parameter_fixed_is_flagged_too():
     # ``fix`` simulates from a model with mu held constant: its certificate says nothing about
     # annealing mu, which is what makes the real data (12 prior sds out) hard. The transfer

@@ -13,7 +13,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import xarray as xr
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.op import RandomVariable
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.estimators import (
@@ -138,6 +141,7 @@ def calibrate(
         if free <= set(fix):
             raise BDMCInputError("`fix` holds every free variable, which leaves nothing to "
                                  "anneal on the simulated data: leave at least one free.")
+        check_fixed_values(model, fix)
     root = np.random.default_rng(random_seed)
     simulation_seed, estimation_seed = (int(s) for s in root.integers(2**31, size=2))
     simulation_model = model if not fix else pm.do(model, dict(fix))
@@ -223,6 +227,29 @@ def _search_rows(result: xr.DataTree) -> list[tuple]:
     rows[-1] = (int(ev.attrs["n_steps"]), float(ev["lower"]), float(ev["upper"]),
                 float(ev["gap"]), float(ev["gap_se"]))
     return rows
+
+
+def check_fixed_values(model: pm.Model, fix: Mapping[str, object]) -> None:
+    """Refuse ``fix`` values outside their variables' supports (a negative scale, say).
+
+    Read through each variable's transform, where its bounds do not depend on other free
+    variables: a value the transform cannot map (``log`` of a negative number) is outside.
+    """
+    for name, value in fix.items():
+        rv = model[name]
+        transform = model.rvs_to_transforms.get(rv)
+        if transform is None:
+            continue
+        image = transform.forward(pt.as_tensor(np.asarray(value, dtype=rv.dtype)),
+                                  *rv.owner.inputs)
+        if any(v.owner is not None and isinstance(v.owner.op, RandomVariable)
+               for v in ancestors([image])):
+            continue  # its bounds depend on other variables
+        with np.errstate(all="ignore"):
+            inside = np.all(np.isfinite(image.eval(mode="FAST_COMPILE")))
+        if not inside:
+            raise BDMCInputError(f"`fix` gives {name!r} the value {value!r}, outside the "
+                                 "values its distribution allows.")
 
 
 def _estimate_on_real_data(result, model, fix, estimation_seed, common,
