@@ -18,13 +18,14 @@ from pymc.distributions.continuous import FlatRV, HalfFlatRV
 from pymc.distributions.custom import CustomDistRV, CustomSymbolicDistRV
 from pymc.distributions.multivariate import ICARRV
 from pymc.distributions.simulator import SimulatorRV
-from pymc.distributions.transforms import ChainedTransform, Ordered, SumTo1
+from pymc.distributions.transforms import Ordered, SumTo1
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.density import (
     ONE_SHOT_MODE,
     DensityParts,
     FlatLayout,
+    transformed_by,
 )
 from pymc_bdmc.model.density import observed_data_value as _observed_data_value
 from pymc_bdmc.unnormalized.marker import unnormalized_variables
@@ -291,16 +292,8 @@ def narrowing_transforms(model: pm.Model) -> list[str]:
     list of str
         The variables' names.
     """
-    names = []
-    for rv in model.free_RVs:
-        if isinstance(rv.owner.op, CustomDistRV | CustomSymbolicDistRV):
-            continue
-        transform = model.rvs_to_transforms.get(rv)
-        parts = (transform.transform_list if isinstance(transform, ChainedTransform)
-                 else [transform])
-        if any(isinstance(part, Ordered | SumTo1) for part in parts):
-            names.append(rv.name)
-    return names
+    return transformed_by(model, (Ordered, SumTo1),
+                          skip=(CustomDistRV, CustomSymbolicDistRV))
 
 
 def check_normalized(model: pm.Model) -> None:

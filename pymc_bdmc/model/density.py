@@ -64,7 +64,8 @@ from pymc_bdmc.model.rewrite_cache import (
 )
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts",
-           "may_mirror_modes", "mixes_one_family", "prior_and_likelihood"]
+           "may_mirror_modes", "mixes_one_family", "periodic_variables", "prior_and_likelihood",
+           "transformed_by"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,12 +100,22 @@ def periodic_variables(model: pm.Model) -> list[str]:
     (a lower bound measured nats above the evidence). Paths from the prior, periodic as the
     posterior is, count one.
     """
+    return transformed_by(model, CircularTransform)
+
+
+def transformed_by(model: pm.Model, kinds, skip=()) -> list[str]:
+    """Names of free variables whose transform is (or chains) one of ``kinds``.
+
+    Variables whose op is one of ``skip`` are left out.
+    """
     names = []
     for rv in model.free_RVs:
+        if isinstance(rv.owner.op, skip):
+            continue
         transform = model.rvs_to_transforms.get(rv)
         parts = (transform.transform_list if isinstance(transform, ChainedTransform)
                  else [transform])
-        if any(isinstance(part, CircularTransform) for part in parts):
+        if any(isinstance(part, kinds) for part in parts):
             names.append(rv.name)
     return names
 
