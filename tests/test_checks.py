@@ -69,6 +69,12 @@ def _simulator_likelihood():
     return m
 
 
+def _minibatch_scaled():
+    with pm.Model() as m:
+        pm.Normal("y", pm.Normal("mu"), 1.0, observed=np.array([0.3, 1.1]), total_size=20)
+    return m
+
+
 def _potential():
     with pm.Model() as m:
         mu = pm.Normal("mu")
@@ -253,6 +259,8 @@ CASES = {
         r"\['mu_interval__'\] of the .* not finite in the unconstrained space, in \d+ of \d+ "
         r"draws \(the first: \{'mu_interval__': (nan|-?inf)\}\)", SAMPLERS),
     "no observed variables": (_no_observed, "no observed variables", SAMPLERS),
+    "total_size (minibatch scaling)": (  # before: ran, and returned the scaled integral
+        _minibatch_scaled, r"\['y'\] have `total_size=`.*no longer normalised", SAMPLERS),
     "a pm.Simulator likelihood": (  # before: NullTypeGradError from inside PyTensor
         _simulator_likelihood, r"\['y'\] are pm.Simulator: .* not a likelihood", SAMPLERS),
     "data impossible at every prior draw": (

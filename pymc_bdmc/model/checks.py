@@ -19,6 +19,7 @@ from pymc.distributions.custom import CustomDistRV, CustomSymbolicDistRV
 from pymc.distributions.multivariate import ICARRV
 from pymc.distributions.simulator import SimulatorRV
 from pymc.distributions.transforms import Ordered, SumTo1
+from pymc.variational.minibatch_rv import MinibatchRandomVariable
 
 from pymc_bdmc.errors import BDMCInputError
 from pymc_bdmc.model.density import (
@@ -132,6 +133,15 @@ def check_model(
     potentials = [p.name for p in model.potentials]
     if not model.observed_RVs:
         _check_potential_likelihood(potentials, potentials_in_likelihood, needs_simulation)
+    scaled = [rv.name for rv in model.observed_RVs
+              if isinstance(rv.owner.op, MinibatchRandomVariable)]
+    if scaled:
+        raise BDMCInputError(
+            f"The observed variables {scaled} have `total_size=` (minibatch scaling for "
+            "variational inference): their log-likelihood is multiplied by total_size / n, so "
+            "the model's density is no longer normalised and its integral is not p(y) (on 20 "
+            "observations with total_size=200, -259 nats where p(y) is about -30). Leave "
+            "`total_size` out: the evidence is that of the data the model holds.")
     simulators = [rv.name for rv in model.observed_RVs if isinstance(rv.owner.op, SimulatorRV)]
     if simulators:
         raise BDMCInputError(
