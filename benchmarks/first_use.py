@@ -141,6 +141,107 @@ def truncated_counts():
     return model, None
 
 
+def _robust_regression():
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(100, 3))
+    y = x @ [1.0, -2.0, 0.5] + 0.7 * rng.standard_t(3, 100)
+    with pm.Model() as model:
+        mean = pm.Normal("a", 0, 5) + pm.math.dot(x, pm.Normal("b", 0, 5, shape=3))
+        pm.StudentT("y", nu=pm.Gamma("nu", 2, 0.1), mu=mean, sigma=pm.HalfNormal("s", 2),
+                    observed=y)
+    return model, None
+
+
+def _negative_binomial_regression():
+    rng = np.random.default_rng(13)
+    x = rng.normal(size=100)
+    mu = np.exp(1.0 + 0.5 * x)
+    with pm.Model() as model:
+        rate = pm.math.exp(pm.Normal("a", 0, 2) + pm.Normal("b", 0, 2) * x)
+        pm.NegativeBinomial("y", mu=rate, alpha=pm.Exponential("alpha", 0.5),
+                            observed=rng.negative_binomial(3, 3 / (3 + mu)))
+    return model, None
+
+
+def _zero_inflated_latent():
+    rng = np.random.default_rng(42)
+    y = np.where(rng.random(50) < 0.3, 0, rng.poisson(4, 50))
+    with pm.Model() as model:
+        present = pm.Bernoulli("z", pm.Beta("psi", 1, 1), shape=50)
+        pm.Poisson("y", pm.Gamma("lam", 2, 0.5) * present + 1e-6, observed=y)
+    return model, None
+
+
+def _latent_classes():
+    rng = np.random.default_rng(41)
+    labels = rng.integers(0, 3, 40)
+    with pm.Model() as model:
+        z = pm.Categorical("z", p=pm.Dirichlet("w", np.ones(3)), shape=40)
+        pm.Normal("y", pm.Normal("mu", 0, 5, shape=3)[z], 1.0,
+                  observed=rng.normal(np.array([-3.0, 0.0, 3.0])[labels], 1.0))
+    return model, None
+
+
+def _continuous_changepoint():
+    rng = np.random.default_rng(20)
+    t = np.arange(100.0)
+    with pm.Model() as model:
+        tau = pm.Uniform("tau", 0, 100)
+        level = pm.math.switch(t < tau, pm.Normal("m1", 0, 5), pm.Normal("m2", 0, 5))
+        pm.Normal("y", level, pm.HalfNormal("s", 2),
+                  observed=np.where(t < 60, 1.0, 3.0) + rng.normal(0, 1, 100))
+    return model, None
+
+
+def _stick_breaking_mixture():
+    rng = np.random.default_rng(54)
+    y = np.concatenate([rng.normal(-2, 0.5, 40), rng.normal(2, 0.5, 40)])
+    with pm.Model() as model:
+        w = pm.StickBreakingWeights("w", alpha=pm.Gamma("alpha", 2, 1), K=4)
+        pm.NormalMixture("y", w=w, mu=pm.Normal("mu", 0, 3, shape=5), sigma=0.5, observed=y)
+    return model, None
+
+
+def _zero_sum_effects():
+    rng = np.random.default_rng(38)
+    group = rng.integers(0, 6, 90)
+    y = rng.normal(np.array([-1, 0, 1, 0.5, -0.5, 0])[group], 1)
+    with pm.Model(coords={"g": range(6)}) as model:
+        effects = pm.ZeroSumNormal("eff", sigma=pm.HalfNormal("sd", 1), dims="g")
+        pm.Normal("y", pm.Normal("mu", 0, 3) + effects[group], 1.0, observed=y)
+    return model, None
+
+
+def _latent_autoregression():
+    rng = np.random.default_rng(48)
+    x = np.zeros(50)
+    for t in range(1, 50):
+        x[t] = 0.8 * x[t - 1] + rng.normal(0, 0.5)
+    with pm.Model() as model:
+        latent = pm.AR("lat", rho=[pm.Uniform("rho", -1, 1)], sigma=pm.HalfNormal("sig", 1),
+                       init_dist=pm.Normal.dist(0, 1), shape=50)
+        pm.Normal("y", latent, 0.3, observed=x + rng.normal(0, 0.3, 50))
+    return model, None
+
+
+def _minibatch_scaled():
+    with pm.Model() as model:
+        pm.Normal("y", pm.Normal("mu", 0, 1), 1, total_size=200,
+                  observed=np.random.default_rng(0).normal(1, 1, 20))
+    return model, None
+
+
+#: Models without a known evidence (and two that are refused), run after the ones above.
+MORE = {"Student-t regression, unknown nu": _robust_regression,
+        "negative binomial regression": _negative_binomial_regression,
+        "zero inflation as a latent Bernoulli": _zero_inflated_latent,
+        "latent classes, Categorical labels": _latent_classes,
+        "continuous changepoint (switch)": _continuous_changepoint,
+        "stick-breaking mixture, 5 components": _stick_breaking_mixture,
+        "ZeroSumNormal group effects": _zero_sum_effects,
+        "latent AR(1) observed with noise": _latent_autoregression,
+        "total_size carried over from ADVI": _minibatch_scaled}
+
 MODELS = {"ordinal regression, sorted cutpoints": ordinal_sorted_cutpoints,
           "VonMises angle near the wrap": angle_near_the_wrap,
           "Binomial with unknown trials": binomial_unknown_trials,
@@ -149,7 +250,7 @@ MODELS = {"ordinal regression, sorted cutpoints": ordinal_sorted_cutpoints,
           "multinomial rows, Dirichlet": multinomial_rows,
           "logp-only CustomDist likelihood": logp_only_likelihood,
           "Poisson mixture, sorted rates": poisson_mixture_sorted,
-          "zero-truncated Poisson": truncated_counts}
+          "zero-truncated Poisson": truncated_counts, **MORE}
 
 
 def run(name: str, seed: int) -> str:
