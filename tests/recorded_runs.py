@@ -152,9 +152,11 @@ def run_all() -> dict:
     with _mixture():
         out["bdmc_gibbs"] = _evidence_print(pmb.sample_bdmc(n_steps=30, chains=8,
                                                             random_seed=22, **VECTORIZED))
-    with _poisson_latent():
+    with _poisson_latent() as model:
+        # The steps PyMC assigns (the count now defaults to the window Gibbs kernel).
+        steps = [pm.NUTS([model["lam"]]), pm.Metropolis([model["k"]])]
         out["bdmc_step_methods"] = _evidence_print(pmb.sample_bdmc(
-            n_steps=20, chains=4, random_seed=23, cores=1, **QUIET))
+            n_steps=20, chains=4, random_seed=23, cores=1, step=steps, **QUIET))
     model, params = _ppca()
     with model:
         held = pmb.sample_heldout_likelihood(params, simulate=True, n_steps=30, chains=4,

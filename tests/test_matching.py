@@ -154,10 +154,10 @@ def test_the_step_method_path_simulates_matched_data_too():
     import pymc as pm
 
     with pm.Model():
-        k = pm.Poisson("k", 3.0)  # an unbounded discrete latent: PyMC's step methods
+        k = pm.Poisson("k", 3.0)  # an unbounded discrete latent, given to PyMC's Metropolis
         pm.Normal("y", k, 1.0, observed=np.array([2.5, 3.1, 2.2]))
         result = pmb.sample_bdmc(n_steps=30, chains=4, match_data=10, random_seed=0,
-                                 progressbar=False, cores=1)
+                                 progressbar=False, cores=1, step=pm.Metropolis([k]))
     evidence = result["evidence"]
     assert evidence.attrs["kernel"] == "pymc_step_methods"
     assert evidence.attrs["data_matched"] == 10

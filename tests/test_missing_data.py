@@ -60,13 +60,14 @@ def test_missing_entries_are_integrated_over_and_the_bounds_sandwich_p_of_the_re
     assert [rv.name for rv in model.free_RVs] == ["a", "b", "y_unobserved"]
 
 
-def test_masked_counts_are_imputed_by_pymc_step_methods():
+def test_masked_counts_are_imputed_and_integrated_out():
     counts = np.random.default_rng(1).poisson(3.0, 30).astype(float)
     masked = np.ma.masked_array(counts, mask=np.arange(30) < 3)
     with pm.Model():
         lam = pm.Gamma("lam", 2.0, 0.5)
         pm.Poisson("y", lam, observed=masked)
         result = pmb.sample_ais(n_steps=100, chains=16, random_seed=2, progressbar=False)
+    assert result["evidence"].attrs["kernel"] == "hmc+gibbs"  # the counts' window Gibbs kernel
     present = counts[3:]
     alpha, rate = 2.0, 0.5             # Gamma-Poisson: the evidence of the 27 present counts
     truth = (alpha * np.log(rate) - gammaln(alpha) + gammaln(alpha + present.sum())

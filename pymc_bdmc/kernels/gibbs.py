@@ -19,10 +19,17 @@ term are conditionally independent, so they can be drawn at the same time. So:
    from it exactly. A sweep over ``C`` colors costs ``C`` batched evaluations of ``m`` times
    the chains, whatever the number of coordinates.
 
+A coordinate without a fixed small support (a Poisson count; :mod:`pymc_bdmc.model.discrete`)
+is drawn from a *window* of ``W`` consecutive values holding the current one at a uniformly
+drawn position, from the conditional restricted to it (values outside the support have density
+zero). Each window holding ``x`` is equally likely, and ``P(x -> x') = sum over windows holding
+both of pi(x') / (W pi(window))``: ``pi(x) P(x -> x')`` is symmetric, so the update is
+reversible, as an exact Gibbs update is.
+
 Each color's update is an exact Gibbs update of a block of conditionally independent
-coordinates, so it is reversible with respect to the tempered density; a sweep visits the colors
-in a fixed order and its reversal visits them in the opposite order (``reverse=True``). Nothing
-is tuned: the kernel is a fixed function of ``beta``.
+coordinates (or its window form), so it is reversible with respect to the tempered density; a
+sweep visits the colors in a fixed order and its reversal visits them in the opposite order
+(``reverse=True``). Nothing is tuned: the kernel is a fixed function of ``beta``.
 
 A dependency that changes no term at any of the test states would be missed (a term moved only
 at values of another discrete variable that no test state holds); the test states are prior
@@ -128,6 +135,8 @@ class GibbsColor:
     prior_terms, likelihood_terms : OwnedTerms
         The prior and likelihood terms each coordinate touches: each term is touched by at most
         one coordinate of the color, which is what makes them conditionally independent.
+    window : ndarray of bool, shape (c,)
+        Coordinates drawn from a random window of ``size`` values (module docstring).
     """
 
     coords: np.ndarray
@@ -135,6 +144,20 @@ class GibbsColor:
     size: np.ndarray
     prior_terms: OwnedTerms
     likelihood_terms: OwnedTerms
+    window: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.window is None:
+            object.__setattr__(self, "window", np.zeros(len(self.coords), dtype=bool))
+
+    def lower_at(self, current: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
+        """Each chain's lowest candidate value, shape (chains, c), from ``current`` (chains, c).
+
+        A window starts ``offsets`` (integers below ``size``; 0 where None) below the current
+        value; a fixed support at its own lower bound.
+        """
+        below = 0 if offsets is None else offsets
+        return np.where(self.window, current - below, self.lower)
 
     @property
     def max_size(self) -> int:
@@ -223,6 +246,7 @@ class ChromaticGibbs:
         movable = np.flatnonzero(coordinates.size > 1)
         index, lower, size = (coordinates.index[movable], coordinates.lower[movable],
                               coordinates.size[movable])
+        window = np.asarray(coordinates.window)[movable]
         # touched[j, e]: term e changes when coordinate j moves to another value of its support
         # (any value, at any of the points). Every value is tried: a switchpoint's term of year
         # t changes only where the switchpoint crosses t, which one shift would mostly miss.
@@ -230,11 +254,12 @@ class ChromaticGibbs:
         shifts = np.concatenate([np.arange(1, m) for m in size]) if len(size) else owner
         touched = sp.csr_matrix((len(movable), n_terms), dtype=np.int64)
         for b, point in enumerate(points):
+            start_at = np.where(window, point[index], lower)  # a window from the point's value
             for start in range(0, len(owner), _PROBE_ROWS):
                 rows_of = owner[start:start + _PROBE_ROWS]
                 rows = np.repeat(point[None, :], len(rows_of), axis=0)
                 rows[np.arange(len(rows)), index[rows_of]] = shifted_values(
-                    point[index[rows_of]], lower[rows_of], size[rows_of],
+                    point[index[rows_of]], start_at[rows_of], size[rows_of],
                     shifts[start:start + _PROBE_ROWS])
                 moved = np.concatenate(terms_fn(rows), axis=1)
                 changed = sp.csr_matrix(_changed(moved, base[b][None, :]), dtype=np.int64)
@@ -258,7 +283,8 @@ class ChromaticGibbs:
             built.append(GibbsColor(index[members].astype(np.int64),
                                     lower[members].astype(float), size[members].astype(np.int64),
                                     OwnedTerms.from_touched(owned[:, :n_prior]),
-                                    OwnedTerms.from_touched(owned[:, n_prior:])))
+                                    OwnedTerms.from_touched(owned[:, n_prior:]),
+                                    window[members]))
         return cls(tuple(built), n_prior, n_terms, np.asarray(coordinates.index))
 
     @property
@@ -299,7 +325,7 @@ class ChromaticGibbs:
         """
         return bool(self.colors) and all(
             max(color.prior_terms.padding, color.likelihood_terms.padding) <= _MAX_PADDING
-            for color in self.colors)
+            and not color.window.any() for color in self.colors)
 
     def bound_to(self, terms_fn: TermsFn, update: ColorUpdate | None = None) -> BoundSweep:
         """Bind the sweep to ``terms_fn``, as ``(rng, x, beta, reverse) -> x_new``.
@@ -312,20 +338,23 @@ class ChromaticGibbs:
 
     @staticmethod
     def conditional_logits(color: GibbsColor, x: np.ndarray, beta: float,
-                           terms_fn: TermsFn) -> np.ndarray:
+                           terms_fn: TermsFn, lower: np.ndarray | None = None) -> np.ndarray:
         """Conditional log-densities of every value of the color's coordinates, per chain.
 
         Returns an array of shape (m, chains, c): entry ``[r, k, j]`` is, up to a constant per
         ``(k, j)``, the tempered log-density of chain ``k`` with coordinate ``j`` shifted ``r``
         places around its support (``-inf`` past a narrower support, and for NaN densities).
+        ``lower`` (chains, c): each chain's lowest value (:meth:`GibbsColor.lower_at`; the
+        supports' own where omitted).
         """
         n_chains = len(x)
         m = color.max_size
+        lower = color.lower if lower is None else lower
         # Every chain at every value of the color's coordinates, in one batched call:
         # rows r * n_chains + k hold chain k with each coordinate shifted r places.
         candidates = np.repeat(x[None], m, axis=0)
         candidates[1:, :, color.coords] = shifted_values(
-            x[None, :, color.coords], color.lower, color.size, np.arange(1, m)[:, None, None])
+            x[None, :, color.coords], lower, color.size, np.arange(1, m)[:, None, None])
         prior, lik = terms_fn(candidates.reshape(m * n_chains, -1))
         with np.errstate(invalid="ignore"):
             logits = color.prior_terms.sums(prior)
@@ -369,12 +398,16 @@ class ChromaticGibbs:
         n_chains = len(x)
         for color in (reversed(self.colors) if reverse else self.colors):
             uniforms = rng.uniform(size=(n_chains, len(color.coords)))
-            if update is not None:
+            if update is not None and not color.window.any():
                 x = update(color, x, beta, uniforms)
                 continue
             current = x[:, color.coords]
-            logits = self.conditional_logits(color, x, beta, terms_fn)
-            x[:, color.coords] = shifted_values(current, color.lower, color.size,
+            offsets = None
+            if color.window.any():  # where each window starts below the current value
+                offsets = np.floor(rng.uniform(size=uniforms.shape) * color.size)
+            lower = color.lower_at(current, offsets)
+            logits = self.conditional_logits(color, x, beta, terms_fn, lower)
+            x[:, color.coords] = shifted_values(current, lower, color.size,
                                                 _draw_shift(logits, uniforms))
         return x, np.any(x != start, axis=1)
 

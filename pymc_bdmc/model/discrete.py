@@ -5,8 +5,9 @@ discrete coordinate, so it needs each one's support as a fixed, small range of i
 read here from the distribution itself (never from the current values), for the distributions
 whose support is such a range: Bernoulli, Categorical, DiscreteUniform and Binomial with fixed
 bounds. Anything else (a Poisson, bounds that depend on other variables, a support wider than
-:data:`MAX_SUPPORT` values) is reported with the reason, and the caller uses PyMC's step
-methods instead.
+:data:`MAX_SUPPORT` values) is a *window* coordinate: each update draws it from a window of
+:data:`WINDOW` values placed at random around its current value (the kernel's docstring says why
+that is exact), with values outside the support at density zero.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from pytensor.tensor.random.op import RandomVariable
 
 from pymc_bdmc.model.density import ONE_SHOT_MODE, FlatLayout
 
-__all__ = ["MAX_SUPPORT", "DiscreteCoordinates", "UnsupportedDiscrete", "discrete_coordinates"]
+__all__ = ["MAX_SUPPORT", "WINDOW", "DiscreteCoordinates", "UnsupportedDiscrete",
+           "discrete_coordinates"]
 
 #: Widest support enumerated: each value costs one batched model evaluation per color.
 MAX_SUPPORT = 128
+#: Values of the window a coordinate without such a support is drawn from in an update.
+WINDOW = 16
 
 
 class UnsupportedDiscrete(ValueError):
@@ -43,15 +47,23 @@ class DiscreteCoordinates:
     lower : ndarray of float, shape (n,)
         Smallest value of each coordinate.
     size : ndarray of int, shape (n,)
-        Number of values: coordinate ``i`` takes ``lower[i], ..., lower[i] + size[i] - 1``.
+        Number of values: coordinate ``i`` takes ``lower[i], ..., lower[i] + size[i] - 1``;
+        for a window coordinate, the window's width (its ``lower`` is unused).
     names : tuple of str
         The discrete variables, in layout order.
+    window : ndarray of bool, shape (n,)
+        Coordinates drawn from a random window of :data:`WINDOW` values (no fixed support).
     """
 
     index: np.ndarray
     lower: np.ndarray
     size: np.ndarray
     names: tuple[str, ...]
+    window: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.window is None:
+            object.__setattr__(self, "window", np.zeros(len(self.index), dtype=bool))
 
     def __len__(self) -> int:
         return len(self.index)
@@ -106,31 +118,36 @@ def _range_of(rv, shape) -> tuple[np.ndarray, np.ndarray]:
 def discrete_coordinates(model: pm.Model, layout: FlatLayout) -> DiscreteCoordinates | None:
     """The discrete coordinates of ``model`` with their supports, or None if there are none.
 
+    Variables without a fixed support of at most :data:`MAX_SUPPORT` integers are window
+    coordinates (module docstring).
+
     Raises
     ------
     UnsupportedDiscrete
-        If a discrete variable's support is not a fixed range of at most :data:`MAX_SUPPORT`
-        integers (the message says which and why).
+        If a discrete variable's fixed support is empty.
     """
-    index, lower, size, names = [], [], [], []
+    index, lower, size, names, window = [], [], [], [], []
     for rv in model.free_RVs:
         value = model.rvs_to_values[rv]
         if not value.dtype.startswith(("int", "uint", "bool")):
             continue
         position = layout.names.index(value.name)
         shape, slc = layout.shapes[position], layout.slices[position]
-        low, high = _range_of(rv, shape)
-        width = (high - low + 1).ravel()
-        if np.any(width < 1) or np.any(width > MAX_SUPPORT):
-            raise UnsupportedDiscrete(
-                f"{rv.name!r} has supports of {int(width.min())}-{int(width.max())} values; "
-                f"between 1 and {MAX_SUPPORT} can be enumerated"
-            )
+        n = slc.stop - slc.start
+        try:
+            low, high = _range_of(rv, shape)
+            width = (high - low + 1).ravel()
+        except UnsupportedDiscrete:
+            low, width = np.zeros(n), np.full(n, MAX_SUPPORT + 1)
+        if np.any(width < 1):
+            raise UnsupportedDiscrete(f"{rv.name!r} has an empty support")
+        wide = bool(np.any(width > MAX_SUPPORT))
         index.append(np.arange(slc.start, slc.stop))
-        lower.append(low.ravel())
-        size.append(width.astype(int))
+        lower.append(np.zeros(n) if wide else low.ravel())
+        size.append(np.full(n, WINDOW) if wide else width.astype(int))
+        window.append(np.full(n, wide))
         names.append(value.name)
     if not names:
         return None
     return DiscreteCoordinates(np.concatenate(index), np.concatenate(lower),
-                               np.concatenate(size), tuple(names))
+                               np.concatenate(size), tuple(names), np.concatenate(window))

@@ -122,7 +122,8 @@ def differing_conditionals(gibbs: ChromaticGibbs, density: ModelDensity,
     differing = []
     for color in gibbs.colors:
         # Prior (beta 0) and tempered (beta 1) conditionals: shape (2, m, chains, c).
-        from_terms = np.stack([gibbs.conditional_logits(color, x, beta, density.terms)
+        lower = color.lower_at(x[:, color.coords])  # (chains, c); a window from x itself
+        from_terms = np.stack([gibbs.conditional_logits(color, x, beta, density.terms, lower)
                                for beta in (0.0, 1.0)])
         model = np.full(from_terms.shape, -np.inf)
         c = len(color.coords)
@@ -130,7 +131,7 @@ def differing_conditionals(gibbs: ChromaticGibbs, density: ModelDensity,
         for r in range(color.max_size):
             rows = np.repeat(x[None], c, axis=0)  # (c, chains, n_dim): coordinate j moved in j
             rows[np.arange(c), :, color.coords] = shifted_values(
-                current, color.lower[:, None], color.size[:, None], r)
+                current, lower.T, color.size[:, None], r)
             parts = density.parts(rows.reshape(-1, x.shape[1]))
             prior = parts.log_prior.reshape(c, len(x)).T
             model[0, r] = prior
