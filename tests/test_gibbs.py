@@ -510,11 +510,13 @@ def test_ais_on_real_data_matches_enumeration(attributes_4):
     assert np.issubdtype(z.dtype, np.integer) and set(np.unique(z)) <= {0, 1}
 
 
-def test_same_seed_same_numbers_in_batches(attributes_3):
-    problem = attributes_3
+@pytest.mark.parametrize("window", [False, True], ids=["enumerated", "window"])
+def test_same_seed_same_numbers_in_batches(window, attributes_3):
+    # The window offsets are drawn from each chain's own stream, as the uniforms are.
+    model = _poisson_window_model() if window else attributes_3.model
     runs = []
     for batch in (None, 8):
-        with problem.model:
+        with model:
             runs.append(pmb.sample_ais(n_steps=30, chains=16, random_seed=4, progressbar=False,
                                        chains_per_batch=batch))
     np.testing.assert_allclose(runs[0]["sample_stats"]["log_weight"].values,
