@@ -270,19 +270,37 @@ def test_a_discrete_count_below_the_data_gets_zero_weight_not_a_refusal(fused):
     assert -0.3 < float(bdmc["evidence"]["upper"]) - simulated < 0.5
 
 
-def test_the_search_stops_where_impossible_starts_floor_the_gap(caplog):
-    # Seed 0 simulates counts that 24 of 32 prior draws of n make impossible: the reverse chains
-    # never reach that prior mass, so the upper bound sits about log(32 / 8) above log p(y*) at
-    # any length. Before, the search doubled the steps to 59500 (78 s) at a gap of 1.5; those
-    # chains' rejected moves were also counted as divergences near the prior.
+def test_the_upper_bound_counts_the_prior_mass_where_the_data_are_impossible():
+    # Seed 0 simulates counts that 24 of 32 prior draws of n make impossible. Reverse chains
+    # never reach that prior mass, so without a correction the upper bound sat about
+    # log(32 / 8) above log p(y*) at any length; before that the search doubled to 59500 steps
+    # (78 s) at a gap of 1.5. The mass where the data are possible is now estimated from prior
+    # draws of a stream of its own and taken out of the upper bound.
+    with _binomial_trials():
+        result = pmb.sample_bdmc(random_seed=0, progressbar=False)
+    evidence = result["evidence"]
+    simulated = _binomial_trials_evidence(result["observed_data"]["y"].values)
+    assert 0.1 < evidence.attrs["possible_start_mass"] < 0.5
+    assert evidence.attrs["certified"] == 1
+    assert abs(float(evidence["upper"]) - simulated) < 0.3
+    assert int(evidence["n_divergent_forward"]) == 0  # those chains' rejected moves
+
+
+def test_the_search_stops_where_impossible_starts_floor_the_gap(caplog, monkeypatch):
+    # Where the possible mass cannot be estimated (fewer possible draws than asked for within
+    # the draws allowed, here by construction), the floor stays, and the search stops at once.
+    import pymc_bdmc.pipeline.draws as draws
+
+    monkeypatch.setattr(draws, "MAX_POSSIBLE_DRAWS", 1024)
+    monkeypatch.setattr(draws, "POSSIBLE_DRAWS", 4096)
     with _binomial_trials(), caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
         result = pmb.sample_bdmc(random_seed=0, progressbar=False)
     evidence = result["evidence"]
     assert evidence.attrs["certified"] == 0 and len(evidence.attrs["auto_n_steps"]) == 1
+    assert "possible_start_mass_below" in evidence.attrs
     assert "24 of 32 forward chains started where the simulated data are impossible" in (
         evidence.attrs["auto_stop"])
     assert "no run length removes" in caplog.text and "reparameteris" not in caplog.text
-    assert int(evidence["n_divergent_forward"]) == 0
 
 
 def test_owned_term_sums_match_a_dense_product_with_empty_coordinates():

@@ -34,7 +34,7 @@ from pymc_bdmc.pipeline import execution
 from pymc_bdmc.pipeline.auto_steps import Attempt
 from pymc_bdmc.pipeline.compile import timed_build
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
-from pymc_bdmc.pipeline.draws import draw_prior, generating_values
+from pymc_bdmc.pipeline.draws import draw_prior, generating_values, impossible_start_offset
 from pymc_bdmc.pipeline.problem import model_problem
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
@@ -214,8 +214,12 @@ class StepMethodAIS:
         sweep = problem.extra["runner"].sweep
         forward = merge_runs(runs[:s.chains])
         reverse = None if truth is None else merge_runs(runs[s.chains:])
+        offset, possible = (impossible_start_offset(
+            lambda n, rng: draw_prior(problem.simulator, n, rng),
+            problem.extra["runner"].parts, streams["possible"], forward.failed_step)
+            if reverse is not None else (0.0, {}))
         bounds = evidence_bounds(streams["summary"], forward.log_weight,
-                                 None if reverse is None else reverse.log_weight,
+                                 None if reverse is None else reverse.log_weight + offset,
                                  confidence=s.confidence)
         log_step_diagnostics(bounds, forward)
         attrs = {
@@ -234,7 +238,7 @@ class StepMethodAIS:
             "pilot_steps": tuned.pilot.n_steps,
             "schedule": "adaptive" if s.adaptive else "fixed",
             "sampling_time": outcome.sampling_time,
-            **problem.attrs, **job.attrs,
+            **problem.attrs, **job.attrs, **possible,
         }
         generating = None if truth is None else generating_values(density, truth)
         dt = build_datatree(rng=streams["summary"], density=density, plan=plan, forward=forward,

@@ -29,7 +29,14 @@ from pymc_bdmc.pipeline.auto_steps import Attempt
 from pymc_bdmc.pipeline.compile import helpers_allowed, other_parameterization
 from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
 from pymc_bdmc.pipeline.discrete import check_plan_pins, gibbs_kernel
-from pymc_bdmc.pipeline.draws import PilotDraws, generating_values, prior_start, prior_start_blocks
+from pymc_bdmc.pipeline.draws import (
+    PilotDraws,
+    draw_prior,
+    generating_values,
+    impossible_start_offset,
+    prior_start,
+    prior_start_blocks,
+)
 from pymc_bdmc.pipeline.execution import (
     KernelTiming,
     choose_workers,
@@ -266,9 +273,14 @@ class VectorizedAIS:
             forward = dataclasses.replace(forward, parts=density.parts(forward.x))
             if reverse is not None:
                 reverse = dataclasses.replace(reverse, parts=density.parts(reverse.x))
+        start = ((lambda n, rng: draw_prior(problem.simulator, n, rng)) if plan.base is None
+                 else (lambda n, rng: plan.base.sample(rng, n)))
+        offset, possible = (impossible_start_offset(start, density.parts, streams["possible"],
+                                                    forward.failed_step)
+                            if reverse is not None else (0.0, {}))
         bounds = evidence_bounds(
             streams["summary"], forward.log_weight,
-            None if reverse is None else reverse.log_weight, confidence=s.confidence,
+            None if reverse is None else reverse.log_weight + offset, confidence=s.confidence,
         )
         # Labels only where a stuck reverse run may need to name a coordinate (BDMC).
         labels = None if truth is None else density.layout.coordinate_labels()
@@ -291,6 +303,7 @@ class VectorizedAIS:
                 path_start="prior" if plan.base is None else "fitted gaussian",
             ),
         }
+        attrs.update(possible)
         if gibbs is not None:
             attrs["kernel"] = "hmc+gibbs"
             attrs["gibbs_colors"] = len(gibbs.colors)

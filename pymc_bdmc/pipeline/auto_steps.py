@@ -437,7 +437,8 @@ class LengthSearch:
         """
         evidence = self.result["evidence"]
         if (evidence.attrs.get("path_start", "prior") != "prior"
-                or "failed_step_forward" not in evidence):
+                or "failed_step_forward" not in evidence
+                or "possible_start_mass" in evidence.attrs):  # the upper bound accounts for it
             return False
         failed = np.asarray(evidence["failed_step_forward"].values)
         n, dead = failed.size, int(np.count_nonzero(failed == 1))

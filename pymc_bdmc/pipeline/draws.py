@@ -20,8 +20,12 @@ from pymc_bdmc.parallel.streams import ChainBlocks
 from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw, n_candidates
 from pymc_bdmc.pipeline.seeding import rewind
 
-__all__ = ["PilotDraws", "draw_prior", "generating_values", "prior_start", "prior_start_blocks",
-           "simulate_truth"]
+__all__ = ["PilotDraws", "draw_prior", "generating_values", "impossible_start_offset",
+           "prior_start", "prior_start_blocks", "simulate_truth"]
+
+#: Prior draws at which the data are possible that :func:`impossible_start_offset` counts (the
+#: relative noise of its estimate is about ``sqrt((1 - P) / n)``), and the most it draws.
+POSSIBLE_DRAWS, MAX_POSSIBLE_DRAWS = 256, 1 << 16
 
 
 def simulate_truth(simulator: ModelSimulator, model: pm.Model,
@@ -82,6 +86,42 @@ def draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> n
         return simulator.draw_prior(n, rng)
     except NotImplementedError as err:
         raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
+
+
+def impossible_start_offset(draw, parts_fn, rng: np.random.Generator,
+                            failed_step: np.ndarray | None) -> tuple[float, dict]:
+    """Return what BDMC's reverse log weights need where the data are impossible at start draws.
+
+    Reverse chains never reach the mass of the path's start (the prior, or a fitted base) where
+    the (simulated) data are impossible: at any ``beta > 0`` the path's densities are zero
+    there. So each reverse weight estimates ``P / p(y)``, ``P`` the start's mass where the data
+    are possible, and the upper bound sits ``-log P`` too high at any length. ``draw(n, rng)``
+    draws from the start, from ``rng`` (a stream of its own), until :data:`POSSIBLE_DRAWS` of
+    them make the data possible: with ``M`` draws in all, ``M / n`` is an unbiased estimate of
+    ``1 / P`` (negative binomial sampling), independent of the weights, so adding
+    ``log(M / n)`` to every reverse log weight keeps the upper bound a stochastic upper bound
+    and removes that floor. Nothing is drawn unless some forward chain started where the data
+    are impossible (``failed_step`` 1); past :data:`MAX_POSSIBLE_DRAWS` draws no offset is
+    added.
+
+    Returns
+    -------
+    tuple
+        ``(offset, attrs)``: 0.0 and no attrs where nothing applies.
+    """
+    if failed_step is None or not np.any(np.asarray(failed_step) == 1):
+        return 0.0, {}
+    possible, drawn, batch = 0, 0, 1024
+    while drawn < MAX_POSSIBLE_DRAWS:
+        x = draw(batch, rng)
+        found = np.cumsum(np.isfinite(parts_fn(x).log_likelihood))
+        if possible + found[-1] >= POSSIBLE_DRAWS:
+            drawn += int(np.searchsorted(found, POSSIBLE_DRAWS - possible)) + 1
+            mass = POSSIBLE_DRAWS / drawn
+            return float(np.log(drawn / POSSIBLE_DRAWS)), {"possible_start_mass": mass,
+                                                             "possible_start_draws": drawn}
+        possible, drawn = possible + int(found[-1]), drawn + batch
+    return 0.0, {"possible_start_mass_below": (possible + 1) / drawn}
 
 
 def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,

@@ -18,10 +18,11 @@ __all__ = ["ATTEMPT_STREAMS", "STREAMS", "restarted", "rewind", "streams"]
 #: part of the seed's meaning: changing it changes every result; a new stage goes last, which
 #: leaves the earlier ones as they were).
 STREAMS = ("simulate", "pilot_init", "pilot", "forward_init", "forward", "reverse", "summary",
-           "candidates")
+           "candidates", "possible")
 
 #: The stages an attempt draws from (the simulated data are drawn once, before any attempt).
-ATTEMPT_STREAMS = ("pilot_init", "pilot", "forward_init", "forward", "reverse", "summary")
+ATTEMPT_STREAMS = ("pilot_init", "pilot", "forward_init", "forward", "reverse", "summary",
+                   "possible")
 
 
 def streams(random_seed) -> dict[str, np.random.Generator]:
