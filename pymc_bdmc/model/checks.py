@@ -133,23 +133,7 @@ def check_model(
     potentials = [p.name for p in model.potentials]
     if not model.observed_RVs:
         _check_potential_likelihood(potentials, potentials_in_likelihood, needs_simulation)
-    scaled = [rv.name for rv in model.observed_RVs
-              if isinstance(rv.owner.op, MinibatchRandomVariable)]
-    if scaled:
-        raise BDMCInputError(
-            f"The observed variables {scaled} have `total_size=` (minibatch scaling for "
-            "variational inference): their log-likelihood is multiplied by total_size / n, so "
-            "the model's density is no longer normalised and its integral is not p(y) (on 20 "
-            "observations with total_size=200, -259 nats where p(y) is about -30). Leave "
-            "`total_size` out: the evidence is that of the data the model holds.")
-    simulators = [rv.name for rv in model.observed_RVs if isinstance(rv.owner.op, SimulatorRV)]
-    if simulators:
-        raise BDMCInputError(
-            f"The observed variables {simulators} are pm.Simulator: a simulator with a distance, "
-            "not a likelihood. AIS and BDMC anneal a log-likelihood, so they have nothing to "
-            "temper; `pm.sample_smc`'s ABC estimate is of the evidence of its epsilon-kernel, not "
-            "of p(y). Where the likelihood can be written, use it (a pm.CustomDist with `logp=` "
-            "and `random=`).")
+    _refuse_kinds(model.observed_RVs, _OBSERVED_REFUSALS)
     _check_observed_data(model, allow_missing)
     if potentials:
         _check_potentials(potentials, potentials_in_likelihood, needs_simulation)
@@ -233,22 +217,46 @@ def _check_priors(model: pm.Model) -> None:
             "`pm.Dirichlet`."
         )
 
-    flat = [rv.name for rv in model.free_RVs if isinstance(rv.owner.op, FlatRV | HalfFlatRV)]
-    if flat:
-        raise BDMCInputError(
-            f"Free variables {flat} have improper Flat/HalfFlat priors: the evidence is not "
-            "defined and AIS cannot start from exact prior draws. Give them proper priors."
-        )
-    # PyMC's ICAR log-density has no normalising constant (the graph Laplacian's
-    # pseudo-determinant), so an evidence computed with it is off by an unknown constant.
-    intrinsic = [rv.name for rv in model.free_RVs if isinstance(rv.owner.op, ICARRV)]
-    if intrinsic:
-        raise BDMCInputError(
-            f"Free variables {intrinsic} have intrinsic CAR priors (pm.ICAR): improper, flat "
-            "along the constant vector up to PyMC's soft sum-to-zero penalty, unnormalised and "
-            "with no prior draws, so the evidence is not defined. Use a proper spatial prior: "
-            "pm.CAR (with alpha < 1), or pm.MvNormal with a covariance of your choice."
-        )
+    _refuse_kinds(model.free_RVs, _PRIOR_REFUSALS)
+
+
+#: Observed variables refused by the kind of their op: ``(kinds, message with {names})``.
+_OBSERVED_REFUSALS = (
+    (MinibatchRandomVariable,
+     "The observed variables {names} have `total_size=` (minibatch scaling for variational "
+     "inference): their log-likelihood is multiplied by total_size / n, so the model's density "
+     "is no longer normalised and its integral is not p(y) (on 20 observations with "
+     "total_size=200, -259 nats where p(y) is about -30). Leave `total_size` out: the evidence "
+     "is that of the data the model holds."),
+    (SimulatorRV,
+     "The observed variables {names} are pm.Simulator: a simulator with a distance, not a "
+     "likelihood. AIS and BDMC anneal a log-likelihood, so they have nothing to temper; "
+     "`pm.sample_smc`'s ABC estimate is of the evidence of its epsilon-kernel, not of p(y). "
+     "Where the likelihood can be written, use it (a pm.CustomDist with `logp=` and "
+     "`random=`)."),
+)
+
+#: Free variables refused by the kind of their op. PyMC's ICAR log-density has no normalising
+#: constant (the graph Laplacian's pseudo-determinant): an evidence with it is off by an
+#: unknown constant.
+_PRIOR_REFUSALS = (
+    (FlatRV | HalfFlatRV,
+     "Free variables {names} have improper Flat/HalfFlat priors: the evidence is not defined "
+     "and AIS cannot start from exact prior draws. Give them proper priors."),
+    (ICARRV,
+     "Free variables {names} have intrinsic CAR priors (pm.ICAR): improper, flat along the "
+     "constant vector up to PyMC's soft sum-to-zero penalty, unnormalised and with no prior "
+     "draws, so the evidence is not defined. Use a proper spatial prior: pm.CAR (with "
+     "alpha < 1), or pm.MvNormal with a covariance of your choice."),
+)
+
+
+def _refuse_kinds(variables, refusals) -> None:
+    """Raise the first refusal whose op kinds some of ``variables`` have, naming them."""
+    for kinds, message in refusals:
+        names = [rv.name for rv in variables if isinstance(rv.owner.op, kinds)]
+        if names:
+            raise BDMCInputError(message.format(names=names))
 
 
 def _check_continuous(model: pm.Model) -> None:
@@ -426,9 +434,8 @@ def unsimulable_data_message(reason: str) -> str:
         f"Cannot simulate data from the model ({reason.strip()}). The BDMC upper bound "
         "(`sample_bdmc`, `calibrate`) needs data drawn from the model, and an observed variable "
         "has no random method: for a pm.CustomDist, pass `random=` or `dist=`. Without "
-        "simulated data, "
-        "`pmb.sample_ais()` still gives a stochastic lower bound on log p(y) of your data, "
-        "uncertified."
+        "simulated data, `pmb.sample_ais()` still gives a stochastic lower bound on log p(y) "
+        "of your data, uncertified."
     )
 
 
