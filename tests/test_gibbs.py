@@ -7,6 +7,7 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 import scipy.sparse as sp
+from count_models import binomial_count_evidence, binomial_count_model
 from scipy.special import gammaln, log_softmax, logsumexp
 
 import pymc_bdmc as pmb
@@ -547,15 +548,13 @@ def test_a_latent_count_runs_on_the_window_kernel_with_its_exact_evidence():
     # PyMC's steps). Monte Carlo tolerance: on seeds 0-2 (64 chains, 100 steps) AIS was within
     # 0.06 of the exact evidence, BDMC's lower bound within 0.03, its upper 0.32 above at most
     # (about -log P(N >= 4) = 0.31: the floor of impossible starts).
-    from test_step_methods import _binomial_count_evidence, _binomial_count_model
-
-    with _binomial_count_model():
+    with binomial_count_model():
         ais = pmb.sample_ais(n_steps=100, chains=64, random_seed=2, progressbar=False)
         bdmc = pmb.sample_bdmc(n_steps=100, chains=64, random_seed=2, progressbar=False)
     assert ais["evidence"].attrs["kernel"] == "hmc+gibbs" and "step_methods" not in ais.children
     assert float(ais["evidence"]["lower"]) == pytest.approx(
-        _binomial_count_evidence([2, 4]), abs=0.25)
-    simulated = _binomial_count_evidence(bdmc["observed_data"]["y"].values)
+        binomial_count_evidence([2, 4]), abs=0.25)
+    simulated = binomial_count_evidence(bdmc["observed_data"]["y"].values)
     assert float(bdmc["evidence"]["lower"]) == pytest.approx(simulated, abs=0.25)
     assert -0.25 < float(bdmc["evidence"]["upper"]) - simulated < 0.6
 

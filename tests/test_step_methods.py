@@ -10,6 +10,7 @@ import pymc as pm
 import pytensor.compile.maker
 import pytest
 import xarray as xr
+from count_models import binomial_count_evidence, binomial_count_model
 from pymc.step_methods import CompoundStep
 
 import pymc_bdmc as pmb
@@ -481,35 +482,12 @@ def test_gap_shrinks_as_n_steps_grows_with_step_methods(mixture):
     assert gaps[1] < gaps[0] / 3
 
 
-def _binomial_count_model():
-    # N ~ Poisson(5), p ~ Beta(2, 2), y_j ~ Binomial(N, p): a quarter of the prior's N lie below
-    # max(y), where the data are impossible.
-    with pm.Model() as m:
-        p = pm.Beta("p", 2, 2)
-        count = pm.Poisson("N", 5)
-        pm.Binomial("y", n=count, p=p, observed=np.array([2, 4]))
-    return m
-
-
-def _binomial_count_evidence(y) -> float:
-    from scipy import integrate, stats
-    from scipy.special import logsumexp
-
-    y = np.asarray(y)
-    terms = []
-    for n in range(int(y.max()), 80):
-        value, _ = integrate.quad(
-            lambda p, n=n: stats.beta.pdf(p, 2, 2) * np.prod(stats.binom.pmf(y, n, p)), 0, 1)
-        terms.append(stats.poisson.logpmf(n, 5) + np.log(value))
-    return float(logsumexp(terms))
-
-
 def test_step_methods_leave_chains_where_the_data_are_impossible_at_zero_weight(caplog):
     # Before, the pilot's first NUTS step raised "Bad initial energy" (0 * -inf at beta = 0),
     # and the prior draws were refused. Monte Carlo tolerance: on seeds 0-5 (64 chains, 100
     # steps) AIS was within 0.12 of the exact evidence, BDMC's lower bound within 0.08 and its
     # upper bound 0.98 above it at most (seed 1 here: -0.08; -0.01, +0.16).
-    with (_binomial_count_model() as model,
+    with (binomial_count_model() as model,
           caplog.at_level(logging.WARNING, logger="pymc_bdmc")):
         def steps():  # as PyMC assigns them (by default the count goes to window Gibbs)
             return [pm.NUTS([model["p"]]), pm.Metropolis([model["N"]])]
@@ -521,7 +499,7 @@ def test_step_methods_leave_chains_where_the_data_are_impossible_at_zero_weight(
     assert "The log-likelihood is -inf at" in caplog.text
     assert ais["evidence"].attrs["step_methods"] == "NUTS[p_logodds__] -> Metropolis[N]"
     assert float(ais["evidence"]["lower"]) == pytest.approx(
-        _binomial_count_evidence([2, 4]), abs=0.25)
-    simulated = _binomial_count_evidence(bdmc["observed_data"]["y"].values)
+        binomial_count_evidence([2, 4]), abs=0.25)
+    simulated = binomial_count_evidence(bdmc["observed_data"]["y"].values)
     assert float(bdmc["evidence"]["lower"]) == pytest.approx(simulated, abs=0.25)
     assert -0.25 < float(bdmc["evidence"]["upper"]) - simulated < 0.5
