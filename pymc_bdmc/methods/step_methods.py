@@ -34,7 +34,7 @@ from pymc_bdmc.pipeline import execution
 from pymc_bdmc.pipeline.auto_steps import Attempt
 from pymc_bdmc.pipeline.compile import timed_build
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
-from pymc_bdmc.pipeline.draws import draw_prior, generating_values, impossible_start_offset
+from pymc_bdmc.pipeline.draws import draw_prior, generating_values, possible_starts
 from pymc_bdmc.pipeline.problem import model_problem
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
@@ -175,8 +175,12 @@ class StepMethodAIS:
         density, truth, streams = problem.density, problem.truth, job.streams
         runner = problem.extra["runner"]
         x0 = draw_prior(problem.simulator, s.chains, streams["forward_init"])
-        check_finite_start(runner.parts(x0), "prior draws", density.layout, x0, model=job.model,
-                           impossible_data="warn")
+        parts0 = runner.parts(x0)
+        check_finite_start(parts0, "prior draws", density.layout, x0, model=job.model,
+                           impossible_data="allow")
+        x0, possible = possible_starts(x0, parts0.log_likelihood,
+                                       lambda n, rng: draw_prior(problem.simulator, n, rng),
+                                       runner.parts, streams["possible"])
         n_tasks = s.chains * (1 if truth is None else 2)
         # One sweep per chain and temperature; step-method workers cost more to start.
         predicted = tuned.sweep_seconds * s.n_steps * n_tasks
@@ -204,7 +208,7 @@ class StepMethodAIS:
                               runner=runner, on_chain=lambda _: on_step())
 
         return Launch(run_all, None, len(tasks), s.n_steps, s,
-                      state={"plan": plan, "workers": workers})
+                      state={"plan": plan, "workers": workers, "possible": possible})
 
     def result(self, job: Job, problem: Problem, tuned: Tuned, launch: Launch,
                outcome: Outcome) -> xr.DataTree:
@@ -214,12 +218,10 @@ class StepMethodAIS:
         sweep = problem.extra["runner"].sweep
         forward = merge_runs(runs[:s.chains])
         reverse = None if truth is None else merge_runs(runs[s.chains:])
-        offset, possible = (impossible_start_offset(
-            lambda n, rng: draw_prior(problem.simulator, n, rng),
-            problem.extra["runner"].parts, streams["possible"], forward.failed_step)
-            if reverse is not None else (0.0, {}))
+        possible = launch.state["possible"]
+        forward, reverse = possible.apply(forward, reverse)
         bounds = evidence_bounds(streams["summary"], forward.log_weight,
-                                 None if reverse is None else reverse.log_weight + offset,
+                                 None if reverse is None else reverse.log_weight,
                                  confidence=s.confidence)
         log_step_diagnostics(bounds, forward)
         attrs = {
@@ -238,7 +240,7 @@ class StepMethodAIS:
             "pilot_steps": tuned.pilot.n_steps,
             "schedule": "adaptive" if s.adaptive else "fixed",
             "sampling_time": outcome.sampling_time,
-            **problem.attrs, **job.attrs, **possible,
+            **problem.attrs, **job.attrs, **possible.attrs,
         }
         generating = None if truth is None else generating_values(density, truth)
         dt = build_datatree(rng=streams["summary"], density=density, plan=plan, forward=forward,

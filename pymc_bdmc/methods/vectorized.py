@@ -31,9 +31,10 @@ from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
 from pymc_bdmc.pipeline.discrete import check_plan_pins, gibbs_kernel
 from pymc_bdmc.pipeline.draws import (
     PilotDraws,
+    PossibleStarts,
     draw_prior,
     generating_values,
-    impossible_start_offset,
+    possible_starts,
     prior_start,
     prior_start_blocks,
 )
@@ -102,6 +103,7 @@ class Running:
     workers: Workers
     fused: bool
     n_groups: int
+    possible: PossibleStarts
 
 
 def check_plan_fits(plan: AnnealingPlan, density: ModelDensity) -> None:
@@ -209,9 +211,17 @@ class VectorizedAIS:
         forward_blocks = ChainBlocks.spawn(streams["forward"], s.chains)
         reverse_blocks = ChainBlocks.spawn(streams["reverse"], s.chains)
         # Each block of chains starts from exact draws of the path's first distribution.
-        x0 = (prior_start_blocks(problem.simulator, density, init_blocks)[0] if plan.base is None
-              else np.concatenate([plan.start(g, n) for n, g in
-                                   zip(init_blocks.sizes, init_blocks.generators, strict=True)]))
+        if plan.base is None:
+            x0, parts0 = prior_start_blocks(problem.simulator, density, init_blocks)
+        else:
+            x0 = np.concatenate([plan.start(g, n) for n, g in
+                                 zip(init_blocks.sizes, init_blocks.generators, strict=True)])
+            parts0 = density.parts(x0)
+        start_draws = ((lambda n, rng: draw_prior(problem.simulator, n, rng)) if plan.base is None
+                       else (lambda n, rng: plan.base.sample(rng, n)))
+        x0, possible = possible_starts(x0, parts0.log_likelihood, start_draws, density.parts,
+                                       streams["possible"],
+                                       "prior draws" if plan.base is None else "base draws")
         directions = 1 if truth is None else 2
         # Timing chooses workers and fits a search's length to its budget; never the kernel.
         auto = (attempt.fit_length is not None
@@ -259,7 +269,7 @@ class VectorizedAIS:
                                                          on_group=on_group)),
             total=plan.n_steps * len(groups), n_steps=plan.n_steps, settings=s,
             cancel=lambda: runner.cancel(pending_reverse),
-            state=Running(plan, runner, workers, fused, len(groups)),
+            state=Running(plan, runner, workers, fused, len(groups), possible),
             evaluations=lambda: density.n_evaluations + runner.model_calls,
             model_call_seconds=model_call_seconds(density, x0, timing))
 
@@ -273,14 +283,10 @@ class VectorizedAIS:
             forward = dataclasses.replace(forward, parts=density.parts(forward.x))
             if reverse is not None:
                 reverse = dataclasses.replace(reverse, parts=density.parts(reverse.x))
-        start = ((lambda n, rng: draw_prior(problem.simulator, n, rng)) if plan.base is None
-                 else (lambda n, rng: plan.base.sample(rng, n)))
-        offset, possible = (impossible_start_offset(start, density.parts, streams["possible"],
-                                                    forward.failed_step)
-                            if reverse is not None else (0.0, {}))
+        forward, reverse = running.possible.apply(forward, reverse)
         bounds = evidence_bounds(
             streams["summary"], forward.log_weight,
-            None if reverse is None else reverse.log_weight + offset, confidence=s.confidence,
+            None if reverse is None else reverse.log_weight, confidence=s.confidence,
         )
         # Labels only where a stuck reverse run may need to name a coordinate (BDMC).
         labels = None if truth is None else density.layout.coordinate_labels()
@@ -303,7 +309,7 @@ class VectorizedAIS:
                 path_start="prior" if plan.base is None else "fitted gaussian",
             ),
         }
-        attrs.update(possible)
+        attrs.update(running.possible.attrs)
         if gibbs is not None:
             attrs["kernel"] = "hmc+gibbs"
             attrs["gibbs_colors"] = len(gibbs.colors)

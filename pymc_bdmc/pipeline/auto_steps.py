@@ -428,12 +428,14 @@ class LengthSearch:
     def _impossible_starts(self) -> bool:
         """Whether forward chains that start where the simulated data are impossible floor the gap.
 
-        A chain whose prior draw makes the data impossible has zero weight from its first step,
-        which the lower bound accounts for; but at any ``beta > 0`` the path's densities are zero
-        there, so reverse chains never reach that prior mass, and the upper bound exceeds
-        ``log p(y*)`` by ``-log`` of the prior's mass where the data are possible, at any length.
-        Judged on the prior's path only, and only where even the upper 97.5% confidence bound
-        of that mass (from the chains that started alive) leaves the floor above the target.
+        Such starts are replaced, and their mass taken out of both bounds
+        (:func:`~pymc_bdmc.pipeline.draws.possible_starts`), unless that mass was too small to
+        estimate. Then the chains keep zero weight from their first step, which the lower bound
+        accounts for; but at any ``beta > 0`` the path's densities are zero there, so reverse
+        chains never reach that prior mass, and the upper bound exceeds ``log p(y*)`` by ``-log``
+        of the prior's mass where the data are possible, at any length. Judged on the prior's
+        path only, and only where even the upper 97.5% confidence bound of that mass (from the
+        chains that started alive) leaves the floor above the target.
         """
         evidence = self.result["evidence"]
         if (evidence.attrs.get("path_start", "prior") != "prior"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pymc as pm
@@ -20,10 +23,12 @@ from pymc_bdmc.parallel.streams import ChainBlocks
 from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw, n_candidates
 from pymc_bdmc.pipeline.seeding import rewind
 
-__all__ = ["PilotDraws", "draw_prior", "generating_values", "impossible_start_offset",
+__all__ = ["PilotDraws", "PossibleStarts", "draw_prior", "generating_values", "possible_starts",
            "prior_start", "prior_start_blocks", "simulate_truth"]
 
-#: Prior draws at which the data are possible that :func:`impossible_start_offset` counts (the
+logger = logging.getLogger("pymc_bdmc")
+
+#: Prior draws at which the data are possible that :func:`possible_starts` counts (the
 #: relative noise of its estimate is about ``sqrt((1 - P) / n)``), and the most it draws.
 POSSIBLE_DRAWS, MAX_POSSIBLE_DRAWS = 256, 1 << 16
 
@@ -88,40 +93,87 @@ def draw_prior(simulator: ModelSimulator, n: int, rng: np.random.Generator) -> n
         raise BDMCInputError(unsampleable_prior_message([], str(err))) from err
 
 
-def impossible_start_offset(draw, parts_fn, rng: np.random.Generator,
-                            failed_step: np.ndarray | None) -> tuple[float, dict]:
-    """Return what BDMC's reverse log weights need where the data are impossible at start draws.
+@dataclass(frozen=True)
+class PossibleStarts:
+    """How the forward chains' starts were restricted to where the data are possible.
 
-    Reverse chains never reach the mass of the path's start (the prior, or a fitted base) where
-    the (simulated) data are impossible: at any ``beta > 0`` the path's densities are zero
-    there. So each reverse weight estimates ``P / p(y)``, ``P`` the start's mass where the data
-    are possible, and the upper bound sits ``-log P`` too high at any length. ``draw(n, rng)``
-    draws from the start, from ``rng`` (a stream of its own), until :data:`POSSIBLE_DRAWS` of
-    them make the data possible: with ``M`` draws in all, ``M / n`` is an unbiased estimate of
-    ``1 / P`` (negative binomial sampling), independent of the weights, so adding
-    ``log(M / n)`` to every reverse log weight keeps the upper bound a stochastic upper bound
-    and removes that floor. Nothing is drawn unless some forward chain started where the data
-    are impossible (``failed_step`` 1); past :data:`MAX_POSSIBLE_DRAWS` draws no offset is
-    added.
+    Where a start draw makes the data impossible, the chain would carry zero weight from its
+    first step, and reverse chains never reach that mass of the start (at any ``beta > 0`` the
+    path's densities are zero there). :func:`possible_starts` gives such chains draws where the
+    data are possible instead, and estimates that mass ``P``: ``forward_offset`` (``log`` of an
+    unbiased estimate of ``P``) goes on every forward log weight and ``reverse_offset`` (``log``
+    of an unbiased estimate of ``1 / P``) on every reverse one, which keeps both stochastic
+    bounds. Both are 0 where every start was possible or ``P`` could not be estimated.
+    """
+
+    forward_offset: float = 0.0
+    reverse_offset: float = 0.0
+    attrs: Mapping = field(default_factory=dict)
+
+    def apply(self, forward, reverse=None):
+        """The runs (:class:`~pymc_bdmc.algorithms.ais.AISRun`) with the offsets on their weights."""
+        def shifted(run, offset):
+            if run is None or offset == 0.0:
+                return run
+            return dataclasses.replace(run, log_weight=run.log_weight + offset,
+                                       mean_log_weight=run.mean_log_weight + offset)
+        return shifted(forward, self.forward_offset), shifted(reverse, self.reverse_offset)
+
+
+def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
+                    rng: np.random.Generator,
+                    where: str = "prior draws") -> tuple[np.ndarray, PossibleStarts]:
+    """Replace start draws at which the data are impossible by draws at which they are possible.
+
+    ``draw(n, rng)`` draws from the path's start (the prior, or a fitted base), here from
+    ``rng``, a stream of its own; ``parts_fn`` gives the model's densities. It draws until
+    ``r = max(POSSIBLE_DRAWS, k)`` draws make the data possible, ``k`` the chains to replace,
+    which take the first ``k`` of them (exact draws of the start restricted to where the data
+    are possible). With ``M`` draws in all, ``(r - 1) / (M - 1)`` and ``M / r`` are unbiased
+    estimates of ``P`` and ``1 / P`` (negative binomial sampling), independent of the values the
+    chains start from, and so of their weights. Nothing is drawn where every start is possible;
+    past :data:`MAX_POSSIBLE_DRAWS` draws the starts are kept, those chains carry zero weight
+    (a valid but looser lower bound) and the user is warned.
 
     Returns
     -------
     tuple
-        ``(offset, attrs)``: 0.0 and no attrs where nothing applies.
+        ``(x0, PossibleStarts)``: ``x0`` itself where nothing was replaced.
     """
-    if failed_step is None or not np.any(np.asarray(failed_step) == 1):
-        return 0.0, {}
-    possible, drawn, batch = 0, 0, 1024
+    impossible = np.flatnonzero(~np.isfinite(log_likelihood))
+    if impossible.size == 0:
+        return x0, PossibleStarts()
+    wanted = max(POSSIBLE_DRAWS, impossible.size)
+    found, drawn, batch = [], 0, 1024
     while drawn < MAX_POSSIBLE_DRAWS:
         x = draw(batch, rng)
-        found = np.cumsum(np.isfinite(parts_fn(x).log_likelihood))
-        if possible + found[-1] >= POSSIBLE_DRAWS:
-            drawn += int(np.searchsorted(found, POSSIBLE_DRAWS - possible)) + 1
-            mass = POSSIBLE_DRAWS / drawn
-            return float(np.log(drawn / POSSIBLE_DRAWS)), {"possible_start_mass": mass,
-                                                             "possible_start_draws": drawn}
-        possible, drawn = possible + int(found[-1]), drawn + batch
-    return 0.0, {"possible_start_mass_below": (possible + 1) / drawn}
+        ok = np.isfinite(parts_fn(x).log_likelihood)
+        count = sum(len(f) for f in found)
+        if count + ok.sum() >= wanted:
+            last = int(np.flatnonzero(np.cumsum(ok) == wanted - count)[0])
+            found.append(x[:last + 1][ok[:last + 1]])
+            drawn += last + 1
+            x0 = x0.copy()
+            x0[impossible] = np.concatenate(found)[:impossible.size]
+            logger.info(
+                "The data are impossible at %d of %d %s: those chains start instead from "
+                "draws at which they are possible (%.3g of the start's mass, from %d draws), "
+                "and both bounds account for that mass.", impossible.size, len(x0), where,
+                wanted / drawn, drawn)
+            return x0, PossibleStarts(
+                float(np.log((wanted - 1) / (drawn - 1))), float(np.log(drawn / wanted)),
+                {"possible_start_mass": wanted / drawn, "possible_start_draws": drawn,
+                 "possible_starts_redrawn": int(impossible.size)})
+        found.append(x[ok])
+        drawn += batch
+    count = sum(len(f) for f in found)
+    logger.warning(
+        "The log-likelihood is -inf at %d of %d %s, and at all but %d of %d further draws: "
+        "the data are impossible there, or the likelihood underflows. Chains started there "
+        "carry zero weight from the first step on, which keeps the bounds valid; where most do, "
+        "the estimate rests on few chains. A prior that puts less mass there avoids it.",
+        impossible.size, len(x0), where, count, drawn)
+    return x0, PossibleStarts(attrs={"possible_start_mass_below": (count + 1) / drawn})
 
 
 def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
@@ -172,6 +224,8 @@ def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
                        blocks: ChainBlocks):
     """Exact prior draws, each block of chains from its own stream (refused as above).
 
+    Draws at which the data are impossible are kept: :func:`possible_starts` replaces them.
+
     Parameters
     ----------
     simulator : ModelSimulator
@@ -187,7 +241,7 @@ def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
                         for n, g in zip(blocks.sizes, blocks.generators, strict=True)])
     parts = density.parts(x)
     check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
-                       impossible_data="warn")
+                       impossible_data="allow")
     return x, parts
 
 
