@@ -131,7 +131,8 @@ class GibbsColor:
     coords : ndarray of int, shape (c,)
         Positions in the flat vector.
     lower, size : ndarray, shape (c,)
-        Supports: ``lower, ..., lower + size - 1``.
+        Supports: ``lower, ..., lower + size - 1``; for a window coordinate, the window's width
+        and the support's least value (``-inf`` where the distribution fixes none).
     prior_terms, likelihood_terms : OwnedTerms
         The prior and likelihood terms each coordinate touches: each term is touched by at most
         one coordinate of the color, which is what makes them conditionally independent.
@@ -353,8 +354,15 @@ class ChromaticGibbs:
         # Every chain at every value of the color's coordinates, in one batched call:
         # rows r * n_chains + k hold chain k with each coordinate shifted r places.
         candidates = np.repeat(x[None], m, axis=0)
-        candidates[1:, :, color.coords] = shifted_values(
-            x[None, :, color.coords], lower, color.size, np.arange(1, m)[:, None, None])
+        values = shifted_values(x[None, :, color.coords], lower, color.size,
+                                np.arange(1, m)[:, None, None])
+        # A window's values below the support have density zero. The model is evaluated at the
+        # current value there instead: the value could make every element of another term -inf
+        # (a negative count as a Binomial's trials), and with it other coordinates' conditionals.
+        below = values < np.where(color.window, color.lower, -np.inf)
+        if below.any():
+            values = np.where(below, x[None, :, color.coords], values)
+        candidates[1:, :, color.coords] = values
         prior, lik = terms_fn(candidates.reshape(m * n_chains, -1))
         with np.errstate(invalid="ignore"):
             logits = color.prior_terms.sums(prior)
@@ -362,6 +370,8 @@ class ChromaticGibbs:
                 logits = logits + beta * color.likelihood_terms.sums(lik)
         logits = logits.reshape(m, n_chains, -1)
         logits = np.where(np.isnan(logits), -np.inf, logits)
+        if below.any():
+            logits[1:][below] = -np.inf
         if m > color.size.min():  # values past a narrower support do not exist
             beyond = np.arange(m)[:, None, None] >= color.size[None, None, :]
             logits = np.where(beyond, -np.inf, logits)

@@ -48,7 +48,8 @@ class DiscreteCoordinates:
         Smallest value of each coordinate.
     size : ndarray of int, shape (n,)
         Number of values: coordinate ``i`` takes ``lower[i], ..., lower[i] + size[i] - 1``;
-        for a window coordinate, the window's width (its ``lower`` is unused).
+        for a window coordinate, the window's width, and its ``lower`` the support's least
+        value where the distribution fixes one (0 for a count), else ``-inf``.
     names : tuple of str
         The discrete variables, in layout order.
     window : ndarray of bool, shape (n,)
@@ -115,6 +116,29 @@ def _range_of(rv, shape) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
+#: Discrete distributions whose support starts at a fixed value, whatever their parameters.
+_LEAST_VALUE = {"PoissonRV": 0.0, "NegBinomialRV": 0.0, "BinomialRV": 0.0, "BetaBinomialRV": 0.0,
+                "HyperGeometricRV": 0.0, "DiscreteWeibullRV": 0.0, "GeometricRV": 1.0}
+
+
+def _least_value(rv, shape) -> np.ndarray:
+    """Return the least value of ``rv``'s support where its distribution fixes one, else -inf.
+
+    A window may reach below it; the kernel then evaluates the model at the current value
+    instead, since a value out of the support can make other terms -inf too (a negative count
+    as a Binomial's number of trials fails PyMC's parameter check for every element).
+    """
+    kind = type(rv.owner.op).__name__
+    if kind in _LEAST_VALUE:
+        return np.full(shape, _LEAST_VALUE[kind])
+    if kind == "DiscreteUniformRV":
+        try:
+            return _fixed(rv.name, "lower bound", rv.owner.op.dist_params(rv.owner)[0], shape)
+        except UnsupportedDiscrete:
+            pass
+    return np.full(shape, -np.inf)
+
+
 def discrete_coordinates(model: pm.Model, layout: FlatLayout) -> DiscreteCoordinates | None:
     """The discrete coordinates of ``model`` with their supports, or None if there are none.
 
@@ -143,7 +167,7 @@ def discrete_coordinates(model: pm.Model, layout: FlatLayout) -> DiscreteCoordin
             raise UnsupportedDiscrete(f"{rv.name!r} has an empty support")
         wide = bool(np.any(width > MAX_SUPPORT))
         index.append(np.arange(slc.start, slc.stop))
-        lower.append(np.zeros(n) if wide else low.ravel())
+        lower.append(_least_value(rv, shape).ravel() if wide else low.ravel())
         size.append(np.full(n, WINDOW) if wide else width.astype(int))
         window.append(np.full(n, wide))
         names.append(value.name)

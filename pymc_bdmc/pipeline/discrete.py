@@ -73,7 +73,11 @@ def gibbs_kernel(density: ModelDensity, x_prior: np.ndarray) -> ChromaticGibbs |
             "PyMC step methods for them with `step=`."
         )
     gibbs = ChromaticGibbs.build(coordinates, density.terms, probe)
-    checks = x_prior[2:8] if len(x_prior) > 2 else probe
+    # Each of these takes its conditional from every term (exact), in a color of its own.
+    shared_open = shared_open_windows(gibbs)
+    if shared_open.size:
+        gibbs = ChromaticGibbs.build(coordinates, density.terms, probe, touch_all=shared_open)
+    checks = _check_states(density, x_prior)
     differing = differing_conditionals(gibbs, density, checks)
     if differing.size:
         # A term a coordinate moves only at values of another discrete variable that neither
@@ -82,7 +86,8 @@ def gibbs_kernel(density: ModelDensity, x_prior: np.ndarray) -> ChromaticGibbs |
         labels = density.layout.coordinate_labels()
         logger.debug("Gibbs conditionals of %s from every term: their terms depend on other "
                      "discrete values.", [labels[i] for i in differing])
-        gibbs = ChromaticGibbs.build(coordinates, density.terms, probe, touch_all=differing)
+        gibbs = ChromaticGibbs.build(coordinates, density.terms, probe,
+                                     touch_all=np.union1d(differing, shared_open))
         differing = differing_conditionals(gibbs, density, checks)
     if differing.size:
         name = density.layout.coordinate_labels()[int(differing[0])]
@@ -95,6 +100,34 @@ def gibbs_kernel(density: ModelDensity, x_prior: np.ndarray) -> ChromaticGibbs |
                 "per Gibbs sweep).", list(coordinates.names), gibbs.n_coordinates,
                 len(gibbs.colors), gibbs.evaluations_per_sweep)
     return gibbs
+
+
+def _check_states(density: ModelDensity, x_prior: np.ndarray) -> np.ndarray:
+    """Six prior draws after the probes, where possible ones at which the data are possible.
+
+    At a state where other coordinates make the data impossible the model's density is -inf at
+    every value of a coordinate, and says nothing about its conditional.
+    """
+    rest = x_prior[2:]
+    if len(rest) == 0:
+        return x_prior[:2]
+    possible = np.isfinite(density.parts(rest).log_likelihood)
+    if possible[:6].all():
+        return rest[:6]
+    return np.concatenate([rest[possible], rest[~possible]])[:6]
+
+
+def shared_open_windows(gibbs: ChromaticGibbs) -> np.ndarray:
+    """Window coordinates of unknown least value that share a color with other coordinates.
+
+    Where a window reaches below a support the kernel does not know, a value out of it can make
+    other coordinates' terms -inf (a negative count as a Binomial's trials fails PyMC's
+    parameter check for every element; :meth:`ChromaticGibbs.conditional_logits`), and the
+    check sees it only at states whose values lie far apart.
+    """
+    shared = [color.coords[color.window & np.isneginf(color.lower)]
+              for color in gibbs.colors if len(color.coords) > 1]
+    return np.concatenate(shared) if shared else np.zeros(0, dtype=np.int64)
 
 
 def differing_conditionals(gibbs: ChromaticGibbs, density: ModelDensity,
@@ -120,9 +153,8 @@ def differing_conditionals(gibbs: ChromaticGibbs, density: ModelDensity,
     """
     x = np.atleast_2d(np.asarray(x, dtype=float))
     differing = []
-    for color in gibbs.colors:
+    for color, lower in _placements(gibbs, x):
         # Prior (beta 0) and tempered (beta 1) conditionals: shape (2, m, chains, c).
-        lower = color.lower_at(x[:, color.coords])  # (chains, c); a window from x itself
         from_terms = np.stack([gibbs.conditional_logits(color, x, beta, density.terms, lower)
                                for beta in (0.0, 1.0)])
         model = np.full(from_terms.shape, -np.inf)
@@ -138,12 +170,29 @@ def differing_conditionals(gibbs: ChromaticGibbs, density: ModelDensity,
             model[1, r] = prior + parts.log_likelihood.reshape(c, len(x)).T
         beyond = np.arange(color.max_size)[:, None, None] >= color.size  # past a support
         model = np.where(beyond[None], -np.inf, model)
+        # Up to a constant per chain: each against its largest value. Where the model's density
+        # is -inf at every value, other coordinates make the data impossible and the chain
+        # says nothing about this one (the terms it does not move cancel in its conditional).
         with np.errstate(invalid="ignore"):
-            a, b = from_terms - from_terms[:, :1], model - model[:, :1]
-        same = np.where(np.isfinite(a) | np.isfinite(b), np.isclose(a, b, rtol=1e-6, atol=1e-6),
-                        True)
+            a = from_terms - from_terms.max(axis=1, keepdims=True)
+            b = model - model.max(axis=1, keepdims=True)
+        says = np.isfinite(model).any(axis=1, keepdims=True) & (np.isfinite(a) | np.isfinite(b))
+        same = np.where(says, np.isclose(a, b, rtol=1e-6, atol=1e-6), True)
         differing.extend(color.coords[~same.all(axis=(0, 1, 2))])
-    return np.sort(np.asarray(differing, dtype=np.int64))
+    return np.unique(np.asarray(differing, dtype=np.int64))
+
+
+def _placements(gibbs: ChromaticGibbs, x: np.ndarray):
+    """Each color with each chain's lowest value: a window both from and up to ``x`` itself.
+
+    A window reaching below the values ``x`` holds is where a value out of the support could
+    change terms the color's other coordinates own.
+    """
+    for color in gibbs.colors:
+        current = x[:, color.coords]
+        yield color, color.lower_at(current)
+        if color.window.any():
+            yield color, color.lower_at(current, np.broadcast_to(color.size - 1, current.shape))
 
 
 def check_plan_pins(plan: AnnealingPlan, gibbs: ChromaticGibbs) -> None:

@@ -111,7 +111,7 @@ class PossibleStarts:
     attrs: Mapping = field(default_factory=dict)
 
     def apply(self, forward, reverse=None):
-        """The runs (:class:`~pymc_bdmc.algorithms.ais.AISRun`) with the offsets on their weights."""
+        """Return the runs (:class:`~pymc_bdmc.algorithms.ais.AISRun`) with the offsets added."""
         def shifted(run, offset):
             if run is None or offset == 0.0:
                 return run
