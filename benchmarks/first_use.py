@@ -89,6 +89,22 @@ def n_mixture():
     return model, float(logsumexp(grid) + np.log((lams[1] - lams[0]) * (ps[1] - ps[0])))
 
 
+def latent_count_rates():
+    """Latent counts ``N_i ~ Poisson(lam)`` as a Poisson likelihood's rates (quadrature)."""
+    y = np.array([2, 5, 0, 7, 3, 4])
+    with pm.Model() as model:
+        count = pm.Poisson("N", pm.Gamma("lam", 2, 0.5), shape=y.size)
+        pm.Poisson("y", count + 0.5, observed=y)
+    n = np.arange(200)
+
+    def joint(lam):
+        per_site = [logsumexp(stats.poisson.logpmf(n, lam) + stats.poisson.logpmf(v, n + 0.5))
+                    for v in y]
+        return np.exp(sum(per_site)) * stats.gamma.pdf(lam, 2, scale=2)
+
+    return model, float(np.log(integrate.quad(joint, 0, 80, limit=400, epsrel=1e-10)[0]))
+
+
 def known_covariance():
     """A 3-variate normal mean, covariance known (closed form)."""
     cov = np.array([[1.0, 0.5, 0.2], [0.5, 2.0, 0.3], [0.2, 0.3, 1.5]])
@@ -246,6 +262,7 @@ MODELS = {"ordinal regression, sorted cutpoints": ordinal_sorted_cutpoints,
           "VonMises angle near the wrap": angle_near_the_wrap,
           "Binomial with unknown trials": binomial_unknown_trials,
           "N-mixture, 6 sites x 3 visits": n_mixture,
+          "latent counts as Poisson rates": latent_count_rates,
           "MvNormal mean, known covariance": known_covariance,
           "multinomial rows, Dirichlet": multinomial_rows,
           "logp-only CustomDist likelihood": logp_only_likelihood,
