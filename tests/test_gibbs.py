@@ -585,6 +585,16 @@ def test_window_counts_below_a_support_it_does_not_know_get_colors_of_their_own(
     assert differing_conditionals(split, density, states).size == 0
 
 
+def test_a_flagged_window_count_splits_every_window_count_of_its_color():
+    # The flagged count may be the victim of another's value (N_k / 20 above 1 as a Binomial's
+    # p fails the check for every element), which the check sees only at some states.
+    from pymc_bdmc.pipeline.discrete import with_color_windows
+
+    _, _, gibbs, _ = _gibbs_for(_n_mixture())
+    np.testing.assert_array_equal(with_color_windows(gibbs, np.array([1])), [0, 1, 2])
+    np.testing.assert_array_equal(with_color_windows(gibbs, np.zeros(0, dtype=int)), [])
+
+
 def test_nested_switchpoints_get_their_exact_evidence():
     # The second switchpoint moves the terms after the first only: at the probes' value of the
     # first, the terms before it look untouched. Its conditional is caught at other prior draws

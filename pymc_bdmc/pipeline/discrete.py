@@ -86,8 +86,9 @@ def gibbs_kernel(density: ModelDensity, x_prior: np.ndarray) -> ChromaticGibbs |
         labels = density.layout.coordinate_labels()
         logger.debug("Gibbs conditionals of %s from every term: their terms depend on other "
                      "discrete values.", [labels[i] for i in differing])
-        gibbs = ChromaticGibbs.build(coordinates, density.terms, probe,
-                                     touch_all=np.union1d(differing, shared_open))
+        gibbs = ChromaticGibbs.build(
+            coordinates, density.terms, probe,
+            touch_all=np.union1d(with_color_windows(gibbs, differing), shared_open))
         differing = differing_conditionals(gibbs, density, checks)
     if differing.size:
         name = density.layout.coordinate_labels()[int(differing[0])]
@@ -128,6 +129,20 @@ def shared_open_windows(gibbs: ChromaticGibbs) -> np.ndarray:
     shared = [color.coords[color.window & np.isneginf(color.lower)]
               for color in gibbs.colors if len(color.coords) > 1]
     return np.concatenate(shared) if shared else np.zeros(0, dtype=np.int64)
+
+
+def with_color_windows(gibbs: ChromaticGibbs, coords: np.ndarray) -> np.ndarray:
+    """``coords`` and every window coordinate of the colors they are in.
+
+    A window's value inside its support can still fail another term's parameter check for
+    every element (a count above 20 as ``p = N / 20``), so a flagged coordinate may be the
+    victim of another's value; the check sees it only where values lie far enough apart.
+    """
+    flagged = [np.asarray(coords, dtype=np.int64)]
+    for color in gibbs.colors:
+        if np.isin(color.coords, coords).any():
+            flagged.append(color.coords[color.window])
+    return np.unique(np.concatenate(flagged))
 
 
 def differing_conditionals(gibbs: ChromaticGibbs, density: ModelDensity,
