@@ -171,6 +171,19 @@ def test_data_impossible_at_every_start_say_what_to_change():
         check_finite_start(parts, "prior draws", layout, x)
 
 
+def test_simulated_data_impossible_at_every_pilot_draw_say_what_else_to_try():
+    # Four sites' latent counts N_i ~ NegativeBinomial, y_ij ~ Binomial(N_i, p): calibrate's
+    # seed 0 simulates counts that none of the pilot's 64 prior draws make possible (the real
+    # data are possible at many). Another seed, or data matched to the real data, may do.
+    with pm.Model():
+        p = pm.Beta("p", 2, 2)
+        count = pm.NegativeBinomial("N", mu=6.0, alpha=3.0, shape=4)
+        pm.Binomial("y", n=count[:, None], p=p, observed=np.array([[3, 4], [5, 2], [0, 1], [6, 6]]))
+        with pytest.raises(BDMCInputError, match=r"(?s)impossible at all 64 prior draws.*"
+                                                 r"BDMC's simulated data.*match_data=True"):
+            pmb.calibrate(random_seed=0, progressbar=False)
+
+
 def test_the_likelihoods_spread_ignores_particles_where_the_data_are_impossible():
     from pymc_bdmc.kernels.tuning import likelihood_sd
 

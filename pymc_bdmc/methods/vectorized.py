@@ -30,6 +30,7 @@ from pymc_bdmc.pipeline.compile import helpers_allowed, other_parameterization
 from pymc_bdmc.pipeline.diagnostics import log_ais_diagnostics
 from pymc_bdmc.pipeline.discrete import check_plan_pins, gibbs_kernel
 from pymc_bdmc.pipeline.draws import (
+    SIMULATED_DATA_HINT,
     PilotDraws,
     PossibleStarts,
     draw_prior,
@@ -146,8 +147,9 @@ class VectorizedAIS:
              memo: SharedPilot) -> Tuned:
         """Pilot and freeze, or re-freeze the search's shared pilot, or take the given plan."""
         density, simulator, streams = problem.density, problem.simulator, job.streams
-        x_pilot, parts_pilot = prior_start(simulator, density, s.pilot_chains,
-                                           streams["pilot_init"])
+        x_pilot, parts_pilot = prior_start(
+            simulator, density, s.pilot_chains, streams["pilot_init"],
+            impossible_note=None if problem.truth is None else SIMULATED_DATA_HINT)
         gibbs = gibbs_kernel(density, x_pilot)
         plan = job.plan
         if gibbs is not None and plan is not None:

@@ -340,7 +340,8 @@ def check_normalized(model: pm.Model) -> None:
 def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
                        x: np.ndarray, hint: str | None = None,
                        model: pm.Model | None = None,
-                       impossible_data: Literal["refuse", "warn", "allow"] = "refuse") -> None:
+                       impossible_data: Literal["refuse", "warn", "allow"] = "refuse",
+                       impossible_note: str | None = None) -> None:
     """Raise if the prior or the likelihood is not finite at any starting state.
 
     ``hint`` replaces the default advice at the end of the message. With ``model``, a density
@@ -350,6 +351,7 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
     likelihood with ``b`` below a datum), or the likelihood underflows (a censored Weibull's
     far tail). Chains started there carry zero weight, which keeps the bounds valid, so the
     drivers' prior draws ``"warn"`` (a run) or ``"allow"`` (a pilot, whose run warns).
+    ``impossible_note`` is added to the refusal where the data are impossible at every state.
     """
     bad_prior = ~np.isfinite(parts.log_prior)
     bad_lik = ~np.isfinite(parts.log_likelihood)
@@ -396,7 +398,8 @@ def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
             "zero weight. AIS starts from prior draws and needs some at which the data are "
             "possible: give the parameters a prior that puts more mass there (e.g. a Binomial's "
             "count N above the largest count observed), raise `pilot_chains`, or marginalise "
-            "such a discrete count out of the likelihood.")
+            "such a discrete count out of the likelihood."
+            + (f" {impossible_note}" if impossible_note else ""))
     first = int(np.flatnonzero(bad_prior | bad_lik)[0])
     point = {k: np.round(v, 4).tolist() for k, v in layout.unravel(x[first]).items()}
     raise BDMCInputError(

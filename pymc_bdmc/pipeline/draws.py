@@ -23,8 +23,9 @@ from pymc_bdmc.parallel.streams import ChainBlocks
 from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw, n_candidates
 from pymc_bdmc.pipeline.seeding import rewind
 
-__all__ = ["PilotDraws", "PossibleStarts", "draw_prior", "generating_values", "possible_starts",
-           "prior_start", "prior_start_blocks", "simulate_truth"]
+__all__ = ["SIMULATED_DATA_HINT", "PilotDraws", "PossibleStarts", "draw_prior",
+           "generating_values", "possible_starts", "prior_start", "prior_start_blocks",
+           "simulate_truth"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -177,7 +178,7 @@ def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
 
 
 def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
-                rng: np.random.Generator):
+                rng: np.random.Generator, impossible_note: str | None = None):
     """``n`` exact prior draws and their densities (:func:`check_finite_start` says when refused).
 
     Parameters
@@ -186,6 +187,8 @@ def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
     density : ModelDensity
     n : int
     rng : numpy.random.Generator
+    impossible_note : str, optional
+        Added to the refusal where the data are impossible at every draw.
 
     Returns
     -------
@@ -195,8 +198,14 @@ def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
     x = draw_prior(simulator, n, rng)
     parts = density.parts(x)
     check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
-                       impossible_data="allow")
+                       impossible_data="allow", impossible_note=impossible_note)
     return x, parts
+
+
+#: What a refusal of BDMC's pilot draws adds: the data are simulated, and others may do.
+SIMULATED_DATA_HINT = (
+    "These are BDMC's simulated data: another `random_seed`, or `match_data=True` (the "
+    "simulated data nearest yours), may give data that more prior draws make possible.")
 
 
 class PilotDraws:
