@@ -131,12 +131,17 @@ def test_supports_of_finite_discrete_distributions():
     assert coords.index.tolist() == [1, 2, 3, 4, 5, 6]
 
 
-@pytest.mark.parametrize("make", [
-    lambda: pm.Poisson("k", 3.0),
-    lambda: pm.DiscreteUniform("k", 0, pm.DiscreteUniform("top", 1, 3)),
-    lambda: pm.Binomial("k", 500, 0.1),
-], ids=["unbounded", "random-bound", "too-wide"])
-def test_coordinates_without_a_fixed_small_support_are_drawn_from_windows(make):
+@pytest.mark.parametrize("make, least", [
+    (lambda: pm.Poisson("k", 3.0), 0.0),
+    (lambda: pm.DiscreteUniform("k", 0, pm.DiscreteUniform("top", 1, 3)), 0.0),
+    (lambda: pm.Binomial("k", 500, 0.1), 0.0),
+    (lambda: pm.Geometric("k", 0.3), 1.0),
+    # A pm.Truncated count gives no parameters to read (it raised ValueError here): its least
+    # value is not known, so it never shares a color with another window count.
+    (lambda: pm.Truncated("k", pm.Poisson.dist(3.0), lower=1), -np.inf),
+    (lambda: pm.ZeroInflatedPoisson("k", 0.5, 3.0), -np.inf),
+], ids=["unbounded", "random-bound", "too-wide", "geometric", "truncated", "zero-inflated"])
+def test_coordinates_without_a_fixed_small_support_are_drawn_from_windows(make, least):
     from pymc_bdmc.model.discrete import WINDOW
 
     with pm.Model() as model:
@@ -144,7 +149,7 @@ def test_coordinates_without_a_fixed_small_support_are_drawn_from_windows(make):
         pm.Normal("y", 0, 1, observed=[0.0])
     coords = discrete_coordinates(model, ModelDensity(model).layout)
     k = coords.names.index("k")
-    assert coords.window[k] and coords.size[k] == WINDOW
+    assert coords.window[k] and coords.size[k] == WINDOW and coords.lower[k] == least
 
 
 def _poisson_window_model():

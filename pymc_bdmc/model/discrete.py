@@ -94,11 +94,16 @@ def _fixed(name: str, what: str, tensor, shape) -> np.ndarray:
     return np.broadcast_to(_evaluate(tensor).astype(float), shape)
 
 
+#: The ops whose parameters :func:`_range_of` reads.
+_READ_RANGES = ("CategoricalRV", "DiscreteUniformRV", "BinomialRV")
+
+
 def _range_of(rv, shape) -> tuple[np.ndarray, np.ndarray]:
     """``(lower, upper)`` of ``rv``'s support, broadcast to ``shape``."""
     op = rv.owner.op
-    params = op.dist_params(rv.owner)
     kind = type(op).__name__
+    # Only these ops are read; others (a pm.Truncated count) may not give their parameters.
+    params = op.dist_params(rv.owner) if kind in _READ_RANGES else None
     if kind == "BernoulliRV":
         return np.zeros(shape), np.ones(shape)
     if kind == "CategoricalRV":
