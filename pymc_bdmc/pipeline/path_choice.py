@@ -195,9 +195,13 @@ def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,
             x, parts, _ = moves.sweep(rng, x, parts, 1.0, sd, path_parts)
         x, parts, _ = hmc_step(rng, x, parts, 1.0, params, path_parts)
         if block > 0:
+            # Zero-weight particles (where the data are impossible) stay at -inf: left out.
             log_density = parts.tempered_logp(1.0)
+            log_density = log_density[np.isfinite(log_density)]
+            if log_density.size < 2:
+                continue
             means.append(float(np.mean(log_density)))
-            if settled(means, float(np.std(log_density)) / np.sqrt(x.shape[0]), block):
+            if settled(means, float(np.std(log_density)) / np.sqrt(log_density.size), block):
                 logger.debug("Equilibration settled after %d of %d transitions.", i + 1,
                              n_moves)
                 break
