@@ -70,14 +70,14 @@ def binomial_unknown_trials():
     return model, float(logsumexp(terms))
 
 
-def n_mixture():
-    """Six sites visited three times, latent abundances ``N ~ Poisson(lam)`` (PyMC's steps)."""
+def n_mixture(sites: int = 6):
+    """Sites visited three times, latent abundances ``N ~ Poisson(lam)`` (window Gibbs)."""
     rng = np.random.default_rng(35)
-    y = rng.binomial(rng.poisson(8, 6)[:, None], 0.5, size=(6, 3))
+    y = rng.binomial(rng.poisson(8, sites)[:, None], 0.5, size=(sites, 3))
     with pm.Model() as model:
         lam, p = pm.Gamma("lam", 2, 0.25), pm.Beta("p", 2, 2)
-        pm.Binomial("y", n=pm.Poisson("N", lam, shape=6)[:, None], p=p, observed=y)
-    # Sums over N < 100 and a 400 x 200 grid agree with N < 200 and 1200 x 600 to 1e-9.
+        pm.Binomial("y", n=pm.Poisson("N", lam, shape=sites)[:, None], p=p, observed=y)
+    # Sums over N < 100 and a 400 x 200 grid agree with N < 200 and 1200 x 600 to 1e-9 (6 sites).
     counts = np.arange(100)
     lams, ps = np.linspace(0.01, 60, 400), np.linspace(0.0005, 0.9995, 200)
     poisson = stats.poisson.logpmf(counts[None, :], lams[:, None])
@@ -262,6 +262,7 @@ MODELS = {"ordinal regression, sorted cutpoints": ordinal_sorted_cutpoints,
           "VonMises angle near the wrap": angle_near_the_wrap,
           "Binomial with unknown trials": binomial_unknown_trials,
           "N-mixture, 6 sites x 3 visits": n_mixture,
+          "N-mixture, 20 sites x 3 visits": lambda: n_mixture(20),
           "latent counts as Poisson rates": latent_count_rates,
           "MvNormal mean, known covariance": known_covariance,
           "multinomial rows, Dirichlet": multinomial_rows,
