@@ -654,6 +654,17 @@ def test_same_seed_same_numbers_in_batches(window, attributes_3):
 
 
 # -- routing and refusals ----------------------------------------------------------------------
+def test_an_uncertified_discrete_model_is_told_to_sum_its_counts_out(caplog):
+    # The remedy for a gap that does not shrink: for Gibbs and HMC in turn, marginalising the
+    # discrete variables, not a reparameterisation (which is about funnels).
+    with binomial_count_model(), caplog.at_level(logging.WARNING, logger="pymc_bdmc"):
+        result = pmb.sample_bdmc(random_seed=0, target_gap=1e-4, max_time=2.0,
+                                 progressbar=False)
+    assert result["evidence"].attrs["certified"] == 0
+    assert "summing the discrete variables out of the likelihood" in caplog.text
+    assert "non-centred for a funnel" not in caplog.text
+
+
 def test_a_latent_count_runs_on_the_window_kernel_with_its_exact_evidence():
     # N ~ Poisson(5), p ~ Beta(2, 2), y ~ Binomial(N, p) (tests/test_step_methods.py runs it with
     # PyMC's steps). Monte Carlo tolerance: on seeds 0-5 (64 chains, 100 steps) AIS and BDMC's

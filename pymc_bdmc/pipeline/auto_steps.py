@@ -586,16 +586,26 @@ class LengthSearch:
         attempts = ", ".join(
             attempt_label(self.tried, self.tried_chains, self.tried_pilots, i, self.tried_other)
             + f": {self.gaps[i]:.2f}" for i in range(len(self.tried)))
+        discrete = self.result["evidence"].attrs.get("kernel") in DISCRETE_KERNELS
+        remedy = (
+            "summing the discrete variables out of the likelihood (a `pm.CustomDist` with a "
+            "`random`) helps more than steps: updated in turn, discrete and continuous variables "
+            "that trade off (an N-mixture's counts and detection probability) barely move "
+            "along that ridge" if discrete else
+            "a reparameterisation helps more than steps (non-centred for a funnel of Gaussian "
+            "children; centred where the data pin products such as a horseshoe's z * tau * lam)")
         logger.warning(
             "BDMC did not certify the estimate: gap %.2f nats (standard error %.2f) at %d steps, "
             "target %.2f (both the gap and its standard error must be within it); stopped "
             "because %s. %s; if the gap hardly shrinks as n_steps doubles (here: %s), the "
             "kernels cannot follow this posterior's geometry (docs/explanation/how-it-works.md, "
-            "'Settings that matter'), and a reparameterisation helps more than steps (non-centred for a "
-            "funnel of Gaussian children; centred where the data pin products such as a "
-            "horseshoe's z * tau * lam).",
+            "'Settings that matter'), and %s.",
             final_gap, final_se, int(self.result["evidence"].attrs["n_steps"]),
-            self.target_gap, self.reason, advice, attempts)
+            self.target_gap, self.reason, advice, attempts, remedy)
+
+
+#: Result kernels that update discrete variables in turn with continuous ones.
+DISCRETE_KERNELS = ("hmc+gibbs",)
 
 
 def attempt_label(steps: list, chains: list, pilots: list, i: int,
