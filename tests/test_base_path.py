@@ -448,7 +448,7 @@ def test_frozen_kernel_estimates_are_unbiased_in_z_space(small_regression):
     log_z = am.log_evidence()
 
     def draw_prior(n):
-        return simulator.draw_prior(n, rng), None
+        return simulator.draw_prior(n, rng), None, 0.0
 
     # Many small populations: exp(estimate) averages to p(y) (one population: not in general).
     w = np.exp([frozen_log_z(rng, plan, pilot, density.parts, draw_prior, n=32) - log_z

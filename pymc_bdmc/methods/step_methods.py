@@ -34,7 +34,7 @@ from pymc_bdmc.pipeline import execution
 from pymc_bdmc.pipeline.auto_steps import Attempt
 from pymc_bdmc.pipeline.compile import timed_build
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
-from pymc_bdmc.pipeline.draws import draw_prior, generating_values, possible_starts
+from pymc_bdmc.pipeline.draws import draw_prior, generating_values, possible_run_starts
 from pymc_bdmc.pipeline.problem import model_problem
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
@@ -175,12 +175,9 @@ class StepMethodAIS:
         density, truth, streams = problem.density, problem.truth, job.streams
         runner = problem.extra["runner"]
         x0 = draw_prior(problem.simulator, s.chains, streams["forward_init"])
-        parts0 = runner.parts(x0)
-        check_finite_start(parts0, "prior draws", density.layout, x0, model=job.model,
-                           impossible_data="allow")
-        x0, possible = possible_starts(x0, parts0.log_likelihood,
-                                       lambda n, rng: draw_prior(problem.simulator, n, rng),
-                                       runner.parts, streams["possible"])
+        x0, possible = possible_run_starts(
+            x0, runner.parts(x0), lambda n, rng: draw_prior(problem.simulator, n, rng),
+            runner.parts, streams["possible"], density.layout, job.model)
         n_tasks = s.chains * (1 if truth is None else 2)
         # One sweep per chain and temperature; step-method workers cost more to start.
         predicted = tuned.sweep_seconds * s.n_steps * n_tasks

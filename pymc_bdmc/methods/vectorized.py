@@ -35,8 +35,8 @@ from pymc_bdmc.pipeline.draws import (
     PossibleStarts,
     draw_prior,
     generating_values,
-    possible_starts,
-    prior_start,
+    possible_prior_start,
+    possible_run_starts,
     prior_start_blocks,
 )
 from pymc_bdmc.pipeline.execution import (
@@ -147,7 +147,7 @@ class VectorizedAIS:
              memo: SharedPilot) -> Tuned:
         """Pilot and freeze, or re-freeze the search's shared pilot, or take the given plan."""
         density, simulator, streams = problem.density, problem.simulator, job.streams
-        x_pilot, parts_pilot = prior_start(
+        x_pilot, parts_pilot, log_mass = possible_prior_start(
             simulator, density, s.pilot_chains, streams["pilot_init"],
             impossible_note=None if problem.truth is None else SIMULATED_DATA_HINT)
         gibbs = gibbs_kernel(density, x_pilot)
@@ -177,12 +177,13 @@ class VectorizedAIS:
                            ADAPTIVE if s.adaptive else s.betas,
                            discrete=None if gibbs is None else gibbs.bound_to(density.terms),
                            pinned=None if gibbs is None else gibbs.pinned,
-                           draw_pilot=PilotDraws(simulator, density, streams["pilot_init"]),
+                           draw_pilot=PilotDraws(simulator, density, streams["pilot_init"],
+                                                 possible=True),
                            fit_base=(s.base != "prior" and gibbs is None and s.adaptive
                                      and not density.periodic),
                            keep_fitted=s.base == "fitted",
                            laplace_first=laplace_start(density, s),
-                           moves=scale_moves_for(density))
+                           moves=scale_moves_for(density), prior_log_mass=log_mass)
         if job.search is not None:
             memo.tuned = Tuned(plan, pilot, None)
         return Tuned(plan, pilot, gibbs)
@@ -197,8 +198,8 @@ class VectorizedAIS:
             return None
         density = problem.density
         return frozen_log_z(job.streams["pilot"], tuned.plan, tuned.pilot, density.parts,
-                            lambda n: prior_start(problem.simulator, density, n,
-                                                  job.streams["pilot_init"]),
+                            lambda n: possible_prior_start(problem.simulator, density, n,
+                                                           job.streams["pilot_init"]),
                             scale_moves_for(density))
 
     def launch(self, job: Job, problem: Problem, tuned: Tuned, attempt: Attempt,
@@ -221,9 +222,10 @@ class VectorizedAIS:
             parts0 = density.parts(x0)
         start_draws = ((lambda n, rng: draw_prior(problem.simulator, n, rng)) if plan.base is None
                        else (lambda n, rng: plan.base.sample(rng, n)))
-        x0, possible = possible_starts(x0, parts0.log_likelihood, start_draws, density.parts,
-                                       streams["possible"],
-                                       "prior draws" if plan.base is None else "base draws")
+        x0, possible = possible_run_starts(
+            x0, parts0, start_draws, density.parts, streams["possible"], density.layout,
+            problem.simulator.model, "prior draws" if plan.base is None else "base draws",
+            None if truth is None else SIMULATED_DATA_HINT, check=plan.base is None)
         directions = 1 if truth is None else 2
         # Timing chooses workers and fits a search's length to its budget; never the kernel.
         auto = (attempt.fit_length is not None

@@ -24,7 +24,8 @@ from pymc_bdmc.pipeline.matching import guarded_draw, matched_draw, n_candidates
 from pymc_bdmc.pipeline.seeding import rewind
 
 __all__ = ["SIMULATED_DATA_HINT", "PilotDraws", "PossibleStarts", "draw_prior",
-           "generating_values", "possible_starts", "prior_start", "prior_start_blocks",
+           "generating_values", "only_impossible_data", "possible_prior_start",
+           "possible_run_starts", "possible_starts", "prior_start", "prior_start_blocks",
            "simulate_truth"]
 
 logger = logging.getLogger("pymc_bdmc")
@@ -122,8 +123,8 @@ class PossibleStarts:
 
 
 def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
-                    rng: np.random.Generator,
-                    where: str = "prior draws") -> tuple[np.ndarray, PossibleStarts]:
+                    rng: np.random.Generator, where: str = "prior draws",
+                    announce: bool = True) -> tuple[np.ndarray, PossibleStarts]:
     """Replace start draws at which the data are impossible by draws at which they are possible.
 
     ``draw(n, rng)`` draws from the path's start (the prior, or a fitted base), here from
@@ -134,7 +135,8 @@ def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
     estimates of ``P`` and ``1 / P`` (negative binomial sampling), independent of the values the
     chains start from, and so of their weights. Nothing is drawn where every start is possible;
     past :data:`MAX_POSSIBLE_DRAWS` draws the starts are kept, those chains carry zero weight
-    (a valid but looser lower bound) and the user is warned.
+    (a valid but looser lower bound) and the user is warned (both messages only with
+    ``announce``).
 
     Returns
     -------
@@ -156,7 +158,8 @@ def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
             drawn += last + 1
             x0 = x0.copy()
             x0[impossible] = np.concatenate(found)[:impossible.size]
-            logger.info(
+            logger.log(
+                logging.INFO if announce else logging.DEBUG,
                 "The data are impossible at %d of %d %s: those chains start instead from "
                 "draws at which they are possible (%.3g of the start's mass, from %d draws), "
                 "and both bounds account for that mass.", impossible.size, len(x0), where,
@@ -168,7 +171,8 @@ def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
         found.append(x[ok])
         drawn += batch
     count = sum(len(f) for f in found)
-    logger.warning(
+    logger.log(
+        logging.WARNING if announce else logging.DEBUG,
         "The log-likelihood is -inf at %d of %d %s, and at all but %d of %d further draws: "
         "the data are impossible there, or the likelihood underflows. Chains started there "
         "carry zero weight from the first step on, which keeps the bounds valid; where most do, "
@@ -202,6 +206,63 @@ def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
     return x, parts
 
 
+def only_impossible_data(parts, x: np.ndarray) -> bool:
+    """Whether the data are impossible at some of the states ``x`` and all else is finite."""
+    impossible = ~np.isfinite(parts.log_likelihood)
+    return bool(impossible.any() and np.all(parts.log_likelihood[impossible] == -np.inf)
+                and np.all(np.isfinite(parts.log_prior)) and np.all(np.isfinite(x)))
+
+
+def possible_run_starts(x0: np.ndarray, parts0, draw, parts_fn, rng: np.random.Generator,
+                        layout, model: pm.Model, where: str = "prior draws",
+                        impossible_note: str | None = None,
+                        check: bool = True) -> tuple[np.ndarray, PossibleStarts]:
+    """Check a run's start draws, and restrict them to where the data are possible.
+
+    :func:`possible_starts` where the data are impossible at some draws (at all of them too)
+    and all else is finite. With ``check`` (prior draws; a fitted base's draws are not
+    checked), :func:`check_finite_start` then refuses anything else that is not finite, and
+    data impossible at every draw where no draws could replace them.
+    """
+    possible = PossibleStarts()
+    if only_impossible_data(parts0, x0):
+        x, possible = possible_starts(x0, parts0.log_likelihood, draw, parts_fn, rng, where)
+        if x is not x0:
+            return x, possible
+    if check:
+        check_finite_start(parts0, where, layout, x0, model=model, impossible_data="allow",
+                           impossible_note=impossible_note)
+    return x0, possible
+
+
+def possible_prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
+                         rng: np.random.Generator, impossible_note: str | None = None):
+    """:func:`prior_start` restricted to where the data are possible, for a pilot.
+
+    Draws at which the data are impossible are replaced by further draws of ``rng`` at which
+    they are possible (:func:`possible_starts`): a pilot's particles there carry no weight, and
+    it tunes its kernels on the rest. Its estimates of ``log p(y)`` from such draws need
+    ``log_mass``, the log of an unbiased estimate of the prior's mass where the data are
+    possible (0 where nothing was replaced).
+
+    Returns
+    -------
+    tuple
+        ``(x, DensityParts, log_mass)``.
+    """
+    x = draw_prior(simulator, n, rng)
+    parts, log_mass = density.parts(x), 0.0
+    if only_impossible_data(parts, x):
+        restricted, possible = possible_starts(
+            x, parts.log_likelihood, lambda k, r: draw_prior(simulator, k, r), density.parts,
+            rng, announce=False)
+        if restricted is not x:
+            x, parts, log_mass = restricted, density.parts(restricted), possible.forward_offset
+    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
+                       impossible_data="allow", impossible_note=impossible_note)
+    return x, parts, log_mass
+
+
 #: What a refusal of BDMC's pilot draws adds: the data are simulated, and others may do.
 SIMULATED_DATA_HINT = (
     "These are BDMC's simulated data: another `random_seed`, or `match_data=True` (the "
@@ -209,31 +270,38 @@ SIMULATED_DATA_HINT = (
 
 
 class PilotDraws:
-    """Exact prior draws for a pilot, from its own stream (:func:`prior_start` each).
+    """Exact prior draws for a pilot, from its own stream, as ``(x, parts, log_mass)``.
 
     ``draws(n)`` goes on along the stream; ``draws.afresh(n)`` first sets it back to its start,
     so that a pilot re-run on a larger population draws what a call given that population
-    (``pilot_chains``) draws.
+    (``pilot_chains``) draws. With ``possible``, restricted to where the data are possible
+    (:func:`possible_prior_start`); else ``log_mass`` is 0 (:func:`prior_start`).
     """
 
     def __init__(self, simulator: ModelSimulator, density: ModelDensity,
-                 rng: np.random.Generator):
+                 rng: np.random.Generator, possible: bool = False):
         self.simulator, self.density, self.rng = simulator, density, rng
+        self.possible = possible
 
     def __call__(self, n: int):
-        """Return ``n`` more draws and their densities."""
-        return prior_start(self.simulator, self.density, n, self.rng)
+        """Return ``n`` more draws, their densities and ``log_mass``."""
+        return self._draw(n, self.rng)
 
     def afresh(self, n: int):
-        """Return the stream's first ``n`` draws and their densities."""
-        return prior_start(self.simulator, self.density, n, rewind(self.rng))
+        """Return the stream's first ``n`` draws, their densities and ``log_mass``."""
+        return self._draw(n, rewind(self.rng))
+
+    def _draw(self, n: int, rng: np.random.Generator):
+        if self.possible:
+            return possible_prior_start(self.simulator, self.density, n, rng)
+        return (*prior_start(self.simulator, self.density, n, rng), 0.0)
 
 
 def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
                        blocks: ChainBlocks):
-    """Exact prior draws, each block of chains from its own stream (refused as above).
+    """Exact prior draws, each block of chains from its own stream (unchecked).
 
-    Draws at which the data are impossible are kept: :func:`possible_starts` replaces them.
+    :func:`possible_run_starts` checks them and replaces those at which the data are impossible.
 
     Parameters
     ----------
@@ -248,10 +316,7 @@ def prior_start_blocks(simulator: ModelSimulator, density: ModelDensity,
     """
     x = np.concatenate([draw_prior(simulator, n, g)
                         for n, g in zip(blocks.sizes, blocks.generators, strict=True)])
-    parts = density.parts(x)
-    check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
-                       impossible_data="allow")
-    return x, parts
+    return x, density.parts(x)
 
 
 def generating_values(density: ModelDensity, truth: JointDraw) -> dict[str, np.ndarray]:

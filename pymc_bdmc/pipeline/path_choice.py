@@ -124,7 +124,9 @@ def frozen_log_z(rng: np.random.Generator, plan: AnnealingPlan, pilot: PilotResu
     parts_fn : callable
         The model's batched densities.
     draw_prior : callable
-        ``n -> (x, parts)``: ``n`` exact prior draws (for a path from the prior).
+        ``n -> (x, parts, log_mass)``: ``n`` exact prior draws (for a path from the prior),
+        and where they are restricted to where the data are possible, the log of that prior
+        mass (:class:`~pymc_bdmc.pipeline.draws.PilotDraws`), added to the estimate.
     moves : ScaleMoves, optional
         The model's scale moves (made where the plan makes them).
     n : int, optional
@@ -135,16 +137,16 @@ def frozen_log_z(rng: np.random.Generator, plan: AnnealingPlan, pilot: PilotResu
     float
     """
     n = pilot.n_particles if n is None else n
-    x = plan.start(rng, n)
+    x, log_mass = plan.start(rng, n), 0.0
     if x is None:
-        x, _ = draw_prior(n)
+        x, _, log_mass = draw_prior(n)
     frozen = dataclasses.replace(
         freeze_plan(pilot, pilot.betas, pilot.n_steps, plan.jitter, plan.transitions_per_step),
         base=plan.base, scale_moves=plan.scale_moves)
     path_parts = plan.path_parts(parts_fn)
     transition = frozen.transition(path_parts, moves=moves if frozen.scale_moves else None)
     run = smc_forward(rng, x, path_parts(x), TemperingPath(frozen.betas), transition)
-    return float(run.log_weight[0])
+    return float(run.log_weight[0]) + log_mass
 
 
 def equilibrate(rng: np.random.Generator, x: np.ndarray, plan: AnnealingPlan,

@@ -89,7 +89,7 @@ def enlarged_pilot_size(pilot: PilotResult, n_particles: int, n_movable: int,
 def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
          discrete=None, pinned=None, draw_pilot: PilotDraws | None = None,
          fit_base: bool = False, moves: ScaleMoves | None = None, keep_fitted: bool = False,
-         laplace_first: bool = False):
+         laplace_first: bool = False, prior_log_mass: float = 0.0):
     """Run the pilot (with its progress row) and freeze the plan on ``schedule``.
 
     Parameters
@@ -124,6 +124,10 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
     laplace_first : bool, default False
         With ``fit_base``: pilot the path from a Laplace fit first, and keep it without the
         prior's where it is at most ``tuning.laplace_path_length`` long.
+    prior_log_mass : float, default 0.0
+        Where ``x_pilot`` are draws restricted to where the data are possible
+        (:func:`~pymc_bdmc.pipeline.draws.possible_prior_start`), the log of that prior mass:
+        added to the prior path's estimates of ``log p(y)``, which the path choice compares.
 
     Returns
     -------
@@ -146,8 +150,8 @@ def tune(progress, s: Settings, rng, x_pilot, parts_pilot, parts_fn, schedule,
             n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
         else:
             plan, pilot, n_movable = _from_the_prior(
-                runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn, moves,
-                s, fit_base, keep_fitted)
+                runner, report, (x_pilot, parts_pilot, prior_log_mass), draw_pilot, pinned,
+                rng, parts_fn, moves, s, fit_base, keep_fitted)
     plan = dataclasses.replace(
         plan, transitions_per_step=s.transitions_on(pilot.thermodynamic_length))
     logger.debug("Pilot: %d particles, %d temperatures, %d resamplings, pilot log Z %.3f; plan "
@@ -184,13 +188,21 @@ def _pilot_runner(s: Settings, rng, schedule, discrete=None, pinned=None, moves=
     return run
 
 
-def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rng, parts_fn,
+def _from_the_prior(runner, report, start, draw_pilot, pinned, rng, parts_fn,
                     moves, s: Settings, fit_base: bool, keep_fitted: bool):
     """The prior path's pilot (re-run larger where it asks), then the fitted paths' if asked.
 
-    ``runner(settings)`` gives the pilot runs with those settings. Returns ``(plan, pilot,
+    ``runner(settings)`` gives the pilot runs with those settings; ``start`` is ``(x, parts,
+    log_mass)`` (:class:`~pymc_bdmc.pipeline.draws.PilotDraws`). Returns ``(plan, pilot,
     n_movable)``.
     """
+    x_pilot, parts_pilot, log_mass = start
+
+    def shifted(tuned, log_mass):  # the prior path's log Z from draws where y is possible
+        plan, pilot = tuned
+        return plan, (pilot if log_mass == 0.0
+                      else dataclasses.replace(pilot, log_z=pilot.log_z + log_mass))
+
     n_movable = x_pilot.shape[1] - (0 if pinned is None else len(np.unique(pinned)))
     # Where a dense metric would have the pilot re-run larger, it stops at the first one.
     may_enlarge = (draw_pilot is not None and not s.pilot_chains_given
@@ -199,12 +211,13 @@ def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rn
     if may_enlarge and n_movable >= s.tuning.curvature_min_dim:
         kept = _with_curvature(runner, report, x_pilot, parts_pilot, parts_fn, s)
     if kept is not None:
-        s, (plan, pilot) = kept
+        s, (plan, pilot) = kept[0], shifted(kept[1], log_mass)
         may_enlarge = False
     run = runner(s)
     if kept is None:
         with timed("pilot_prior_path"):
-            plan, pilot = run(x_pilot, parts_pilot, report, until_dense=may_enlarge)
+            plan, pilot = shifted(run(x_pilot, parts_pilot, report, until_dense=may_enlarge),
+                                  log_mass)
     wanted = enlarged_pilot_size(pilot, len(x_pilot), n_movable, s.tuning)
     if wanted is not None and may_enlarge:
         logger.debug("The pilot chose a dense metric on %d coordinates with %d particles (at "
@@ -212,9 +225,9 @@ def _from_the_prior(runner, report, x_pilot, parts_pilot, draw_pilot, pinned, rn
                      pilot.betas[-1], wanted)
         # Both pilot streams from their start: the pilot a call given `pilot_chains` runs.
         rewind(rng)
-        x_pilot, parts_pilot = draw_pilot.afresh(wanted)
+        x_pilot, parts_pilot, log_mass = draw_pilot.afresh(wanted)
         with timed("pilot_prior_path"):
-            plan, pilot = run(x_pilot, parts_pilot, report)
+            plan, pilot = shifted(run(x_pilot, parts_pilot, report), log_mass)
     if fit_base and pilot.final_x is not None:
         plan, pilot = choose_path(plan, pilot, lambda x, p, f, **kw: run(x, p, report, f, **kw),
                                   rng, parts_fn, moves, s.tuning,
