@@ -340,35 +340,26 @@ def check_normalized(model: pm.Model) -> None:
 def check_finite_start(parts: DensityParts, where: str, layout: FlatLayout,
                        x: np.ndarray, hint: str | None = None,
                        model: pm.Model | None = None,
-                       impossible_data: Literal["refuse", "warn", "allow"] = "refuse",
+                       impossible_data: Literal["refuse", "allow"] = "refuse",
                        impossible_note: str | None = None) -> None:
     """Raise if the prior or the likelihood is not finite at any starting state.
 
     ``hint`` replaces the default advice at the end of the message. With ``model``, a density
     that is finite at none of the states is traced to the terms that are never finite there.
-    ``impossible_data`` says what to do where the log-likelihood is ``-inf`` at some states but
-    not all, and everything else is finite: the data are impossible there (a ``Uniform(0, b)``
-    likelihood with ``b`` below a datum), or the likelihood underflows (a censored Weibull's
-    far tail). Chains started there carry zero weight, which keeps the bounds valid, so the
-    drivers' prior draws ``"warn"`` (a run) or ``"allow"`` (a pilot, whose run warns).
-    ``impossible_note`` is added to the refusal where the data are impossible at every state.
+    ``impossible_data="allow"`` lets through states where the log-likelihood is ``-inf`` at
+    some states but not all, and everything else is finite: the data are impossible there (a
+    ``Uniform(0, b)`` likelihood with ``b`` below a datum), or the likelihood underflows (a
+    censored Weibull's far tail). The drivers' prior draws allow them, and replace them
+    (:func:`~pymc_bdmc.pipeline.draws.possible_starts`). ``impossible_note`` is added to the
+    refusal where the data are impossible at every state.
     """
     bad_prior = ~np.isfinite(parts.log_prior)
     bad_lik = ~np.isfinite(parts.log_likelihood)
     if not (bad_prior.any() or bad_lik.any()):
         return
-    if (impossible_data != "refuse" and not bad_prior.any() and not bad_lik.all()
+    if (impossible_data == "allow" and not bad_prior.any() and not bad_lik.all()
             and np.all(parts.log_likelihood[bad_lik] == -np.inf)
             and np.all(np.isfinite(x))):
-        if impossible_data == "warn":
-            first = int(np.flatnonzero(bad_lik)[0])
-            point = {k: np.round(v, 4).tolist() for k, v in layout.unravel(x[first]).items()}
-            logger.warning(
-                "The log-likelihood is -inf at %d of %d %s (the first at unconstrained point "
-                "%s): the data are impossible there, or the likelihood underflows. Chains "
-                "started there carry zero weight from the first step on, which keeps the bounds "
-                "valid; where most do, the estimate rests on few chains. A prior that puts less "
-                "mass there avoids it.", int(bad_lik.sum()), len(x), where, point)
         return
     outside, rows = _outside_transform(layout, x)
     if outside:
