@@ -11,6 +11,7 @@ per sweep predicts the run's, which decides between them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -34,7 +35,12 @@ from pymc_bdmc.pipeline import execution
 from pymc_bdmc.pipeline.auto_steps import Attempt
 from pymc_bdmc.pipeline.compile import timed_build
 from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
-from pymc_bdmc.pipeline.draws import draw_prior, generating_values, possible_run_starts
+from pymc_bdmc.pipeline.draws import (
+    draw_prior,
+    generating_values,
+    possible_run_starts,
+    restricted_pilot_draws,
+)
 from pymc_bdmc.pipeline.problem import model_problem
 from pymc_bdmc.pipeline.progress import pilot_phase
 from pymc_bdmc.pipeline.settings import Settings
@@ -142,12 +148,19 @@ class StepMethodAIS:
         return None
 
     def _draw_pilot(self, job: Job, problem: Problem, n: int, memo: SharedPilot) -> None:
-        """``n`` exact prior draws for a (fresh) pilot, from the pilot's own stream."""
-        x = draw_prior(problem.simulator, n, job.streams["pilot_init"])
-        parts = problem.extra["runner"].parts(x)
+        """``n`` exact prior draws for a (fresh) pilot, from the pilot's own stream.
+
+        Restricted to where the data are possible, as the runs' starts are
+        (:func:`~pymc_bdmc.pipeline.draws.restricted_pilot_draws`): the log of that prior mass
+        goes on the pilot's estimate of ``log p(y)``.
+        """
+        parts_fn, rng = problem.extra["runner"].parts, job.streams["pilot_init"]
+        x = draw_prior(problem.simulator, n, rng)
+        x, parts, log_mass = restricted_pilot_draws(
+            x, parts_fn(x), lambda k, r: draw_prior(problem.simulator, k, r), parts_fn, rng)
         check_finite_start(parts, "prior draws", problem.density.layout, x, model=job.model,
                            impossible_data="allow")
-        memo.data.update(x=x, log_likelihood=parts.log_likelihood)
+        memo.data.update(x=x, log_likelihood=parts.log_likelihood, log_mass=log_mass)
 
     def tune(self, job: Job, problem: Problem, attempt: Attempt, s: Settings, progress,
              memo: SharedPilot) -> Tuned:
@@ -162,6 +175,7 @@ class StepMethodAIS:
                     job.streams["pilot"], problem.extra["runner"].sweep,
                     problem.density.layout, x_pilot, memo.data["log_likelihood"],
                     on_step=report)
+            pilot = dataclasses.replace(pilot, log_z=pilot.log_z + memo.data["log_mass"])
             sweep_seconds = (time.perf_counter() - start) / (
                 (pilot.n_steps + 1) * len(x_pilot) * SWEEPS_PER_ANCHOR)
             logger.debug("Pilot: %d anchor temperatures, %d resamplings, pilot log Z %.3f; "

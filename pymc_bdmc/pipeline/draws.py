@@ -26,7 +26,7 @@ from pymc_bdmc.pipeline.seeding import rewind
 __all__ = ["SIMULATED_DATA_HINT", "PilotDraws", "PossibleStarts", "draw_prior",
            "generating_values", "only_impossible_data", "possible_prior_start",
            "possible_run_starts", "possible_starts", "prior_start", "prior_start_blocks",
-           "simulate_truth"]
+           "restricted_pilot_draws", "simulate_truth"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -251,16 +251,27 @@ def possible_prior_start(simulator: ModelSimulator, density: ModelDensity, n: in
         ``(x, DensityParts, log_mass)``.
     """
     x = draw_prior(simulator, n, rng)
-    parts, log_mass = density.parts(x), 0.0
-    if only_impossible_data(parts, x):
-        restricted, possible = possible_starts(
-            x, parts.log_likelihood, lambda k, r: draw_prior(simulator, k, r), density.parts,
-            rng, announce=False)
-        if restricted is not x:
-            x, parts, log_mass = restricted, density.parts(restricted), possible.forward_offset
+    x, parts, log_mass = restricted_pilot_draws(
+        x, density.parts(x), lambda k, r: draw_prior(simulator, k, r), density.parts, rng)
     check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
                        impossible_data="allow", impossible_note=impossible_note)
     return x, parts, log_mass
+
+
+def restricted_pilot_draws(x: np.ndarray, parts, draw, parts_fn, rng: np.random.Generator):
+    """Restrict a pilot's draws ``x`` (densities ``parts``) to where the data are possible.
+
+    The replacements continue the pilot's own stream ``rng`` (:func:`possible_starts`, without
+    messages: the runs' starts announce it). Returns ``(x, parts, log_mass)``, ``log_mass`` the
+    log of an unbiased estimate of the prior's mass where the data are possible (0 where
+    nothing was replaced).
+    """
+    if only_impossible_data(parts, x):
+        restricted, possible = possible_starts(x, parts.log_likelihood, draw, parts_fn, rng,
+                                               announce=False)
+        if restricted is not x:
+            return restricted, parts_fn(restricted), possible.forward_offset
+    return x, parts, 0.0
 
 
 #: What a refusal of BDMC's pilot draws adds: the data are simulated, and others may do.
