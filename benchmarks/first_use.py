@@ -70,13 +70,10 @@ def binomial_unknown_trials():
     return model, float(logsumexp(terms))
 
 
-def n_mixture(sites: int = 6):
-    """Sites visited three times, latent abundances ``N ~ Poisson(lam)`` (window Gibbs)."""
+def _n_mixture_data(sites: int):
+    """Counts of ``sites`` sites visited three times, and their exact ``log p(y)``."""
     rng = np.random.default_rng(35)
     y = rng.binomial(rng.poisson(8, sites)[:, None], 0.5, size=(sites, 3))
-    with pm.Model() as model:
-        lam, p = pm.Gamma("lam", 2, 0.25), pm.Beta("p", 2, 2)
-        pm.Binomial("y", n=pm.Poisson("N", lam, shape=sites)[:, None], p=p, observed=y)
     # Sums over N < 100 and a 400 x 200 grid agree with N < 200 and 1200 x 600 to 1e-9 (6 sites).
     counts = np.arange(100)
     lams, ps = np.linspace(0.01, 60, 400), np.linspace(0.0005, 0.9995, 200)
@@ -86,7 +83,42 @@ def n_mixture(sites: int = 6):
         binomial = stats.binom.logpmf(row[:, None, None], counts, ps[:, None]).sum(0)
         grid += logsumexp(poisson[:, None, :] + binomial[None], axis=2)
     grid += stats.gamma.logpdf(lams, 2, scale=4)[:, None] + stats.beta.logpdf(ps, 2, 2)
-    return model, float(logsumexp(grid) + np.log((lams[1] - lams[0]) * (ps[1] - ps[0])))
+    return y, float(logsumexp(grid) + np.log((lams[1] - lams[0]) * (ps[1] - ps[0])))
+
+
+def n_mixture(sites: int = 6):
+    """Sites visited three times, latent abundances ``N ~ Poisson(lam)`` (window Gibbs)."""
+    y, exact = _n_mixture_data(sites)
+    with pm.Model() as model:
+        lam, p = pm.Gamma("lam", 2, 0.25), pm.Beta("p", 2, 2)
+        pm.Binomial("y", n=pm.Poisson("N", lam, shape=sites)[:, None], p=p, observed=y)
+    return model, exact
+
+
+def n_mixture_summed_out(sites: int = 20, most: int = 100):
+    """The N-mixture with each site's ``N`` summed out of its likelihood, up to ``most``.
+
+    As docs/how-to/discrete.md writes it: a ``pm.CustomDist`` whose ``logp`` sums over ``N``
+    and whose ``random`` draws ``N``, then the counts; its third parameter only carries the
+    visits' dimension into the signature. The data and evidence of :func:`n_mixture`.
+    """
+    y, exact = _n_mixture_data(sites)
+
+    def logp(value, lam, p, visits):
+        n = pt.arange(most + 1)
+        log_lik = pm.logp(pm.Binomial.dist(n=n, p=p), value[..., None]).sum(axis=-2)
+        return pt.logsumexp(pm.logp(pm.Poisson.dist(lam), n) + log_lik, axis=-1)
+
+    def random(lam, p, visits, rng=None, size=None):
+        count = rng.poisson(lam, size)
+        return rng.binomial(count[..., None], np.asarray(p)[..., None],
+                            size=(*np.shape(count), np.shape(visits)[-1]))
+
+    with pm.Model() as model:
+        lam, p = pm.Gamma("lam", 2, 0.25), pm.Beta("p", 2, 2)
+        pm.CustomDist("y", lam, p, np.zeros(3), logp=logp, random=random,
+                      signature="(),(),(v)->(v)", observed=y)
+    return model, exact
 
 
 def latent_count_rates():
@@ -263,6 +295,7 @@ MODELS = {"ordinal regression, sorted cutpoints": ordinal_sorted_cutpoints,
           "Binomial with unknown trials": binomial_unknown_trials,
           "N-mixture, 6 sites x 3 visits": n_mixture,
           "N-mixture, 20 sites x 3 visits": lambda: n_mixture(20),
+          "N-mixture, 20 sites, N summed out": n_mixture_summed_out,
           "latent counts as Poisson rates": latent_count_rates,
           "MvNormal mean, known covariance": known_covariance,
           "multinomial rows, Dirichlet": multinomial_rows,
