@@ -35,7 +35,15 @@ from pymc_bdmc.parallel.smc_groups import population_blocks, smc_tasks
 from pymc_bdmc.pipeline.auto_steps import Attempt
 from pymc_bdmc.pipeline.diagnostics import log_smc_diagnostics
 from pymc_bdmc.pipeline.discrete import gibbs_kernel
-from pymc_bdmc.pipeline.draws import PilotDraws, generating_values, prior_start
+from pymc_bdmc.pipeline.draws import (
+    PilotDraws,
+    PossibleStarts,
+    draw_prior,
+    generating_values,
+    only_impossible_data,
+    possible_starts,
+    prior_start,
+)
 from pymc_bdmc.pipeline.execution import (
     KernelTiming,
     choose_workers,
@@ -181,9 +189,18 @@ class SMC:
         density, streams = problem.density, job.streams
         x0, parts0 = prior_start(problem.simulator, density, s.chains * self.smc.particles,
                                  streams["forward_init"])
-        if tuned.path is not None:
-            return self._data_path(job, problem, tuned, s, x0)
-        return self._tempering(job, problem, tuned, s, x0)
+        launch = (self._data_path(job, problem, tuned, s, x0) if tuned.path is not None
+                  else self._tempering(job, problem, tuned, s, x0))
+        # Resampling leaves particles where the data are impossible behind, but reverse runs
+        # never reach that prior mass: their weights need it taken out, as AIS's do.
+        possible = PossibleStarts()
+        if problem.truth is not None and only_impossible_data(parts0, x0):
+            possible = possible_starts(
+                x0, parts0.log_likelihood,
+                lambda n, rng: draw_prior(problem.simulator, n, rng), density.parts,
+                streams["possible"], announce=False)[1].reverse_only()
+        launch.state["possible"] = possible
+        return launch
 
     def _data_path(self, job, problem, tuned, s, x0) -> Launch:
         density, streams, path, smc = problem.density, job.streams, tuned.path, self.smc
@@ -261,6 +278,7 @@ class SMC:
             where["model_evaluations"] = density.n_evaluations + state["runner"].model_calls
         else:  # the last stage reweights without a move: record f_T's densities
             forward = dataclasses.replace(forward, parts=state["target_parts"](forward.x))
+        forward, reverse = state["possible"].apply(forward, reverse)
         bounds = evidence_bounds(
             streams["summary"], forward.log_weight,
             None if reverse is None else reverse.log_weight, confidence=s.confidence,
@@ -276,6 +294,7 @@ class SMC:
                 schedule=("data blocks" if smc.path == "data"
                           else "adaptive" if s.adaptive else "fixed"),
             ),
+            **state["possible"].attrs,
         }
         if tuned.gibbs is not None:
             attrs["kernel"] = "hmc+gibbs"

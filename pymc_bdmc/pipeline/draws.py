@@ -113,13 +113,22 @@ class PossibleStarts:
     attrs: Mapping = field(default_factory=dict)
 
     def apply(self, forward, reverse=None):
-        """Return the runs (:class:`~pymc_bdmc.algorithms.ais.AISRun`) with the offsets added."""
+        """Return the runs (AIS or SMC) with the offsets on their log weights."""
         def shifted(run, offset):
             if run is None or offset == 0.0:
                 return run
-            return dataclasses.replace(run, log_weight=run.log_weight + offset,
-                                       mean_log_weight=run.mean_log_weight + offset)
+            names = {f.name for f in dataclasses.fields(run)} & _SHIFTED
+            return dataclasses.replace(run, **{n: getattr(run, n) + offset for n in names})
         return shifted(forward, self.forward_offset), shifted(reverse, self.reverse_offset)
+
+    def reverse_only(self) -> PossibleStarts:
+        """Return the reverse runs' share only (SMC, whose resampling leaves such starts)."""
+        attrs = {k: v for k, v in self.attrs.items() if k != "possible_starts_redrawn"}
+        return PossibleStarts(0.0, self.reverse_offset, attrs)
+
+
+#: A run's log-weight fields that estimate ``log p(y)`` (or its inverse) as a whole.
+_SHIFTED = frozenset({"log_weight", "mean_log_weight", "particle_log_weight"})
 
 
 def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
