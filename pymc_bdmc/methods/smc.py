@@ -41,8 +41,8 @@ from pymc_bdmc.pipeline.draws import (
     draw_prior,
     generating_values,
     only_impossible_data,
-    possible_starts,
     prior_start,
+    reverse_possible_mass,
 )
 from pymc_bdmc.pipeline.execution import (
     KernelTiming,
@@ -195,10 +195,9 @@ class SMC:
         # never reach that prior mass: their weights need it taken out, as AIS's do.
         possible = PossibleStarts()
         if problem.truth is not None and only_impossible_data(parts0, x0):
-            possible = possible_starts(
-                x0, parts0.log_likelihood,
+            possible = reverse_possible_mass(
                 lambda n, rng: draw_prior(problem.simulator, n, rng), density.parts,
-                streams["possible"], announce=False)[1].reverse_only()
+                streams["possible"])
         launch.state["possible"] = possible
         return launch
 

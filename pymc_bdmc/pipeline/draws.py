@@ -26,7 +26,7 @@ from pymc_bdmc.pipeline.seeding import rewind
 __all__ = ["SIMULATED_DATA_HINT", "PilotDraws", "PossibleStarts", "draw_prior",
            "generating_values", "only_impossible_data", "possible_prior_start",
            "possible_run_starts", "possible_starts", "prior_start", "prior_start_blocks",
-           "restricted_pilot_draws", "simulate_truth"]
+           "restricted_pilot_draws", "reverse_possible_mass", "simulate_truth"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -121,14 +121,29 @@ class PossibleStarts:
             return dataclasses.replace(run, **{n: getattr(run, n) + offset for n in names})
         return shifted(forward, self.forward_offset), shifted(reverse, self.reverse_offset)
 
-    def reverse_only(self) -> PossibleStarts:
-        """Return the reverse runs' share only (SMC, whose resampling leaves such starts)."""
-        attrs = {k: v for k, v in self.attrs.items() if k != "possible_starts_redrawn"}
-        return PossibleStarts(0.0, self.reverse_offset, attrs)
-
 
 #: A run's log-weight fields that estimate ``log p(y)`` (or its inverse) as a whole.
 _SHIFTED = frozenset({"log_weight", "mean_log_weight", "particle_log_weight"})
+
+
+def _draw_possible(draw, parts_fn, rng: np.random.Generator, wanted: int):
+    """Draw from the start until ``wanted`` draws make the data possible.
+
+    Returns ``(possible, drawn)``: those draws, in order, and ``M``, the draws it took; or
+    ``(None, (possible found + 1) / drawn)`` past :data:`MAX_POSSIBLE_DRAWS` draws.
+    """
+    found, drawn, batch = [], 0, 1024
+    while drawn < MAX_POSSIBLE_DRAWS:
+        x = draw(batch, rng)
+        ok = np.isfinite(parts_fn(x).log_likelihood)
+        count = sum(len(f) for f in found)
+        if count + ok.sum() >= wanted:
+            last = int(np.flatnonzero(np.cumsum(ok) == wanted - count)[0])
+            found.append(x[:last + 1][ok[:last + 1]])
+            return np.concatenate(found), drawn + last + 1
+        found.append(x[ok])
+        drawn += batch
+    return None, (sum(len(f) for f in found) + 1) / drawn
 
 
 def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
@@ -156,38 +171,42 @@ def possible_starts(x0: np.ndarray, log_likelihood: np.ndarray, draw, parts_fn,
     if impossible.size == 0:
         return x0, PossibleStarts()
     wanted = max(POSSIBLE_DRAWS, impossible.size)
-    found, drawn, batch = [], 0, 1024
-    while drawn < MAX_POSSIBLE_DRAWS:
-        x = draw(batch, rng)
-        ok = np.isfinite(parts_fn(x).log_likelihood)
-        count = sum(len(f) for f in found)
-        if count + ok.sum() >= wanted:
-            last = int(np.flatnonzero(np.cumsum(ok) == wanted - count)[0])
-            found.append(x[:last + 1][ok[:last + 1]])
-            drawn += last + 1
-            x0 = x0.copy()
-            x0[impossible] = np.concatenate(found)[:impossible.size]
-            logger.log(
-                logging.INFO if announce else logging.DEBUG,
-                "The data are impossible at %d of %d %s: those chains start instead from "
-                "draws at which they are possible (%.3g of the start's mass, from %d draws), "
-                "and both bounds account for that mass.", impossible.size, len(x0), where,
-                wanted / drawn, drawn)
-            return x0, PossibleStarts(
-                float(np.log((wanted - 1) / (drawn - 1))), float(np.log(drawn / wanted)),
-                {"possible_start_mass": wanted / drawn, "possible_start_draws": drawn,
-                 "possible_starts_redrawn": int(impossible.size)})
-        found.append(x[ok])
-        drawn += batch
-    count = sum(len(f) for f in found)
+    possible, drawn = _draw_possible(draw, parts_fn, rng, wanted)
+    if possible is None:
+        logger.log(
+            logging.WARNING if announce else logging.DEBUG,
+            "The log-likelihood is -inf at %d of %d %s, and at nearly all of %d further draws: "
+            "the data are impossible there, or the likelihood underflows. Chains started there "
+            "carry zero weight from the first step on, which keeps the bounds valid; where most "
+            "do, the estimate rests on few chains. A prior that puts less mass there avoids it.",
+            impossible.size, len(x0), where, MAX_POSSIBLE_DRAWS)
+        return x0, PossibleStarts(attrs={"possible_start_mass_below": drawn})
+    x0 = x0.copy()
+    x0[impossible] = possible[:impossible.size]
     logger.log(
-        logging.WARNING if announce else logging.DEBUG,
-        "The log-likelihood is -inf at %d of %d %s, and at all but %d of %d further draws: "
-        "the data are impossible there, or the likelihood underflows. Chains started there "
-        "carry zero weight from the first step on, which keeps the bounds valid; where most do, "
-        "the estimate rests on few chains. A prior that puts less mass there avoids it.",
-        impossible.size, len(x0), where, count, drawn)
-    return x0, PossibleStarts(attrs={"possible_start_mass_below": (count + 1) / drawn})
+        logging.INFO if announce else logging.DEBUG,
+        "The data are impossible at %d of %d %s: those chains start instead from draws at "
+        "which they are possible (%.3g of the start's mass, from %d draws), and both bounds "
+        "account for that mass.", impossible.size, len(x0), where, wanted / drawn, drawn)
+    return x0, PossibleStarts(
+        float(np.log((wanted - 1) / (drawn - 1))), float(np.log(drawn / wanted)),
+        {"possible_start_mass": wanted / drawn, "possible_start_draws": drawn,
+         "possible_starts_redrawn": int(impossible.size)})
+
+
+def reverse_possible_mass(draw, parts_fn, rng: np.random.Generator) -> PossibleStarts:
+    """Estimate the reverse runs' share of :func:`possible_starts` alone, replacing no start.
+
+    For SMC, whose resampling leaves particles where the data are impossible behind, while its
+    reverse runs never reach that mass: ``log(M / r)`` on their weights, ``r`` =
+    :data:`POSSIBLE_DRAWS`.
+    """
+    possible, drawn = _draw_possible(draw, parts_fn, rng, POSSIBLE_DRAWS)
+    if possible is None:
+        return PossibleStarts(attrs={"possible_start_mass_below": drawn})
+    return PossibleStarts(0.0, float(np.log(drawn / POSSIBLE_DRAWS)),
+                          {"possible_start_mass": POSSIBLE_DRAWS / drawn,
+                           "possible_start_draws": drawn})
 
 
 def prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
