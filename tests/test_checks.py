@@ -268,15 +268,6 @@ def _data_resized():
     return m
 
 
-def _symbolic_observations():
-    # Observations that are an expression: AIS can use them, BDMC cannot replace them.
-    with pm.Model() as m:
-        d = pm.Data("d", np.zeros(3))
-        mu = pm.Normal("mu")
-        pm.Normal("y", mu, 1, observed=d * 2.0)
-    return m
-
-
 def _simulation_leaves_support():
     # Beta(a, a) with a ~ 0.01: simulated data round to exactly 0 or 1, where the model's own
     # log-density is infinite, so the reverse run has no finite starting point.
@@ -364,7 +355,6 @@ CASES = {
     "Potential": (_potential, "Potentials", SAMPLERS),
     "inf observations": (_inf_data, "non-finite", SAMPLERS),
     "data shape differs from the variable's": (_data_resized, "have shape", SAMPLERS),
-    "symbolic observations (BDMC)": (_symbolic_observations, "symbolic data", [pmb.sample_bdmc]),
     "likelihood never finite": (
         _likelihood_never_finite, r"\['y'\] is not finite at any of 16 prior draws", SAMPLERS),
     "prior with invalid parameters": (
@@ -497,10 +487,25 @@ def test_error_messages_are_actionable():
     assert "['k']" in text and "inside the model's context" in text
 
 
-def test_symbolic_observations_still_give_a_lower_bound():
-    with _symbolic_observations():
-        result = pmb.sample_ais(**FAST)
-    assert np.isfinite(float(result["evidence"]["lower"]))
+def test_observations_given_as_an_expression_of_data_are_data():
+    # PyMC casts float 0/1 outcomes in pm.Data to a Bernoulli's integers: the observed value is
+    # an expression (refused by BDMC before). With a Beta(2, 3) prior the evidence is exact:
+    # log B(2 + k, 3 + n - k) - log B(2, 3).
+    from scipy.special import betaln
+
+    outcomes = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0])
+    with pm.Model() as model:
+        data = pm.Data("outcomes", outcomes)
+        pm.Bernoulli("y", pm.Beta("p", 2.0, 3.0), observed=data)
+    assert model.rvs_to_values[model["y"]].owner is not None  # the cast: an expression
+    k, n = outcomes.sum(), outcomes.size
+    exact = betaln(2 + k, 3 + n - k) - betaln(2, 3)
+    with model:
+        result = pmb.calibrate(random_seed=0, progressbar=False)
+    assert result["calibration"].attrs["certified"]
+    assert abs(float(result["evidence"]["lower"]) - exact) < 0.1
+    # the user's data container is untouched
+    np.testing.assert_array_equal(data.get_value(), outcomes)
 
 
 # -- data given to a compiled density -------------------------------------------------------------
@@ -525,9 +530,9 @@ def poisson_density():
         ({"k": np.array([1.0, np.nan, 2.0])}, "non-finite"),
         ({"k": np.array([1.5, 0.0, 2.0])}, "not integers"),
         ({"kk": np.array([1, 2, 3])}, "not an observed variable"),
-        ({"z": np.zeros(2)}, "symbolic data"),
+        ({"z": np.zeros(3)}, "have shape \\(3,\\), but the model's data have shape \\(2,\\)"),
     ],
-    ids=["wrong shape", "NaN", "fractional counts", "unknown name", "symbolic"],
+    ids=["wrong shape", "NaN", "fractional counts", "unknown name", "expression, wrong shape"],
 )
 def test_set_observed_refuses_bad_data_and_changes_nothing(poisson_density, data, message):
     before = poisson_density.observed_data()
@@ -538,6 +543,21 @@ def test_set_observed_refuses_bad_data_and_changes_nothing(poisson_density, data
         poisson_density.set_observed({"k": np.array([5, 5, 5]), **data})
     np.testing.assert_array_equal(poisson_density.observed_data()["k"], before["k"])
     np.testing.assert_array_equal(poisson_density.parts(x).log_likelihood, lik_before)
+
+
+def test_set_observed_replaces_data_given_as_an_expression(poisson_density):
+    # z's data are 2 * d, an expression of data alone: it is data the densities can replace.
+    x = np.zeros((1, poisson_density.n_dim))  # rate = 1 (log-transformed 0)
+    before = poisson_density.observed_data()
+    np.testing.assert_array_equal(before["z"], [0.0, 0.0])
+    try:
+        lik_at_zero = poisson_density.parts(x).log_likelihood
+        poisson_density.set_observed({"z": np.array([1.0, 3.0])})
+        # z ~ N(rate = 1, 1): moving the data from (0, 0) to (1, 3) changes the log-likelihood
+        # by -(0 + 4) / 2 + (1 + 1) / 2
+        np.testing.assert_allclose(poisson_density.parts(x).log_likelihood - lik_at_zero, -1.0)
+    finally:
+        poisson_density.set_observed(before)
 
 
 def test_set_observed_accepts_integer_valued_floats(poisson_density):

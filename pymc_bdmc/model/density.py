@@ -41,6 +41,7 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     COMPILE_LOCK,
     FUSED_KERNELS,
     ONE_SHOT_MODE,
+    REFERENCE_MODE,
     SCALE_MAP,
     BatchedParts,
     build_fused_hmc,
@@ -71,12 +72,26 @@ logger = logging.getLogger(__name__)
 
 
 def observed_data_value(value) -> np.ndarray | None:
-    """The numeric value behind an observed variable, or None for a symbolic expression."""
+    """The numeric value behind an observed variable, or None where it is not data alone.
+
+    An expression of data alone is evaluated: PyMC casts a float ``pm.Data`` observed by an
+    integer likelihood (a Bernoulli's 0.0/1.0 outcomes), and ``2 * data`` is data too. Such a
+    value is replaced in the densities' graphs like an array (the expression node itself).
+    """
     if isinstance(value, Constant):
         return np.asarray(value.data)
     if isinstance(value, SharedVariable):
         return np.asarray(value.get_value())
-    return None
+    if value.owner is None:
+        return None
+    inputs = list(graph_inputs([value]))
+    if not all(isinstance(v, Constant) or (isinstance(v, SharedVariable)
+                                            and isinstance(v.type, pt.TensorType))
+               for v in inputs):
+        return None  # a random generator, a free variable or an input of ours
+    with COMPILE_LOCK:
+        evaluate = pytensor.function([], value, mode=REFERENCE_MODE)
+    return np.asarray(evaluate())
 
 
 def may_mirror_modes(model: pm.Model, densities: list) -> bool:
