@@ -58,6 +58,16 @@ def test_same_seed_is_bit_identical_whatever_the_seed_type_and_global_state(mode
         _assert_identical(runs[0], other, GROUPS + ("generating_values",))
 
 
+def test_a_legacy_random_state_seeds_a_run_as_pymc_allows(model):
+    # PyMC's samplers accept a RandomState; it cannot spawn streams (NumPy raised TypeError).
+    with model:
+        a = pmb.sample_bdmc(random_seed=np.random.RandomState(7), **FAST)
+        b = pmb.sample_bdmc(random_seed=np.random.RandomState(7), **FAST)
+        c = pmb.sample_bdmc(random_seed=np.random.RandomState(8), **FAST)
+    _assert_identical(a, b)
+    assert float(a["evidence"].lower) != float(c["evidence"].lower)
+
+
 def test_unseeded_runs_differ_and_leave_the_global_state_alone(model):
     before = np.random.get_state()[1].copy()
     with model:

@@ -84,7 +84,7 @@ COMMON_DOC = """
         used as it is.
     confidence : float, default 0.95
         Level of the Markov-inequality bounds ``lower_markov`` / ``upper_markov``.
-    random_seed : int, array_like of int, SeedSequence or Generator, optional
+    random_seed : int, array_like of int, SeedSequence, Generator or RandomState, optional
         Seed of every random choice; the same seed gives the same result.
     progressbar : bool, default True
         Show a progress bar (never in CI, where the ``CI`` environment variable is set).

@@ -106,7 +106,7 @@ def sample_heldout_likelihood(
         of a ``simulate=True`` run whose gap certified it: the test cases then get exactly the
         kernels and schedule the gap was measured with. Its schedule and kernels replace
         ``n_steps``, ``schedule`` and the kernel settings.
-    random_seed : int, array_like of int, SeedSequence or Generator, optional
+    random_seed : int, array_like of int, SeedSequence, Generator or RandomState, optional
         Seed of every random choice; the same seed gives the same result.
     progressbar : bool, default True
         Show a progress bar (never in CI, where the ``CI`` environment variable is set).

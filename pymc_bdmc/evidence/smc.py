@@ -103,7 +103,7 @@ def sample_smc_evidence(
     confidence : float, default 0.95
     potentials_in_likelihood : bool, default False
         Declare that the model's ``pm.Potential`` terms are likelihood terms (tempering only).
-    random_seed : int, array_like of int, SeedSequence or Generator, optional
+    random_seed : int, array_like of int, SeedSequence, Generator or RandomState, optional
         Seed of every random choice; the same seed gives the same result.
     progressbar : bool, default True
     compile_kwargs : dict, optional

@@ -194,7 +194,7 @@ def sample_unnormalized_evidence(
         Widens the proposal's standard deviations.
     model : pm.Model, optional
         Defaults to the model on the context stack.
-    random_seed : int, sequence, SeedSequence or Generator, optional
+    random_seed : int, sequence, SeedSequence, Generator or RandomState, optional
         Split into independent child streams for the pilot, the importance run and the bounds
         (:func:`pymc_bdmc.pipeline.seeding.streams`); a fixed seed gives identical results.
     progressbar : bool, default True

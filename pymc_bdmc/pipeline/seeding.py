@@ -30,8 +30,9 @@ def streams(random_seed) -> dict[str, np.random.Generator]:
 
     Parameters
     ----------
-    random_seed : int, sequence, SeedSequence, Generator or None
-        Anything :func:`numpy.random.default_rng` accepts.
+    random_seed : int, sequence, SeedSequence, Generator, RandomState or None
+        Anything :func:`numpy.random.default_rng` accepts. A legacy ``RandomState`` (which
+        PyMC's samplers accept) has no seed sequence to spawn from: its draws seed one.
 
     Returns
     -------
@@ -39,7 +40,11 @@ def streams(random_seed) -> dict[str, np.random.Generator]:
         Generator by stage name. The pilot never shares randomness with the measured runs.
     """
     root = np.random.default_rng(random_seed)
-    return dict(zip(STREAMS, root.spawn(len(STREAMS)), strict=True))
+    try:
+        children = root.spawn(len(STREAMS))
+    except TypeError:  # "The underlying SeedSequence does not implement spawning"
+        children = np.random.default_rng(root.integers(2**63, size=4)).spawn(len(STREAMS))
+    return dict(zip(STREAMS, children, strict=True))
 
 
 def restarted(streams: Mapping[str, np.random.Generator],
