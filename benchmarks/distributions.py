@@ -5,11 +5,12 @@ field whose evidence is a Gaussian marginal integrated over one scale. Its data 
 the model's own prior predictive (seed ``100 + seed``), and its exact ``log p(y)`` is computed
 without pymc_bdmc: by a grid over the free coordinates of PyMC's own compiled log density
 (centred at its mode, spaced by its curvature), or by the Gaussian marginal. Each row says
-whether the estimator was certified on simulated data, the gap, and the real-data error.
-Run from the repository root::
+whether the estimator was certified on simulated data, the gap, and the real-data error;
+``pm.sample_smc`` (2 chains x 2000 draws, ``cores=1``) runs beside it on the same data, and the
+last line sums both tools' times. Run from the repository root::
 
     python3 benchmarks/distributions.py                   # every model, seeds 0 and 1
-    python3 benchmarks/distributions.py --only Hurdle --seeds 3
+    python3 benchmarks/distributions.py --only Hurdle --seeds 3 --no-smc
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pymc as pm
+from _common import smc_log_ml
 from scipy import optimize, stats
 from scipy.special import logsumexp
 
@@ -208,7 +210,8 @@ MODELS = {
 }
 
 
-def run(name: str, seed: int) -> str:
+def run(name: str, seed: int, smc: bool = True) -> tuple[str, float, float, bool, float]:
+    """One row, and its calibrate seconds, pm.sample_smc seconds, certificate and error."""
     build, exact_fn = MODELS[name]
     with build(None) as prior_model:
         y = pm.draw(prior_model["y"], random_seed=100 + seed)
@@ -219,28 +222,51 @@ def run(name: str, seed: int) -> str:
         with model:
             result = pmb.calibrate(random_seed=seed, progressbar=False)
     except pmb.BDMCInputError as err:
-        return f"{name:44s} seed {seed}: refused: {str(err)[:160]}"
+        return f"{name:44s} seed {seed}: refused: {str(err)[:160]}", 0.0, 0.0, False, np.nan
     seconds = time.perf_counter() - start
     c = result["calibration"].attrs
     error = float(result["evidence"].lower) - exact
-    return (f"{name:44s} seed {seed}: {'certified' if c['certified'] else 'NOT certified'}, gap "
-            f"{c['certified_gap']:+.3f} ({c['certified_n_steps']} steps), error {error:+.3f} "
-            f"(exact {exact:.3f}), {seconds:.1f} s")
+    row = (f"{name:44s} seed {seed}: {'certified' if c['certified'] else 'NOT certified'}, gap "
+           f"{c['certified_gap']:+.3f} ({c['certified_n_steps']} steps), error {error:+.3f} "
+           f"(exact {exact:.3f}), {seconds:.1f} s")
+    smc_seconds = 0.0
+    if smc:
+        start = time.perf_counter()
+        with model, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            idata = pm.sample_smc(draws=2000, chains=2, cores=1, random_seed=seed,
+                                  progressbar=False, compute_convergence_checks=False)
+        smc_seconds = time.perf_counter() - start
+        row += ("; pm.sample_smc errors "
+                + ", ".join(f"{value - exact:+.2f}" for value in smc_log_ml(idata))
+                + f", {smc_seconds:.1f} s (ratio {seconds / smc_seconds:.2f})")
+    return row, seconds, smc_seconds, bool(c["certified"]), error
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--only", nargs="*", help="substrings of model names to run")
+    parser.add_argument("--no-smc", action="store_true", help="skip pm.sample_smc")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     logging.getLogger("pymc_bdmc").setLevel(logging.ERROR)
+    logging.getLogger("pymc").setLevel(logging.ERROR)
     print(f"# {time.strftime('%Y-%m-%d')}, pymc_bdmc {pmb.__version__}, pymc {pm.__version__}")
+    rows = []
     for name in MODELS:
         if args.only and not any(s in name for s in args.only):
             continue
         for seed in range(args.seeds):
-            print(run(name, seed), flush=True)
+            line, *numbers = run(name, seed, smc=not args.no_smc)
+            print(line, flush=True)
+            rows.append(numbers)
+    if rows:
+        ours, theirs, certified, errors = (np.array(column) for column in zip(*rows, strict=True))
+        print(f"# {certified.sum()} of {len(rows)} certified; largest |error| "
+              f"{np.nanmax(np.abs(errors)):.3f}; calibrate {ours.sum():.1f} s"
+              + (f" against pm.sample_smc's {theirs.sum():.1f} s (ratio "
+                 f"{ours.sum() / theirs.sum():.2f})" if theirs.sum() > 0 else ""))
 
 
 if __name__ == "__main__":
