@@ -19,6 +19,13 @@ def _no_observed():
     return m
 
 
+def _no_free_variables():
+    # Before: "ValueError: Cannot join an empty list of tensors" from the flat layout.
+    with pm.Model() as m:
+        pm.Normal("y", 0.0, 1.0, observed=np.array([0.1, 0.2]))
+    return m
+
+
 def _flat_prior():
     with pm.Model() as m:
         a = pm.Flat("a")
@@ -336,6 +343,8 @@ CASES = {
         r"\['mu_interval__'\] of the .* not finite in the unconstrained space, in \d+ of \d+ "
         r"draws \(the first: \{'mu_interval__': (nan|-?inf)\}\)", SAMPLERS),
     "no observed variables": (_no_observed, "no observed variables", SAMPLERS),
+    "no free variables": (_no_free_variables, r"no free variables.*compile_logp\(\)\(\{\}\)",
+                          SAMPLERS + [pmb.calibrate, pmb.sample_smc_evidence]),
     "total_size (minibatch scaling)": (  # before: ran, and returned the scaled integral
         _minibatch_scaled, r"\['y'\] have `total_size=`.*no longer normalised", SAMPLERS),
     "a pm.Simulator likelihood": (  # before: NullTypeGradError from inside PyTensor
@@ -485,6 +494,15 @@ def test_error_messages_are_actionable():
         pmb.sample_bdmc(step=foreign, **FAST)
     text = str(err.value)
     assert "['k']" in text and "inside the model's context" in text
+
+
+def test_calibrate_refuses_a_potential_likelihood_with_the_reason():
+    # Before: "TypeError: sample_bdmc() got an unexpected keyword argument".
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        pm.Potential("lik", pm.logp(pm.Binomial.dist(10, p), 3))
+    with pytest.raises(BDMCInputError, match="no simulator: bidirectional Monte Carlo"):
+        pmb.calibrate(model=model, potentials_in_likelihood=True, progressbar=False)
 
 
 def test_observations_given_as_an_expression_of_data_are_data():

@@ -27,7 +27,7 @@ from pymc_bdmc.estimators import (
 )
 from pymc_bdmc.evidence.annealing import sample_ais, sample_bdmc
 from pymc_bdmc.kernels.plan import AnnealingPlan
-from pymc_bdmc.model.checks import check_positive_int
+from pymc_bdmc.model.checks import check_model, check_positive_int
 from pymc_bdmc.model.resolve import resolve_model
 from pymc_bdmc.pipeline.driver import call_scope
 
@@ -121,6 +121,9 @@ def calibrate(
     certificate.
     """
     model = resolve_model(model)
+    if sampler_kwargs.pop("potentials_in_likelihood", False):
+        # Certifying simulates data, which Potentials cannot give: say so, not a TypeError.
+        check_model(model, potentials_in_likelihood=True, needs_simulation=True)
     search = isinstance(n_steps, str)
     if search and n_steps != "auto":
         raise BDMCInputError(f"`n_steps` must be 'auto' or an increasing sequence of integers, "

@@ -133,6 +133,11 @@ def check_model(
     potentials = [p.name for p in model.potentials]
     if not model.observed_RVs:
         _check_potential_likelihood(potentials, potentials_in_likelihood, needs_simulation)
+    if not model.free_RVs:
+        raise BDMCInputError(
+            "The model has no free variables, so there is nothing to integrate: its log p(y) is "
+            "its log-likelihood at the data, `model.compile_logp()({})`."
+        )
     _refuse_kinds(model.observed_RVs, _OBSERVED_REFUSALS)
     _check_observed_data(model, allow_missing)
     if potentials:
