@@ -344,7 +344,7 @@ CASES = {
         r"draws \(the first: \{'mu_interval__': (nan|-?inf)\}\)", SAMPLERS),
     "no observed variables": (_no_observed, "no observed variables", SAMPLERS),
     "no free variables": (_no_free_variables, r"no free variables.*compile_logp\(\)\(\{\}\)",
-                          SAMPLERS + [pmb.calibrate, pmb.sample_smc_evidence]),
+                          [*SAMPLERS, pmb.calibrate, pmb.sample_smc_evidence]),
     "total_size (minibatch scaling)": (  # before: ran, and returned the scaled integral
         _minibatch_scaled, r"\['y'\] have `total_size=`.*no longer normalised", SAMPLERS),
     "a pm.Simulator likelihood": (  # before: NullTypeGradError from inside PyTensor
