@@ -623,3 +623,18 @@ def test_the_transitions_per_temperature_follow_the_paths_length_unless_given():
     for bad in (0, 1.5):
         with pytest.raises(BDMCInputError, match="short_path_transitions"):
             pmb.Tuning(short_path_transitions=bad)
+
+
+@pytest.mark.parametrize("sampler", [pmb.sample_ais, pmb.sample_bdmc, pmb.sample_smc_evidence,
+                                     pmb.sample_heldout_likelihood])
+def test_a_model_in_the_first_positional_argument_is_refused_with_where_it_goes(sampler):
+    # calibrate(model) takes the model first; these take n_steps (or params) first, and a model
+    # given there was reported as "No model to run on".
+    model = _plain_normal_model()
+    with pytest.raises(BDMCInputError, match="A model was given as `(n_steps|params)`.*`model=`"):
+        sampler(model, progressbar=False)
+
+
+def test_no_model_says_how_to_give_one():
+    with pytest.raises(BDMCInputError, match="No model to run on: call this inside `with"):
+        pmb.sample_ais(**FAST)

@@ -257,7 +257,7 @@ def sample_ais(
     True
     """
     started = time.perf_counter()
-    model = resolve_model(model)
+    model = resolve_model(model, first=("n_steps", n_steps))
     tuning = resolve_tuning(tuning)
     if isinstance(n_steps, str) and n_steps != "auto":
         raise BDMCInputError(
@@ -457,7 +457,7 @@ def sample_bdmc(
     True
     """
     started = time.perf_counter()
-    model = resolve_model(model)
+    model = resolve_model(model, first=("n_steps", n_steps))
     if method not in ("ais", "smc"):
         raise BDMCInputError(f"`method` must be 'ais' or 'smc', got {method!r}.")
     if isinstance(n_steps, str) and n_steps != "auto":

@@ -166,7 +166,7 @@ def sample_heldout_likelihood(
     4
     """
     started = time.perf_counter()
-    model = resolve_model(model)
+    model = resolve_model(model, first=("params", params))
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                         target_accept, step_size_jitter,
                         DEFAULT_PILOT_CHAINS if pilot_chains is None else pilot_chains,

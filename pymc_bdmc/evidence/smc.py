@@ -146,7 +146,7 @@ def sample_smc_evidence(
     True
     """
     started = time.perf_counter()
-    model = resolve_model(model)
+    model = resolve_model(model, first=("n_steps", n_steps))
     settings = validate(n_steps, chains, schedule, n_leapfrog, transitions_per_step,
                         target_accept, step_size_jitter, pilot_chains, confidence, tuning=tuning)
     smc = validate_smc(particles, path, ess_threshold, schedule)

@@ -290,7 +290,7 @@ def sample_unnormalized_evidence(
         n_sim = N_SIM.get(method, 1)
     check_arguments(method, draws, pilot_draws, pilot_tune, n_aux, n_bridges, sweeps, n_moves,
                     bound_chains, bound_bridges, proposal_scale, n_sim)
-    model = resolve_model(model)
+    model = resolve_model(model, first=("method", method))
     name = check_unnormalized_model(model)
     sim = unnormalized_simulator(name, model)
     opts = dict(draws=int(draws), pilot_draws=int(pilot_draws), pilot_tune=int(pilot_tune),

@@ -18,7 +18,7 @@ def _is_bambi_model(model) -> bool:
     return type(model).__module__.split(".")[0] == "bambi" and hasattr(model, "build")
 
 
-def resolve_model(model) -> pm.Model:
+def resolve_model(model, first: tuple[str, object] | None = None) -> pm.Model:
     """Return the PyMC model a call runs on, or refuse with what to pass.
 
     Parameters
@@ -26,6 +26,9 @@ def resolve_model(model) -> pm.Model:
     model : pm.Model, bambi.Model or None
         A PyMC model; a Bambi model (built here if it was not, which leaves the Bambi model
         otherwise as it was); or None for the model of the ``with`` context.
+    first : (str, object), optional
+        The call's first positional parameter and its value: a model given there (as
+        ``calibrate(model)`` takes it) is refused with where it goes.
 
     Returns
     -------
@@ -36,6 +39,11 @@ def resolve_model(model) -> pm.Model:
     BDMCInputError
         Without a model, or for anything that is not one.
     """
+    if first is not None and (isinstance(first[1], pm.Model) or _is_bambi_model(first[1])):
+        raise BDMCInputError(
+            f"A model was given as `{first[0]}`, this function's first positional argument: "
+            "pass it as `model=` (or call this inside `with model:`)."
+        )
     if model is None:
         try:
             return modelcontext(None)
