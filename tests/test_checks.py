@@ -631,7 +631,7 @@ def test_a_model_in_the_first_positional_argument_is_refused_with_where_it_goes(
     # calibrate(model) takes the model first; these take n_steps (or params) first, and a model
     # given there was reported as "No model to run on".
     model = _plain_normal_model()
-    with pytest.raises(BDMCInputError, match="A model was given as `(n_steps|params)`.*`model=`"):
+    with pytest.raises(BDMCInputError, match=r"A model was given as `(n_steps|params)`.*`model=`"):
         sampler(model, progressbar=False)
 
 
