@@ -214,3 +214,10 @@ def test_a_rewound_stream_draws_again_what_it_first_drew():
     held.normal(size=3)
     assert rewind(held) is held  # in place: closures holding it see the rewound stream
     np.testing.assert_array_equal(held.normal(size=5), first)
+
+
+@pytest.mark.parametrize("sampler", [pmb.sample_ais, pmb.calibrate])
+def test_a_seed_numpy_cannot_take_is_refused_by_name(model, sampler):
+    # Before: NumPy's "TypeError: SeedSequence expects int or sequence of ints".
+    with pytest.raises(pmb.BDMCInputError, match=r"`random_seed` must be an int.*got 'a'"):
+        sampler(model=model, random_seed="a", progressbar=False)

@@ -30,6 +30,7 @@ from pymc_bdmc.kernels.plan import AnnealingPlan
 from pymc_bdmc.model.checks import check_model, check_positive_int
 from pymc_bdmc.model.resolve import resolve_model
 from pymc_bdmc.pipeline.driver import call_scope
+from pymc_bdmc.pipeline.seeding import root_generator
 
 __all__ = ["calibrate"]
 
@@ -145,7 +146,7 @@ def calibrate(
             raise BDMCInputError("`fix` holds every free variable, which leaves nothing to "
                                  "anneal on the simulated data: leave at least one free.")
         check_fixed_values(model, fix)
-    root = np.random.default_rng(random_seed)
+    root = root_generator(random_seed)
     simulation_seed, estimation_seed = (int(s) for s in root.integers(2**31, size=2))
     simulation_model = model if not fix else pm.do(model, dict(fix))
     common = dict(chains=chains, progressbar=progressbar, compile_kwargs=compile_kwargs,

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["ATTEMPT_STREAMS", "STREAMS", "restarted", "rewind", "streams"]
+from pymc_bdmc.errors import BDMCInputError
+
+__all__ = ["ATTEMPT_STREAMS", "STREAMS", "restarted", "rewind", "root_generator", "streams"]
 
 #: The stages that draw random numbers, in the order their streams are spawned (the order is
 #: part of the seed's meaning: changing it changes every result; a new stage goes last, which
@@ -39,12 +41,30 @@ def streams(random_seed) -> dict[str, np.random.Generator]:
     dict
         Generator by stage name. The pilot never shares randomness with the measured runs.
     """
-    root = np.random.default_rng(random_seed)
+    root = root_generator(random_seed)
     try:
         children = root.spawn(len(STREAMS))
     except TypeError:  # "The underlying SeedSequence does not implement spawning"
         children = np.random.default_rng(root.integers(2**63, size=4)).spawn(len(STREAMS))
     return dict(zip(STREAMS, children, strict=True))
+
+
+def root_generator(random_seed) -> np.random.Generator:
+    """``numpy.random.default_rng(random_seed)``, refusing a seed it cannot take by name.
+
+    Raises
+    ------
+    BDMCInputError
+        For anything but an int, a sequence of ints, a SeedSequence, a Generator, a
+        BitGenerator, a RandomState or None.
+    """
+    try:
+        return np.random.default_rng(random_seed)
+    except (TypeError, ValueError) as err:
+        raise BDMCInputError(
+            f"`random_seed` must be an int, a sequence of ints, a SeedSequence, a Generator, a "
+            f"RandomState or None, got {random_seed!r} ({err})."
+        ) from None
 
 
 def restarted(streams: Mapping[str, np.random.Generator],
