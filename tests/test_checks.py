@@ -638,3 +638,9 @@ def test_a_model_in_the_first_positional_argument_is_refused_with_where_it_goes(
 def test_no_model_says_how_to_give_one():
     with pytest.raises(BDMCInputError, match="No model to run on: call this inside `with"):
         pmb.sample_ais(**FAST)
+
+
+def test_held_out_cases_with_every_variable_fixed_say_so_in_their_own_words():
+    with pytest.raises(BDMCInputError, match="`params` fixes every free variable"):
+        pmb.sample_heldout_likelihood({"mu": np.array(0.2)}, model=_plain_normal_model(),
+                                      progressbar=False)

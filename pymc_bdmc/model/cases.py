@@ -309,12 +309,8 @@ def condition_on_parameters(model: pm.Model, params, data=None, *,
                 "of the model's observations."
             ) from err
 
-    if not clone.free_RVs:
-        raise BDMCInputError(
-            "`params` fixes every free variable, so there are no latent variables to integrate "
-            "out; the held-out likelihood is then the model's log-likelihood itself."
-        )
-    check_model(clone, needs_simulation=simulate, gradient_kernel=True, allow_missing=False)
+    check_model(clone, needs_simulation=simulate, gradient_kernel=True, allow_missing=False,
+                needs_free_variables=False)
     return _check_cases(clone, values)
 
 
@@ -341,6 +337,11 @@ def _check_cases(clone: pm.Model, values: dict[str, np.ndarray]) -> ConditionedM
             f"The data do not fit the observed variables (name: (data shape, variable shape)) "
             f"{wrong}. Apart from the number of cases, held-out data must have the shape of the "
             "model's observations."
+        )
+    if not clone.free_RVs:
+        raise BDMCInputError(
+            "`params` fixes every free variable, so there are no latent variables to integrate "
+            "out; the held-out likelihood is then the model's log-likelihood itself."
         )
     shapes = clone.eval_rv_shapes()
     not_per_case, case_size = {}, 0

@@ -113,6 +113,7 @@ def check_model(
     needs_simulation: bool = False,
     gradient_kernel: bool = True,
     allow_missing: bool = True,
+    needs_free_variables: bool = True,
 ) -> None:
     """Raise :class:`BDMCInputError` if ``model`` cannot be used for evidence estimation.
 
@@ -129,15 +130,12 @@ def check_model(
     allow_missing : bool, default True
         Whether observations PyMC imputes (NaN or masked entries) are allowed. They are, for
         the evidence of the observed entries; held-out cases must be complete.
+    needs_free_variables : bool, default True
+        Refuse a model without free variables (held-out cases refuse it in their own words).
     """
     potentials = [p.name for p in model.potentials]
     if not model.observed_RVs:
         _check_potential_likelihood(potentials, potentials_in_likelihood, needs_simulation)
-    if not model.free_RVs:
-        raise BDMCInputError(
-            "The model has no free variables, so there is nothing to integrate: its log p(y) is "
-            "its log-likelihood at the data, `model.compile_logp()({})`."
-        )
     _refuse_kinds(model.observed_RVs, _OBSERVED_REFUSALS)
     _check_observed_data(model, allow_missing)
     if potentials:
@@ -146,6 +144,11 @@ def check_model(
     if gradient_kernel:
         _check_continuous(model)
     check_normalized(model)
+    if needs_free_variables and not model.free_RVs:
+        raise BDMCInputError(
+            "The model has no free variables, so there is nothing to integrate: its log p(y) is "
+            "its log-likelihood at the data, `model.compile_logp()({})`."
+        )
 
 
 def _check_observed_data(model: pm.Model, allow_missing: bool) -> None:
