@@ -67,6 +67,16 @@ def smc_log_ml(idata):
     return np.array(out)
 
 
+def pymc_smc_evidence(model, seed, draws=2000, chains=2):
+    """``pm.sample_smc`` at the peer's defaults (``cores=1``): (log evidence per chain, seconds)."""
+    start = time.perf_counter()
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample_smc(draws=draws, chains=chains, cores=1, random_seed=seed,
+                              progressbar=False, compute_convergence_checks=False)
+    return smc_log_ml(idata), time.perf_counter() - start
+
+
 def run_pymc_smc(analytic, draws, seed):
     """One ``pm.sample_smc`` run (1 chain, 1 core): (log evidence, wall seconds)."""
     start = time.perf_counter()

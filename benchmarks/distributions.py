@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pymc as pm
-from _common import smc_log_ml
+from _common import pymc_smc_evidence
 from scipy import optimize, stats
 from scipy.special import logsumexp
 
@@ -231,14 +231,9 @@ def run(name: str, seed: int, smc: bool = True) -> tuple[str, float, float, bool
            f"(exact {exact:.3f}), {seconds:.1f} s")
     smc_seconds = 0.0
     if smc:
-        start = time.perf_counter()
-        with model, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            idata = pm.sample_smc(draws=2000, chains=2, cores=1, random_seed=seed,
-                                  progressbar=False, compute_convergence_checks=False)
-        smc_seconds = time.perf_counter() - start
+        smc_estimates, smc_seconds = pymc_smc_evidence(model, seed)
         row += ("; pm.sample_smc errors "
-                + ", ".join(f"{value - exact:+.2f}" for value in smc_log_ml(idata))
+                + ", ".join(f"{value - exact:+.2f}" for value in smc_estimates)
                 + f", {smc_seconds:.1f} s (ratio {seconds / smc_seconds:.2f})")
     return row, seconds, smc_seconds, bool(c["certified"]), error
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-import warnings
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from _common import smc_log_ml
+from _common import pymc_smc_evidence
 from scipy import integrate, stats
 from scipy.special import gammaln, i0e, logsumexp
 
@@ -316,15 +315,10 @@ def run(name: str, seed: int) -> str:
     ours = time.perf_counter() - start
     cal = result["calibration"].attrs
     estimate = float(result["evidence"]["lower"])
-    start = time.perf_counter()
-    with model, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        idata = pm.sample_smc(draws=2000, chains=2, cores=1, random_seed=seed,
-                              progressbar=False, compute_convergence_checks=False)
-    smc = time.perf_counter() - start
+    smc_estimates, smc = pymc_smc_evidence(model, seed)
     errors = ("" if exact is None else
               f"; errors {estimate - exact:+.3f}, pm.sample_smc's "
-              + ", ".join(f"{value - exact:+.2f}" for value in smc_log_ml(idata)))
+              + ", ".join(f"{value - exact:+.2f}" for value in smc_estimates))
     return (f"{name:34s} seed {seed}: {'certified' if cal['certified'] else 'NOT certified'}, "
             f"gap {cal['certified_gap']:+.3f} ({cal['certified_n_steps']} steps){errors}; "
             f"{ours:.1f} s against {smc:.1f} s (ratio {ours / smc:.2f})")
