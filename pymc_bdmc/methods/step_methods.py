@@ -38,8 +38,8 @@ from pymc_bdmc.pipeline.diagnostics import log_step_diagnostics
 from pymc_bdmc.pipeline.draws import (
     draw_prior,
     generating_values,
+    possible_prior_start,
     possible_run_starts,
-    restricted_pilot_draws,
 )
 from pymc_bdmc.pipeline.problem import model_problem
 from pymc_bdmc.pipeline.progress import pilot_phase
@@ -151,15 +151,12 @@ class StepMethodAIS:
         """``n`` exact prior draws for a (fresh) pilot, from the pilot's own stream.
 
         Restricted to where the data are possible, as the runs' starts are
-        (:func:`~pymc_bdmc.pipeline.draws.restricted_pilot_draws`): the log of that prior mass
+        (:func:`~pymc_bdmc.pipeline.draws.possible_prior_start`): the log of that prior mass
         goes on the pilot's estimate of ``log p(y)``.
         """
-        parts_fn, rng = problem.extra["runner"].parts, job.streams["pilot_init"]
-        x = draw_prior(problem.simulator, n, rng)
-        x, parts, log_mass = restricted_pilot_draws(
-            x, parts_fn(x), lambda k, r: draw_prior(problem.simulator, k, r), parts_fn, rng)
-        check_finite_start(parts, "prior draws", problem.density.layout, x, model=job.model,
-                           impossible_data="allow")
+        x, parts, log_mass = possible_prior_start(
+            problem.simulator, problem.density, n, job.streams["pilot_init"],
+            parts_fn=problem.extra["runner"].parts)
         memo.data.update(x=x, log_likelihood=parts.log_likelihood, log_mass=log_mass)
 
     def tune(self, job: Job, problem: Problem, attempt: Attempt, s: Settings, progress,

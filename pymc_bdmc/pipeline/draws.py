@@ -26,7 +26,7 @@ from pymc_bdmc.pipeline.seeding import rewind
 __all__ = ["SIMULATED_DATA_HINT", "PilotDraws", "PossibleStarts", "draw_prior",
            "generating_values", "only_impossible_data", "possible_prior_start",
            "possible_run_starts", "possible_starts", "prior_start", "prior_start_blocks",
-           "restricted_pilot_draws", "reverse_possible_mass", "simulate_truth"]
+           "reverse_possible_mass", "simulate_truth"]
 
 logger = logging.getLogger("pymc_bdmc")
 
@@ -264,29 +264,32 @@ def possible_run_starts(x0: np.ndarray, parts0, draw, parts_fn, rng: np.random.G
 
 
 def possible_prior_start(simulator: ModelSimulator, density: ModelDensity, n: int,
-                         rng: np.random.Generator, impossible_note: str | None = None):
+                         rng: np.random.Generator, impossible_note: str | None = None,
+                         parts_fn=None):
     """:func:`prior_start` restricted to where the data are possible, for a pilot.
 
     Draws at which the data are impossible are replaced by further draws of ``rng`` at which
     they are possible (:func:`possible_starts`): a pilot's particles there carry no weight, and
     it tunes its kernels on the rest. Its estimates of ``log p(y)`` from such draws need
     ``log_mass``, the log of an unbiased estimate of the prior's mass where the data are
-    possible (0 where nothing was replaced).
+    possible (0 where nothing was replaced). ``parts_fn`` evaluates the densities
+    (``density.parts`` by default; PyMC's step methods bring their own).
 
     Returns
     -------
     tuple
         ``(x, DensityParts, log_mass)``.
     """
+    parts_fn = density.parts if parts_fn is None else parts_fn
     x = draw_prior(simulator, n, rng)
-    x, parts, log_mass = restricted_pilot_draws(
-        x, density.parts(x), lambda k, r: draw_prior(simulator, k, r), density.parts, rng)
+    x, parts, log_mass = _restricted_pilot_draws(
+        x, parts_fn(x), lambda k, r: draw_prior(simulator, k, r), parts_fn, rng)
     check_finite_start(parts, "prior draws", density.layout, x, model=simulator.model,
                        impossible_data="allow", impossible_note=impossible_note)
     return x, parts, log_mass
 
 
-def restricted_pilot_draws(x: np.ndarray, parts, draw, parts_fn, rng: np.random.Generator):
+def _restricted_pilot_draws(x: np.ndarray, parts, draw, parts_fn, rng: np.random.Generator):
     """Restrict a pilot's draws ``x`` (densities ``parts``) to where the data are possible.
 
     The replacements continue the pilot's own stream ``rng`` (:func:`possible_starts`, without
