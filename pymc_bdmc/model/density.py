@@ -63,6 +63,7 @@ from pymc_bdmc.model.rewrite_cache import (
     compiled_marker,
     note_compiled,
 )
+from pymc_bdmc.model.threads import RowSplit
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts",
            "may_mirror_modes", "mixes_one_family", "periodic_variables", "prior_and_likelihood",
@@ -264,6 +265,8 @@ class ModelDensity:
             first = self._first_compilation(x, outputs)
             self._parts_fn, self.batching = self._compile_batched(x, outputs)
             note_compiled(first)
+            if self.batching == "blockwise":  # rows independent: two threads may share a call
+                self._parts_fn = RowSplit(self._parts_fn)
             self._hot_graph = (x, outputs)
         else:
             self._parts_fn, self.batching = None, "lazy"

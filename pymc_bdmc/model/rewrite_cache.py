@@ -45,6 +45,7 @@ from pytensor.graph.rewriting.basic import SequentialGraphRewriter
 from pytensor.graph.traversal import io_toposort
 from pytensor.tensor.sharedvar import TensorSharedVariable
 
+from pymc_bdmc.model.threads import gil_releasing
 from pymc_bdmc.version import __version__
 
 __all__ = ["CACHE_DIR", "HOT_MODE_EXCLUDES", "MAX_RECORDS", "MAX_RECORD_BYTES", "compile_function",
@@ -198,8 +199,11 @@ HOT_MODE_EXCLUDES = ("local_inplace_AdvancedIncSubtensor",)
 
 
 def hot_mode() -> Mode:
-    """PyTensor's default mode without :data:`HOT_MODE_EXCLUDES`: the densities' mode."""
-    return get_mode(None).excluding(*HOT_MODE_EXCLUDES)
+    """Return the densities' mode: PyTensor's default without :data:`HOT_MODE_EXCLUDES`.
+
+    Linked so that the compiled code releases the GIL (:func:`~.threads.gil_releasing`).
+    """
+    return gil_releasing(get_mode(None).excluding(*HOT_MODE_EXCLUDES))
 
 
 def compile_function(inputs, outputs, **kwargs):
@@ -381,7 +385,7 @@ def _load(path: Path, inputs, shared, kwargs):
             outputs = Unpickler(stream).load()
         # No rewrites at all (a rewriter object, not a query, so not even the linker's
         # required ones: they ran before the graph was stored).
-        mode = Mode(linker=get_mode(None).linker, optimizer=SequentialGraphRewriter())
+        mode = Mode(linker=hot_mode().linker, optimizer=SequentialGraphRewriter())
         fn = pytensor.function(inputs, outputs, mode=mode, accept_inplace=True, **kwargs)
     except Exception as err:  # an unusable record means: compile as usual
         logger.debug("Cached rewritten graph %s unusable (%s); rewriting.", path.name, err)

@@ -1,0 +1,99 @@
+"""A loop-over-chains density call split across two threads gives the same numbers to the bit."""
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from pytensor.compile.mode import Mode
+from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+
+import pymc_bdmc as pmb
+from pymc_bdmc.model import threads
+from pymc_bdmc.model.density import ModelDensity
+from pymc_bdmc.model.rewrite_cache import hot_mode
+from pymc_bdmc.model.threads import MIN_SPLIT_ROWS, density_threads, gil_releasing
+
+
+def _loop_model():
+    # A covariance that depends on a parameter: factorized per chain, in a loop over chains.
+    rng = np.random.default_rng(1)
+    grid = np.linspace(0.0, 1.0, 6)
+    kernel = np.exp(-0.5 * np.subtract.outer(grid, grid) ** 2 / 0.3**2) + 1e-6 * np.eye(6)
+    with pm.Model() as model:
+        scale = pm.HalfNormal("scale", 1.0)
+        f = pm.MvNormal("f", 0.0, scale**2 * kernel)
+        pm.Normal("y", f, 0.3, observed=rng.normal(size=6))
+    return model
+
+
+@pytest.fixture(scope="module")
+def loop_density():
+    density = ModelDensity(_loop_model())
+    assert density.batching == "blockwise"
+    return density
+
+
+def _counting_pool(monkeypatch):
+    submitted = []
+    pool = threads._pool()
+
+    class Counting:
+        def submit(self, fn, *args):
+            submitted.append(len(args[0]))
+            return pool.submit(fn, *args)
+
+    monkeypatch.setattr(threads, "_pool", Counting)
+    return submitted
+
+
+def test_two_threads_give_a_loop_densitys_numbers_to_the_bit(loop_density, monkeypatch):
+    submitted = _counting_pool(monkeypatch)
+    x = np.random.default_rng(2).normal(scale=0.5, size=(21, loop_density.n_dim))
+    with density_threads(1):
+        alone = loop_density.parts(x)
+    assert submitted == []
+    with density_threads(2):
+        shared = loop_density.parts(x)
+    assert submitted == [11]  # the second half of the rows went to the helper thread
+    for name in ("log_prior", "log_likelihood", "grad_log_prior", "grad_log_likelihood"):
+        np.testing.assert_array_equal(getattr(shared, name), getattr(alone, name))
+    # Each row is the per-chain function's: the same as that row alone.
+    with density_threads(2):
+        single = loop_density.parts(x[:1])
+    np.testing.assert_array_equal(single.grad_log_likelihood[0], alone.grad_log_likelihood[0])
+    assert submitted == [11]  # one row: not split
+
+
+def test_small_batches_and_other_contexts_are_not_split(loop_density, monkeypatch):
+    submitted = _counting_pool(monkeypatch)
+    x = np.random.default_rng(3).normal(scale=0.5, size=(MIN_SPLIT_ROWS - 1, loop_density.n_dim))
+    with density_threads(2):
+        loop_density.parts(x)
+    loop_density.parts(np.concatenate([x, x]))  # no call context: one thread
+    assert submitted == []
+
+
+def test_the_densities_release_the_gil(loop_density):
+    jitted = loop_density._parts_fn.fn.vm.jit_fn
+    assert jitted.targetoptions["nogil"] is True
+    assert loop_density._parts_fn.splits
+    # Cached under a key of its own, suffixed once however often the graph is linked.
+    key = CACHED_SRC_FUNCTIONS[jitted.py_func]
+    assert key.endswith("_nogil") and not key.endswith("_nogil_nogil")
+    # Other linkers are left as they are; PyTensor's own default mode is not changed.
+    python_mode = Mode(linker="py")
+    assert gil_releasing(python_mode) is python_mode
+    assert isinstance(hot_mode().linker, threads.GilReleasingNumbaLinker)
+    x = pt.vector("x")
+    plain = pytensor.function([x], x * 2.0)
+    assert not plain.vm.jit_fn.targetoptions.get("nogil")
+
+
+def test_a_call_on_two_threads_is_a_call_on_one():
+    model = _loop_model()
+    with model:
+        one = pmb.sample_ais(n_steps=20, chains=16, random_seed=4, cores=1, progressbar=False)
+        two = pmb.sample_ais(n_steps=20, chains=16, random_seed=4, progressbar=False)
+    np.testing.assert_array_equal(one["evidence"]["log_weight_forward"].values,
+                                  two["evidence"]["log_weight_forward"].values)
