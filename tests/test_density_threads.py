@@ -49,11 +49,15 @@ def _counting_pool(monkeypatch):
 
 def test_two_threads_give_a_loop_densitys_numbers_to_the_bit(loop_density, monkeypatch):
     submitted = _counting_pool(monkeypatch)
+    monkeypatch.setattr(threads, "SPLIT_SECONDS", 0.0)  # split however cheap the call
     x = np.random.default_rng(2).normal(scale=0.5, size=(21, loop_density.n_dim))
     with density_threads(1):
         alone = loop_density.parts(x)
     assert submitted == []
     with density_threads(2):
+        for _ in range(3):  # the first calls are timed whole
+            loop_density.parts(x)
+        assert submitted == []
         shared = loop_density.parts(x)
     assert submitted == [11]  # the second half of the rows went to the helper thread
     for name in ("log_prior", "log_likelihood", "grad_log_prior", "grad_log_likelihood"):
@@ -65,19 +69,42 @@ def test_two_threads_give_a_loop_densitys_numbers_to_the_bit(loop_density, monke
     assert submitted == [11]  # one row: not split
 
 
-def test_small_batches_and_other_contexts_are_not_split(loop_density, monkeypatch):
+def test_small_batches_cheap_calls_and_other_contexts_are_not_split(loop_density, monkeypatch):
     submitted = _counting_pool(monkeypatch)
     x = np.random.default_rng(3).normal(scale=0.5, size=(MIN_SPLIT_ROWS - 1, loop_density.n_dim))
     with density_threads(2):
         loop_density.parts(x)
+        for _ in range(5):  # this model's calls take far less than SPLIT_SECONDS
+            loop_density.parts(np.concatenate([x, x]))
+    monkeypatch.setattr(threads, "SPLIT_SECONDS", 0.0)
     loop_density.parts(np.concatenate([x, x]))  # no call context: one thread
     assert submitted == []
 
 
+def test_vectorized_densities_split_only_without_matrix_products():
+    rng = np.random.default_rng(5)
+    with pm.Model() as indexed:  # elementwise and indexing: rows independent to the bit
+        mu = pm.Normal("mu", 0.0, 1.0, shape=4)
+        pm.Normal("y", mu[np.arange(40) % 4], 1.0, observed=rng.normal(size=40))
+    with pm.Model() as regression:  # a matrix product over the chains' rows
+        beta = pm.Normal("beta", 0.0, 1.0, shape=3)
+        pm.Normal("y", pt.dot(rng.normal(size=(40, 3)), beta), 1.0,
+                  observed=rng.normal(size=40))
+    elementwise, product = ModelDensity(indexed), ModelDensity(regression)
+    assert elementwise.batching == product.batching == "vectorized"
+    assert isinstance(elementwise._split_parts, threads.RowSplit)
+    assert product._split_parts is None
+    x = rng.normal(size=(17, elementwise.n_dim))
+    with density_threads(1):
+        alone = elementwise.parts(x)
+    split = elementwise._split_parts.split(x)
+    np.testing.assert_array_equal(split[3], alone.grad_log_likelihood)
+
+
 def test_the_densities_release_the_gil(loop_density):
-    jitted = loop_density._parts_fn.fn.vm.jit_fn
+    jitted = loop_density._parts_fn.vm.jit_fn
     assert jitted.targetoptions["nogil"] is True
-    assert loop_density._parts_fn.splits
+    assert loop_density._split_parts.splits
     # Cached under a key of its own, suffixed once however often the graph is linked.
     key = CACHED_SRC_FUNCTIONS[jitted.py_func]
     assert key.endswith("_nogil") and not key.endswith("_nogil_nogil")

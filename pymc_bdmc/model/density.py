@@ -63,7 +63,7 @@ from pymc_bdmc.model.rewrite_cache import (
     compiled_marker,
     note_compiled,
 )
-from pymc_bdmc.model.threads import RowSplit
+from pymc_bdmc.model.threads import row_split
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts",
            "may_mirror_modes", "mixes_one_family", "periodic_variables", "prior_and_likelihood",
@@ -265,11 +265,13 @@ class ModelDensity:
             first = self._first_compilation(x, outputs)
             self._parts_fn, self.batching = self._compile_batched(x, outputs)
             note_compiled(first)
-            if self.batching == "blockwise":  # rows independent: two threads may share a call
-                self._parts_fn = RowSplit(self._parts_fn)
+            # Where rows cannot depend on the batch, two threads may share a large call.
+            self._split_parts = row_split(self._parts_fn, self.batching,
+                                          self._validation_points())
             self._hot_graph = (x, outputs)
         else:
             self._parts_fn, self.batching = None, "lazy"
+            self._split_parts = None
             self._lazy_parts = (x, outputs)
         self._fused = None
         self._terms_graph = None
@@ -330,7 +332,7 @@ class ModelDensity:
         x = np.ascontiguousarray(x, dtype=float)
         self.n_evaluations += 1
         if self.gradients:
-            prior, lik, grad_prior, grad_lik = self._parts_fn(x)
+            prior, lik, grad_prior, grad_lik = (self._split_parts or self._parts_fn)(x)
         else:
             if self._parts_fn is None:
                 self._parts_fn, self.batching = self._compile_batched(*self._lazy_parts)

@@ -1,12 +1,13 @@
 """A second core inside one batched density call: compiled code that releases the GIL, split rows.
 
-A model whose chains each factorize a matrix of their own (a latent GP's Cholesky) is compiled as
-a loop over chains (``batching == "blockwise"``, :mod:`pymc_bdmc.model.batching`): every row is
-the same per-chain function, so a row's values cannot depend on which rows share the call
-(checked when compiled). :class:`RowSplit` evaluates the second half of a large enough batch in
-a helper thread while this thread evaluates the first, and joins them: the same numbers to the
-last bit, in less time. It runs only inside a call that may use more than one core
-(:func:`density_threads`), never in worker processes, whose chains already share the cores.
+Where a batched density's rows cannot depend on which rows share the call, :class:`RowSplit`
+evaluates the second half of a large call in a helper thread while this thread evaluates the
+first, and joins them: the same numbers to the last bit, in less time. That holds for a loop
+over chains (``batching == "blockwise"``, :mod:`pymc_bdmc.model.batching`: each row is the same
+per-chain function, as checked when compiled) and for a vectorized graph without matrix
+products whose validation rows agree whole and split (:func:`row_split`). Calls split only
+inside a sampling call that may use more than one core (:func:`density_threads`), never in
+worker processes, whose chains already share the cores.
 
 Numba code holds Python's GIL unless compiled to release it, so the densities' mode links with
 :class:`GilReleasingNumbaLinker`: the same code, released around each call, cached by PyTensor
@@ -16,7 +17,9 @@ under keys of its own (:func:`gil_releasing`).
 from __future__ import annotations
 
 import os
+import re
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -28,11 +31,17 @@ from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 from pytensor.link.numba.dispatch.basic import numba_njit
 from pytensor.link.numba.linker import NumbaLinker
 
-__all__ = ["MIN_SPLIT_ROWS", "GilReleasingNumbaLinker", "RowSplit", "density_threads",
-           "gil_releasing"]
+__all__ = ["MIN_SPLIT_ROWS", "SPLIT_SECONDS", "GilReleasingNumbaLinker", "RowSplit",
+           "density_threads", "gil_releasing", "row_split"]
 
-#: Batches of fewer rows are evaluated in one piece (a thread's hand-off costs tens of us).
+#: Batches of fewer rows are evaluated in one piece.
 MIN_SPLIT_ROWS = 8
+#: A call is split where its rows would take at least this long in one piece.
+SPLIT_SECONDS = 3e-4
+#: Unsplit calls timed before calls are split (the fastest one is the estimate).
+_TIMED_CALLS = 3
+#: Names of operations that compute matrix products (BLAS).
+_BLAS_OP_NAMES = re.compile(r"Dot|Gemm|Gemv|Ger|MatMul|Matmul")
 #: Suffix of the cache keys of functions compiled to release the GIL.
 _KEY_SUFFIX = "_nogil"
 
@@ -98,11 +107,14 @@ class RowSplit:
     Parameters
     ----------
     fn : pytensor Function
-        Compiled from one batch input, the rows (any further inputs are shared variables), by
-        a loop over rows, so that each row's values do not depend on the batch.
+        Compiled from one batch input, the rows (any further inputs are shared variables),
+        such that each row's values do not depend on the batch (:func:`row_split`).
 
-    Only where ``fn`` is Numba code that releases the GIL; otherwise calls go to ``fn`` as
-    they are (:meth:`splits`).
+    Only where ``fn`` is Numba code that releases the GIL (otherwise :attr:`splits` is False and
+    calls go to ``fn``). A call is split where its rows would take at least
+    :data:`SPLIT_SECONDS` in one piece, judged from the fastest of the first unsplit calls: a
+    thread's hand-off costs tens of microseconds. The split is exact, so this timing decides
+    the speed only, never a number.
     """
 
     def __init__(self, fn):
@@ -118,18 +130,81 @@ class RowSplit:
         self._jitted = (jitted if releases and one_batch and cells is not None
                         and len(fn.maker.inputs) == len(cells) else None)
         self._shared_cells = list(cells[1:]) if self._jitted is not None else []
+        self._row_seconds: list[float] = []  # per row, of the first unsplit calls
 
     @property
     def splits(self) -> bool:
-        """Whether calls in a context allowing two threads are split."""
+        """Whether large calls in a context allowing two threads are split."""
         return self._jitted is not None
 
     def __call__(self, x: np.ndarray):
         """``fn(x)``: the outputs for the rows of ``x``, each of them stacked over rows."""
-        if (self._jitted is None or x.shape[0] < MIN_SPLIT_ROWS or _THREADS.get() < 2):
+        rows = x.shape[0]
+        if self._jitted is None or rows < MIN_SPLIT_ROWS or _THREADS.get() < 2:
             return self.fn(x)
+        if len(self._row_seconds) < _TIMED_CALLS:
+            started = time.perf_counter()
+            outputs = self.fn(x)
+            self._row_seconds.append((time.perf_counter() - started) / rows)
+            return outputs
+        if rows * min(self._row_seconds) < SPLIT_SECONDS:
+            return self.fn(x)
+        return self.split(x)
+
+    def split(self, x: np.ndarray):
+        """``fn(x)`` with the second half of the rows evaluated in the helper thread."""
         shared = [cell[0] for cell in self._shared_cells]
         half = x.shape[0] // 2
         second = _pool().submit(self._jitted, x[half:], *shared)
         first = self._jitted(x[:half], *shared)
         return [np.concatenate([a, b]) for a, b in zip(first, second.result(), strict=True)]
+
+
+def _uses_blas(fn) -> bool:
+    """Whether ``fn``'s graph (inner graphs too) has a matrix product, which BLAS may block by rows.
+
+    A row's value from BLAS can depend on how many rows share the product (kernels for whole
+    blocks of rows and for the remainder sum in other orders).
+    """
+    pending, seen = [fn.maker.fgraph], set()
+    while pending:
+        graph = pending.pop()
+        if id(graph) in seen:
+            continue
+        seen.add(id(graph))
+        for node in graph.apply_nodes:
+            for op in (node.op, getattr(node.op, "core_op", None)):
+                if op is None:
+                    continue
+                if _BLAS_OP_NAMES.search(type(op).__name__):
+                    return True
+                inner = getattr(op, "fgraph", None)
+                if inner is not None:
+                    pending.append(inner)
+    return False
+
+
+def row_split(fn, batching: str, points: np.ndarray) -> RowSplit | None:
+    """Return a :class:`RowSplit` of a batched density, or None where rows may depend on the batch.
+
+    A loop over chains (``"blockwise"``) runs one per-chain function on each row. A vectorized
+    graph qualifies without matrix products (:func:`_uses_blas`), and where the validation
+    ``points`` (several rows) give the same values to the bit whole and split at two places.
+    """
+    wrapped = RowSplit(fn)
+    if not wrapped.splits:
+        return None
+    if batching == "blockwise":
+        return wrapped
+    if batching != "vectorized" or len(points) < 3 or _uses_blas(fn):
+        return None
+    rows = np.concatenate([points, points[::-1], points[:1]])
+    whole = fn(rows)
+    whole = [np.array(out, copy=True) for out in whole]
+    for half in (len(rows) // 2, len(rows) // 2 + 1):
+        shared = [cell[0] for cell in wrapped._shared_cells]
+        parts = [wrapped._jitted(rows[:half], *shared), wrapped._jitted(rows[half:], *shared)]
+        for out, first, second in zip(whole, *parts, strict=True):
+            if not np.array_equal(out, np.concatenate([first, second]), equal_nan=True):
+                return None
+    return wrapped
