@@ -124,3 +124,16 @@ def test_a_call_on_two_threads_is_a_call_on_one():
         two = pmb.sample_ais(n_steps=20, chains=16, random_seed=4, progressbar=False)
     np.testing.assert_array_equal(one["evidence"]["log_weight_forward"].values,
                                   two["evidence"]["log_weight_forward"].values)
+
+
+def test_a_solve_against_every_chain_is_not_split():
+    # A fixed covariance's factor solved against the stacked chains (a triangular solve with many
+    # right-hand sides): LAPACK may block the rows differently for another number of them.
+    grid = np.linspace(0.0, 1.0, 6)
+    kernel = np.exp(-0.5 * np.subtract.outer(grid, grid) ** 2 / 0.3**2) + 1e-6 * np.eye(6)
+    with pm.Model() as model:
+        f = pm.MvNormal("f", 0.0, kernel)
+        pm.Normal("y", f, 0.3, observed=np.random.default_rng(6).normal(size=6))
+    density = ModelDensity(model)
+    assert density.batching == "vectorized"
+    assert density._split_parts is None

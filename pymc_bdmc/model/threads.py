@@ -40,8 +40,10 @@ MIN_SPLIT_ROWS = 8
 SPLIT_SECONDS = 3e-4
 #: Unsplit calls timed before calls are split (the fastest one is the estimate).
 _TIMED_CALLS = 3
-#: Names of operations that compute matrix products (BLAS).
-_BLAS_OP_NAMES = re.compile(r"Dot|Gemm|Gemv|Ger|MatMul|Matmul")
+#: Operations that call BLAS or LAPACK (matrix products, solves, factorizations), by name or
+#: by the module that defines them.
+_BLAS_OP_NAMES = re.compile(r"Dot|Gemm|Gemv|Ger|MatMul|Matmul|Solve|Cholesky|Kron")
+_BLAS_OP_MODULES = re.compile(r"\.(blas|linalg|slinalg|nlinalg|sparse)\b")
 #: Suffix of the cache keys of functions compiled to release the GIL.
 _KEY_SUFFIX = "_nogil"
 
@@ -161,10 +163,11 @@ class RowSplit:
 
 
 def _uses_blas(fn) -> bool:
-    """Whether ``fn``'s graph (inner graphs too) has a matrix product, which BLAS may block by rows.
+    """Whether ``fn``'s graph (inner graphs too) calls BLAS or LAPACK, which may block by rows.
 
-    A row's value from BLAS can depend on how many rows share the product (kernels for whole
-    blocks of rows and for the remainder sum in other orders).
+    A row's value from a matrix product or a solve with many right-hand sides can depend on how
+    many rows share the call (kernels for whole blocks of rows and for the remainder sum in
+    other orders).
     """
     pending, seen = [fn.maker.fgraph], set()
     while pending:
@@ -176,7 +179,9 @@ def _uses_blas(fn) -> bool:
             for op in (node.op, getattr(node.op, "core_op", None)):
                 if op is None:
                     continue
-                if _BLAS_OP_NAMES.search(type(op).__name__):
+                kind = type(op)
+                if _BLAS_OP_NAMES.search(kind.__name__) or _BLAS_OP_MODULES.search(
+                        kind.__module__):
                     return True
                 inner = getattr(op, "fgraph", None)
                 if inner is not None:
