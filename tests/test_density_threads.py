@@ -1,10 +1,11 @@
-"""A loop-over-chains density call split across two threads gives the same numbers to the bit."""
+"""Batched density calls split across two threads give the same numbers to the bit."""
 
 import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from kernel_models import kernel_model
 from pytensor.compile.mode import Mode
 from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 
@@ -15,21 +16,9 @@ from pymc_bdmc.model.rewrite_cache import hot_mode
 from pymc_bdmc.model.threads import MIN_SPLIT_ROWS, density_threads, gil_releasing
 
 
-def _loop_model():
-    # A covariance that depends on a parameter: factorized per chain, in a loop over chains.
-    rng = np.random.default_rng(1)
-    grid = np.linspace(0.0, 1.0, 6)
-    kernel = np.exp(-0.5 * np.subtract.outer(grid, grid) ** 2 / 0.3**2) + 1e-6 * np.eye(6)
-    with pm.Model() as model:
-        scale = pm.HalfNormal("scale", 1.0)
-        f = pm.MvNormal("f", 0.0, scale**2 * kernel)
-        pm.Normal("y", f, 0.3, observed=rng.normal(size=6))
-    return model
-
-
 @pytest.fixture(scope="module")
 def loop_density():
-    density = ModelDensity(_loop_model())
+    density = ModelDensity(kernel_model())
     assert density.batching == "blockwise"
     return density
 
@@ -118,7 +107,7 @@ def test_the_densities_release_the_gil(loop_density):
 
 
 def test_a_call_on_two_threads_is_a_call_on_one():
-    model = _loop_model()
+    model = kernel_model()
     with model:
         one = pmb.sample_ais(n_steps=20, chains=16, random_seed=4, cores=1, progressbar=False)
         two = pmb.sample_ais(n_steps=20, chains=16, random_seed=4, progressbar=False)
@@ -129,11 +118,6 @@ def test_a_call_on_two_threads_is_a_call_on_one():
 def test_a_solve_against_every_chain_is_not_split():
     # A fixed covariance's factor solved against the stacked chains (a triangular solve with many
     # right-hand sides): LAPACK may block the rows differently for another number of them.
-    grid = np.linspace(0.0, 1.0, 6)
-    kernel = np.exp(-0.5 * np.subtract.outer(grid, grid) ** 2 / 0.3**2) + 1e-6 * np.eye(6)
-    with pm.Model() as model:
-        f = pm.MvNormal("f", 0.0, kernel)
-        pm.Normal("y", f, 0.3, observed=np.random.default_rng(6).normal(size=6))
-    density = ModelDensity(model)
+    density = ModelDensity(kernel_model(learn_scale=False))
     assert density.batching == "vectorized"
     assert density._split_parts is None

@@ -3,6 +3,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from kernel_models import kernel_model
 from pytensor.graph.traversal import ancestors
 
 from pymc_bdmc import known_evidence
@@ -276,12 +277,8 @@ def test_linear_algebra_on_each_chains_matrices_loops_over_chains(learn_scale, e
     # around the per-chain graph compiles faster and runs as fast or faster than the vectorized
     # graph's stacks of matrices. A fixed covariance is factorized once: vectorized.
     rng = np.random.default_rng(1)
-    grid = np.linspace(0.0, 1.0, 6)
-    kernel = np.exp(-0.5 * np.subtract.outer(grid, grid) ** 2 / 0.3**2) + 1e-6 * np.eye(6)
-    with pm.Model() as model:
-        scale = pm.HalfNormal("scale", 1.0) if learn_scale else 1.0
-        f = pm.MvNormal("f", 0.0, scale**2 * kernel)
-        pm.Normal("y", f, 0.3, observed=rng.normal(size=6))
+    rng.normal(size=6)  # the model's data came first from this stream
+    model = kernel_model(6, learn_scale)
     density = ModelDensity(model)
     assert density.batching == expected
     points = rng.normal(scale=0.5, size=(4, density.n_dim))
@@ -352,12 +349,8 @@ def test_a_loop_over_chains_that_fails_leaves_the_vectorized_graph(monkeypatch):
 
     monkeypatch.setattr(batching, "_compile_loop", failing)
     rng = np.random.default_rng(2)
-    grid = np.linspace(0.0, 1.0, 5)
-    kernel = np.exp(-0.5 * np.subtract.outer(grid, grid) ** 2 / 0.3**2) + 1e-6 * np.eye(5)
-    with pm.Model() as model:
-        scale = pm.HalfNormal("scale", 1.0)
-        f = pm.MvNormal("f", 0.0, scale**2 * kernel)
-        pm.Normal("y", f, 0.3, observed=rng.normal(size=5))
+    rng.normal(size=5)  # the model's data came first from this stream
+    model = kernel_model(5, seed=2)
     density = ModelDensity(model)
     assert density.batching == "vectorized"
     points = rng.normal(scale=0.5, size=(3, density.n_dim))
