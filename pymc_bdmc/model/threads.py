@@ -4,10 +4,10 @@ Where a batched density's rows cannot depend on which rows share the call, :clas
 evaluates the second half of a large call in a helper thread while this thread evaluates the
 first, and joins them: the same numbers to the last bit, in less time. That holds for a loop
 over chains (``batching == "blockwise"``, :mod:`pymc_bdmc.model.batching`: each row is the same
-per-chain function, as checked when compiled) and for a vectorized graph without matrix
-products whose validation rows agree whole and split (:func:`row_split`). Calls split only
-inside a sampling call that may use more than one core (:func:`density_threads`), never in
-worker processes, whose chains already share the cores.
+per-chain function, as checked when compiled) and for a vectorized graph that calls neither
+BLAS nor LAPACK and whose validation rows agree whole and split (:func:`row_split`). Calls
+split only inside a sampling call that may use more than one core (:func:`density_threads`),
+never in worker processes, whose chains already share the cores.
 
 Numba code holds Python's GIL unless compiled to release it, so the densities' mode links with
 :class:`GilReleasingNumbaLinker`: the same code, released around each call, cached by PyTensor
@@ -153,12 +153,12 @@ class RowSplit:
             return self.fn(x)
         return self.split(x)
 
-    def split(self, x: np.ndarray):
-        """``fn(x)`` with the second half of the rows evaluated in the helper thread."""
+    def split(self, x: np.ndarray, at: int | None = None):
+        """``fn(x)`` with the rows from ``at`` (default: half of them) in the helper thread."""
         shared = [cell[0] for cell in self._shared_cells]
-        half = x.shape[0] // 2
-        second = _pool().submit(self._jitted, x[half:], *shared)
-        first = self._jitted(x[:half], *shared)
+        at = x.shape[0] // 2 if at is None else at
+        second = _pool().submit(self._jitted, x[at:], *shared)
+        first = self._jitted(x[:at], *shared)
         return [np.concatenate([a, b]) for a, b in zip(first, second.result(), strict=True)]
 
 
@@ -193,8 +193,9 @@ def row_split(fn, batching: str, points: np.ndarray) -> RowSplit | None:
     """Return a :class:`RowSplit` of a batched density, or None where rows may depend on the batch.
 
     A loop over chains (``"blockwise"``) runs one per-chain function on each row. A vectorized
-    graph qualifies without matrix products (:func:`_uses_blas`), and where the validation
-    ``points`` (several rows) give the same values to the bit whole and split at two places.
+    graph qualifies where it calls neither BLAS nor LAPACK (:func:`_uses_blas`) and the
+    validation ``points`` (several rows) give the same values to the bit whole and split at two
+    places.
     """
     wrapped = RowSplit(fn)
     if not wrapped.splits:
@@ -204,12 +205,9 @@ def row_split(fn, batching: str, points: np.ndarray) -> RowSplit | None:
     if batching != "vectorized" or len(points) < 3 or _uses_blas(fn):
         return None
     rows = np.concatenate([points, points[::-1], points[:1]])
-    whole = fn(rows)
-    whole = [np.array(out, copy=True) for out in whole]
-    for half in (len(rows) // 2, len(rows) // 2 + 1):
-        shared = [cell[0] for cell in wrapped._shared_cells]
-        parts = [wrapped._jitted(rows[:half], *shared), wrapped._jitted(rows[half:], *shared)]
-        for out, first, second in zip(whole, *parts, strict=True):
-            if not np.array_equal(out, np.concatenate([first, second]), equal_nan=True):
+    whole = [np.array(out, copy=True) for out in fn(rows)]
+    for at in (len(rows) // 2, len(rows) // 2 + 1):
+        for out, joined in zip(whole, wrapped.split(rows, at), strict=True):
+            if not np.array_equal(out, joined, equal_nan=True):
                 return None
     return wrapped
