@@ -121,3 +121,23 @@ def test_a_solve_against_every_chain_is_not_split():
     density = ModelDensity(kernel_model(learn_scale=False))
     assert density.batching == "vectorized"
     assert density._split_parts is None
+
+
+def test_the_gibbs_terms_split_to_the_bit(monkeypatch):
+    # A Gibbs update evaluates the elementwise terms of every chain at each candidate value.
+    from count_models import binomial_count_model
+
+    density = ModelDensity(binomial_count_model())
+    rows = np.column_stack([np.random.default_rng(7).normal(size=40),
+                            np.repeat(np.arange(4.0, 24.0), 2)])
+    with density_threads(1):
+        alone = density.terms(rows)  # compiles the terms, and checks that they split exactly
+    assert density._split_terms is not None
+    submitted = _counting_pool(monkeypatch)
+    monkeypatch.setattr(threads, "SPLIT_SECONDS", 0.0)
+    with density_threads(2):
+        for _ in range(4):  # three timed whole, then split
+            shared = density.terms(rows)
+    assert submitted == [20]
+    for a, b in zip(shared, alone, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -276,6 +276,7 @@ class ModelDensity:
         self._fused = None
         self._terms_graph = None
         self._terms_fn = None
+        self._split_terms = None
         self._terms_batching = None
         self._fused_gibbs = {}
         self.n_term_evaluations = 0  # batched calls of the elementwise terms (Gibbs kernels)
@@ -480,13 +481,17 @@ class ModelDensity:
         first use; no gradients.
         """
         self.n_term_evaluations += 1
-        return tuple(self._compile_terms()(np.ascontiguousarray(x, dtype=float)))
+        self._compile_terms()
+        return tuple((self._split_terms or self._terms_fn)(np.ascontiguousarray(x, dtype=float)))
 
     def _compile_terms(self):
         if self._terms_fn is None:
             if self._terms_graph is None:
                 self._terms_graph = self._build_terms_graph()
             self._terms_fn, self._terms_batching = self._compile_batched(*self._terms_graph)
+            # A Gibbs update evaluates every chain at each value: large calls, split if exact.
+            self._split_terms = row_split(self._terms_fn, self._terms_batching,
+                                          self._validation_points())
         return self._terms_fn
 
     @property
