@@ -53,3 +53,13 @@ def test_reference_models_and_arviz_are_imported_on_first_use():
         "assert callable(pmb.known_evidence.beta_binomial)\n"
         "assert callable(pmb.verification.invariance_test)\n"
     )
+
+
+def test_numba_is_imported_by_the_first_compilation_not_by_the_import():
+    # Numba takes 0.3-0.7 s to import; the densities' linker imports it only when it compiles.
+    run_fresh(
+        "import sys, pymc_bdmc\n"
+        "from pymc_bdmc.model.rewrite_cache import hot_mode\n"
+        "hot_mode()\n"
+        "assert 'numba' not in sys.modules, 'import pymc_bdmc imported numba'\n"
+    )
