@@ -628,7 +628,7 @@ def test_graphs_built_here_carry_no_creation_traces_and_the_flag_is_restored():
     limit = pytensor.config.traceback__limit
     density = compiled_model(model, cache=False).density
     assert pytensor.config.traceback__limit == limit
-    nodes = [v.owner for v in ancestors(density._hot_graph[1])
+    nodes = [v.owner for v in ancestors(density.hot_graph[1])
              if v.owner is not None]
     assert nodes and not any(getattr(node.tag, "trace", None) for node in nodes)
     # The user's own graph keeps them (where PyTensor's flags ask for them).

@@ -30,6 +30,7 @@ from pytensor.link.vm import VMLinker
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.shape import Shape, Shape_i
 
+from pymc_bdmc.model.batched_records import choice_record, load_choice, note_choice
 from pymc_bdmc.model.layout import DensityParts
 from pymc_bdmc.model.rewrite_cache import compile_function, compiled_marker, note_compiled
 
@@ -215,7 +216,8 @@ def _batched_matrix(node) -> bool:
 
 
 def compile_batched(compile_fn, x, outputs, points: np.ndarray,
-                    extra_inputs=(), extra_values=(), movable=None, **kwargs):
+                    extra_inputs=(), extra_values=(), movable=None, remember: bool = False,
+                    keyed_by=None, **kwargs):
     """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
 
     ``vectorize_graph`` gives the fastest graph where the model's linear algebra is shared by all
@@ -227,11 +229,38 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
     better served by :func:`compile_per_row`). ``extra_inputs`` are further inputs
     shared by all chains (not batched), passed after the batch of ``x``; ``extra_values`` are
     values of them used to validate the batched graph; ``movable`` are the coordinates the
-    independence check may set to NaN or extremes (default all; not discrete ones). Returns
-    ``(function, batching)``.
+    independence check may set to NaN or extremes (default all; not discrete ones). With
+    ``remember`` (only where ``compile_fn`` compiles in the hot mode, with no mode of the
+    user's), the choice is recorded, and a choice recorded before for the same graph, points
+    and data is loaded without vectorizing or checking again (:mod:`.batched_records`). The
+    record is keyed by ``keyed_by`` where given: a graph of which ``outputs`` is a
+    deterministic function (the densities before their gradients), and ``outputs`` may then be
+    a function that builds them, called only where no recorded choice is loaded.
+    Returns ``(function, batching)``.
     """
     extra_inputs, extra_values = list(extra_inputs), list(extra_values)
     batch_x = pt.matrix("x_batch", dtype=x.dtype, shape=(None, x.type.shape[0]))
+    record = None
+    if remember and "mode" not in kwargs:
+        checked_at = [points, *extra_values,
+                      np.arange(points.shape[1]) if movable is None else movable]
+        record = choice_record([x, *extra_inputs], outputs if keyed_by is None else keyed_by,
+                               checked_at, repr(sorted(kwargs.items())))
+        with COMPILE_LOCK:
+            loaded = load_choice(record, [batch_x, *extra_inputs], **kwargs)
+        if loaded is not None:
+            return loaded
+    if callable(outputs):
+        outputs = outputs()
+    fn, batching = _choose_batched(compile_fn, x, batch_x, outputs, points, extra_inputs,
+                                   extra_values, movable, kwargs)
+    note_choice(record, fn, batching)
+    return fn, batching
+
+
+def _choose_batched(compile_fn, x, batch_x, outputs, points, extra_inputs, extra_values,
+                    movable, kwargs):
+    """:func:`compile_batched`'s choice between the vectorized graph and the loop over chains."""
     per_chain = checks_to_switches(outputs)
     try:
         vectorized = vectorize_graph(per_chain, replace={x: batch_x})
@@ -403,12 +432,13 @@ def compile_per_row(compile_fn, x, outputs, batched: Callable[[], Callable] | No
     return per_row
 
 
-def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):
+def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None,
+                         remember: bool = False):
     """Compile a graph of one vector ``[x, x_other]`` over a batch of rows.
 
     ``x`` and ``x_other`` are two points of ``n`` coordinates each; the batched function is
-    validated on pairs of distinct ``points`` (see :func:`compile_batched`). Used for the scale
-    groups' map (:mod:`pymc_bdmc.model.location_scale`).
+    validated on pairs of distinct ``points`` (see :func:`compile_batched`, and for
+    ``remember``). Used for the scale groups' map (:mod:`pymc_bdmc.model.location_scale`).
     """
     z, outputs = graph
     n = points.shape[1]
@@ -419,7 +449,8 @@ def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):
     # does anyway, so only the message is dropped.
     with pytensor.config.change_flags(on_opt_error="ignore"):
         fn, _ = compile_batched(compile_fn, z, outputs, pairs,
-                                movable=np.concatenate([movable, movable + n]))
+                                movable=np.concatenate([movable, movable + n]),
+                                remember=remember)
     return fn
 
 
@@ -427,7 +458,8 @@ def compile_pair_batched(compile_fn, graph, points: np.ndarray, movable=None):
 SCALE_MAP = "scale_map"
 
 
-def compile_scale_map(compile_fn, graph, points: np.ndarray, movable=None, marker=None):
+def compile_scale_map(compile_fn, graph, points: np.ndarray, movable=None, marker=None,
+                      remember: bool = False):
     """:func:`compile_pair_batched` for the scale groups' map, recorded as compiled.
 
     The record tells a later process that the map is in the disk caches, so that no helper
@@ -437,7 +469,7 @@ def compile_scale_map(compile_fn, graph, points: np.ndarray, movable=None, marke
     """
     if marker is None:
         marker = compiled_marker([graph[0]], graph[1], SCALE_MAP)
-    fn = compile_pair_batched(compile_fn, graph, points, movable)
+    fn = compile_pair_batched(compile_fn, graph, points, movable, remember)
     note_compiled(marker)
     return fn
 
@@ -550,8 +582,9 @@ class BatchedParts:
         if self._fn is None:
             x, outputs, _, points, _, _, movable, _, _ = self._graph
             with without_stack_traces():
-                self._fn, self.batching = compile_batched(self._compile, x, outputs, points,
-                                                          movable=movable)
+                self._fn, self.batching = compile_batched(
+                    self._compile, x, outputs, points, movable=movable,
+                    remember=not self._graph[4])
         return self
 
     def terms(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -564,7 +597,8 @@ class BatchedParts:
             if self._graph[5] is None:
                 raise ValueError("These densities were built without elementwise terms.")
             self._terms_fn, self._terms_batching = compile_batched(
-                self._compile, *self._graph[5], self._graph[3], movable=self._graph[6])
+                self._compile, *self._graph[5], self._graph[3], movable=self._graph[6],
+                remember=not self._graph[4])
         return self._terms_fn
 
     def fused_gibbs(self, n_values: int):
@@ -587,7 +621,8 @@ class BatchedParts:
         if self._scale_map_fn is None:
             _, graph = self._graph[7]
             self._scale_map_fn = compile_scale_map(self._compile, graph, self._graph[3],
-                                                   self._graph[6], self._graph[8])
+                                                   self._graph[6], self._graph[8],
+                                                   remember=not self._graph[4])
         return self._scale_map_fn
 
     def compile_ahead(self) -> None:

@@ -256,36 +256,45 @@ class ModelDensity:
         # helper compiles the map meanwhile, where it is new to this machine.
         self._scale_map_marker, self._ahead = self._scale_map_ahead(x, compile_ahead)
         outputs = [prior_x, lik_x]
+        self._densities = (x, outputs)
+        self._gradient_graph = None
         if self.gradients:
-            # One rewrite pass for both graphs (it is a large share of compile time on small
-            # models). A likelihood free of the parameters is legitimate: its gradient is zero.
-            pre_prior, pre_lik = rewrite_pregrad([prior_x, lik_x])
-            outputs.append(pytensor.grad(pre_prior, x, disconnected_inputs="ignore"))
-            outputs.append(pytensor.grad(pre_lik, x, disconnected_inputs="ignore"))
             first = self._first_compilation(x, outputs)
-            self._parts_fn, self.batching = self._compile_batched(x, outputs)
+            # Keyed by the densities: a choice recorded before is loaded without their
+            # gradients' graph, which is built where needed (hot_graph).
+            self._parts_fn, self.batching = self._compile_batched(
+                x, lambda: self.hot_graph[1], keyed_by=outputs)
             note_compiled(first)
             # Where rows cannot depend on the batch, two threads may share a large call.
             self._split_parts = row_split(self._parts_fn, self.batching,
                                           self._validation_points())
-            self._hot_graph = (x, outputs)
         else:
             self._parts_fn, self.batching = None, "lazy"
             self._split_parts = None
-            self._lazy_parts = (x, outputs)
-        self._fused = None
-        self._terms_graph = None
-        self._terms_fn = None
-        self._split_terms = None
-        self._terms_batching = None
+        self._fused = self._terms_graph = self._terms_fn = self._split_terms = None
+        self._terms_batching = self._constrain_fn = self._weighted_fn = None
+        self._n_observations = None
         self._fused_gibbs = {}
         self.n_term_evaluations = 0  # batched calls of the elementwise terms (Gibbs kernels)
-        self._constrain_fn = None
-        self._weighted_fn = None
-        self._n_observations = None
         self._potentials_in_likelihood = bool(potentials_in_likelihood and model.potentials)
 
     # -- compilation -------------------------------------------------------------------------
+    @property
+    def hot_graph(self) -> tuple:
+        """The graph of :meth:`parts` for one flat vector ``x``, built on first need.
+
+        ``(x, [log_prior, log_likelihood, grad_log_prior, grad_log_likelihood])``.
+        """
+        if self._gradient_graph is None:
+            x, (prior_x, lik_x) = self._densities
+            # One rewrite pass for both graphs (it is a large share of compile time on small
+            # models). A likelihood free of the parameters is legitimate: its gradient is zero.
+            pre_prior, pre_lik = rewrite_pregrad([prior_x, lik_x])
+            grads = [pytensor.grad(pre, x, disconnected_inputs="ignore")
+                     for pre in (pre_prior, pre_lik)]
+            self._gradient_graph = (x, [prior_x, lik_x, *grads])
+        return self._gradient_graph
+
     def _replace_data(self, outputs):
         if not self._data_replace:
             return list(outputs)
@@ -313,7 +322,8 @@ class ModelDensity:
         """Compile ``outputs(x)`` over a batch of ``x`` rows (see :func:`compile_batched`)."""
         return compile_batched(self._compile, x, outputs, self._validation_points(),
                                extra_inputs=extra_inputs, extra_values=extra_values,
-                               movable=self._continuous, **kwargs)
+                               movable=self._continuous, remember=not self.compile_kwargs,
+                               **kwargs)
 
     def _compile(self, inputs, outputs, **kwargs):
         self.n_compilations += 1
@@ -336,7 +346,7 @@ class ModelDensity:
             prior, lik, grad_prior, grad_lik = (self._split_parts or self._parts_fn)(x)
         else:
             if self._parts_fn is None:
-                self._parts_fn, self.batching = self._compile_batched(*self._lazy_parts)
+                self._parts_fn, self.batching = self._compile_batched(*self._densities)
             (prior, lik), grad_prior = self._parts_fn(x), np.zeros(x.shape)
             grad_lik = grad_prior
         return finite_parts(prior, lik, grad_prior, grad_lik)
@@ -350,7 +360,7 @@ class ModelDensity:
         vectorized graph (the per-chain loop fallback is not fused).
         """
         if self._fused is None and self.can_fuse_hmc:
-            self._fused = build_fused_hmc(*self._hot_graph, self._compile, self)
+            self._fused = build_fused_hmc(*self.hot_graph, self._compile, self)
         return self._fused
 
     @property
@@ -401,7 +411,8 @@ class ModelDensity:
                 self._ahead = None
             self._scale_map_fn = compile_scale_map(self._compile, self._scale_map()[1],
                                                    self._validation_points(), self._continuous,
-                                                   self._scale_map_marker)
+                                                   self._scale_map_marker,
+                                                   remember=not self.compile_kwargs)
         return self._scale_map_fn(np.ascontiguousarray(z, dtype=float))
 
     def _first_compilation(self, x, outputs):
@@ -450,7 +461,7 @@ class ModelDensity:
         """The hot path alone, as a picklable :class:`BatchedParts` (for worker processes)."""
         if not self.gradients:
             raise ValueError("Only a density compiled with gradients has a batched hot path.")
-        x, outputs = self._hot_graph
+        x, outputs = self.hot_graph
         return BatchedParts(x, outputs, self._data_shared, self._validation_points(),
                             self.compile_kwargs, terms_graph=self._terms_graph,
                             movable=self._continuous, scale_map=self._scale_map(),

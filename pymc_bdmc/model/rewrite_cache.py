@@ -48,8 +48,9 @@ from pytensor.tensor.sharedvar import TensorSharedVariable
 from pymc_bdmc.model.threads import gil_releasing
 from pymc_bdmc.version import __version__
 
-__all__ = ["CACHE_DIR", "HOT_MODE_EXCLUDES", "MAX_RECORDS", "MAX_RECORD_BYTES", "compile_function",
-           "compiled_before", "compiled_marker", "graph_key", "hot_mode", "note_compiled"]
+__all__ = ["CACHE_DIR", "HOT_MODE_EXCLUDES", "MAX_RECORDS", "MAX_RECORD_BYTES", "cache_enabled",
+           "compile_function", "compiled_before", "compiled_marker", "environment", "graph_key",
+           "hot_mode", "load_rewritten", "note_compiled", "prune", "rewrite_record"]
 
 logger = logging.getLogger("pymc_bdmc.model.density")
 
@@ -69,7 +70,8 @@ _FLAGS = ("floatX", "cast_policy", "optimizer", "optimizer_including", "optimize
           "numba__fastmath", "tensor__insert_inplace_optimizer_validate_nb")
 
 
-def _enabled() -> bool:
+def cache_enabled() -> bool:
+    """Whether rewritten graphs are kept (``PYMC_BDMC_REWRITE_CACHE`` is not ``off``)."""
     return str(CACHE_DIR).lower() not in ("off", "0", "")
 
 
@@ -160,7 +162,8 @@ def graph_key(inputs, outputs, extra: str = "") -> tuple[str, list] | None:
     return digest.hexdigest()[:40], shared
 
 
-def _environment(mode) -> str:
+def environment(mode) -> str:
+    """Describe what a graph compiled in ``mode`` depends on besides itself: versions and flags."""
     flags = ";".join(f"{f}={getattr(pytensor.config, f, None)}" for f in _FLAGS)
     try:
         model = pm.modelcontext(None)
@@ -216,10 +219,10 @@ def compile_function(inputs, outputs, **kwargs):
     if "mode" in kwargs:
         return compile_pytensor(inputs, outputs, **kwargs)
     mode = hot_mode()
-    if not _enabled() or set(kwargs) - {"on_unused_input"}:
+    if not cache_enabled() or set(kwargs) - {"on_unused_input"}:
         return compile_pytensor(inputs, outputs, mode=mode, **kwargs)
     inputs, outputs = list(inputs), list(outputs)
-    described = graph_key(inputs, outputs, _environment(mode))
+    described = graph_key(inputs, outputs, environment(mode))
     if described is None:
         return compile_pytensor(inputs, outputs, mode=mode, **kwargs)
     key, shared = described
@@ -246,9 +249,9 @@ def compiled_marker(inputs, outputs, label: str) -> Path | None:
     would see. None where nothing can be recorded: the cache is off, or the graph has no key
     (:func:`graph_key`).
     """
-    if not _enabled():
+    if not cache_enabled():
         return None
-    described = graph_key(list(inputs), list(outputs), f"{_environment(hot_mode())};{label}")
+    described = graph_key(list(inputs), list(outputs), f"{environment(hot_mode())};{label}")
     return None if described is None else CACHE_DIR / "compiled" / f"{described[0]}.{label}"
 
 
@@ -347,16 +350,16 @@ def _store(path: Path, fn, inputs, shared) -> bool:
         partial = path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_bytes(buffer.getvalue())
         os.replace(partial, path)
-        _prune(path.parent)
+        prune(path.parent, "*.pkl")
     except OSError as err:
         logger.debug("Rewritten graph not kept (%s).", err)
         return False
     return True
 
 
-def _prune(directory: Path) -> None:
-    """Remove the least recently used tenth of the records once there are too many."""
-    records = list(directory.glob("*.pkl"))
+def prune(directory: Path, pattern: str) -> None:
+    """Remove the least recently used tenth of the records ``pattern`` names, past too many."""
+    records = list(directory.glob(pattern))
     if len(records) <= MAX_RECORDS:
         return
 
@@ -370,8 +373,32 @@ def _prune(directory: Path) -> None:
         record.unlink(missing_ok=True)
 
 
+def rewrite_record(fn) -> tuple[str, list] | None:
+    """``(key, shared)`` of the rewritten graph ``fn`` was linked from; None where none was kept.
+
+    ``shared`` are the graph's shared variables in :func:`graph_key`'s order.
+    """
+    return getattr(getattr(fn, "maker", None), "bdmc_rewrite_record", None)
+
+
+def load_rewritten(key: str, inputs, shared, **kwargs):
+    """Link the rewritten graph kept under ``key`` (a function's :func:`rewrite_record`).
+
+    ``inputs`` and ``shared`` stand where the graph's inputs and shared variables stood when it
+    was kept, in :func:`graph_key`'s order. None where there is no such record or it cannot be
+    used. Call under the compile lock.
+    """
+    path = CACHE_DIR / f"{key}.pkl"
+    if not cache_enabled() or not path.exists():
+        return None
+    return _load(path, inputs, shared, kwargs)
+
+
 def _load(path: Path, inputs, shared, kwargs):
-    """Link a stored rewritten graph into a function; None where the record cannot be used."""
+    """Link a stored rewritten graph into a function; None where the record cannot be used.
+
+    The function's :func:`rewrite_record` is ``(key, shared)``: what :func:`load_rewritten` takes.
+    """
     try:
         with path.open("rb") as stream:
             record_roots: list = []
@@ -391,6 +418,7 @@ def _load(path: Path, inputs, shared, kwargs):
         logger.debug("Cached rewritten graph %s unusable (%s); rewriting.", path.name, err)
         return None
     logger.debug("Rewritten graph loaded from the cache (%s).", path.name)
+    fn.maker.bdmc_rewrite_record = (path.stem, list(shared))
     try:
         os.utime(path)  # recently used: kept when the cache is pruned
     except OSError:
