@@ -55,6 +55,7 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     register_fused_kernel,
 )
 from pymc_bdmc.model.compile_ahead import start as start_compile_ahead
+from pymc_bdmc.model.hyperparameters import hyperparameter_inputs
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 from pymc_bdmc.model.location_scale import LocationScaleStructure, find_location_scale
 from pymc_bdmc.model.rewrite_cache import (
@@ -236,6 +237,7 @@ class ModelDensity:
             shared = pytensor.shared(data, name=f"{rv.name}_bdmc_data", shape=data.shape)
             self._data_shared[rv.name] = shared
             self._data_replace[value] = shared
+        self._data_replace.update(hyperparameter_inputs(model))  # and scalar hyperparameters
 
         log_prior, log_lik = prior_and_likelihood(model)
         if potentials_in_likelihood and model.potentials:
