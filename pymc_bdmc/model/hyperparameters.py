@@ -4,9 +4,10 @@ A prior's scale or a likelihood's fixed noise (``pm.HalfNormal("tau", 2.0)``, ``
 f, 0.3, observed=y)``) is a constant of the model's graph. Compiled as one, every new value is
 a new graph, and a new Numba compilation of the densities before the first transition. As
 shared inputs, as the observed data are (:class:`~pymc_bdmc.model.density.ModelDensity`), a
-model that differs only in them compiles to the same graph, so a prior-sensitivity loop loads its densities from the disk caches. Only
-floating-point scalars that a random variable takes directly are replaced: integers can set
-shapes and supports, and arrays (a fixed covariance) are better folded into the compiled code.
+model that differs only in them compiles to the same graph, so a prior-sensitivity loop loads
+its densities from the disk caches. Only floating-point scalars that a random variable takes
+are replaced: integers can set shapes and supports, and arrays (a fixed covariance) are better
+folded into the compiled code.
 """
 
 from __future__ import annotations
