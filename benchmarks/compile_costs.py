@@ -5,12 +5,16 @@ Run from the repository root::
 
     python3 benchmarks/compile_costs.py               # imports, pool start, every suite model
     python3 benchmarks/compile_costs.py --only "GP"   # one model (substring of its name)
+    python3 benchmarks/compile_costs.py --new-process # each model in a new interpreter
 
 The import and the pool start are timed in fresh processes (median of ``--repeats``). Each
 model is compiled twice in this process (the first fills PyTensor's and Numba's caches) and
 the second is reported: every PyTensor compilation it makes, grouped by backend: ``hot`` (the
 default Numba mode: densities, scale maps), ``reference`` (the per-chain graph a vectorized one
-is checked against), ``one-shot`` (simulators, results' constraining). To compare commits, run
+is checked against), ``one-shot`` (simulators, results' constraining). With ``--new-process``,
+each model's densities are compiled in a new interpreter (after another model's) through their
+first 32-chain call, the median of ``--repeats``; the last row is a latent GP whose prior takes
+a value no run used before (a prior-sensitivity loop's next model). To compare commits, run
 this file with ``PYTHONPATH`` pointing at another checkout (``git worktree add``).
 """
 
@@ -34,6 +38,41 @@ t = time.perf_counter()
 list(local_pool(2).map(abs, [-1, -2]))
 print(time.perf_counter() - t)
 """
+
+
+#: A model's densities compiled in a new interpreter (after another model, so that what every
+#: process pays once is paid), through their first 32-chain call: what a call pays per model.
+NEW_PROCESS = """
+import sys, time
+sys.path.insert(0, {root!r})
+import numpy as np, pymc as pm
+from geometry import SUITE
+from gallery import GALLERY
+from pymc_bdmc.model.cache import compiled_model
+compiled_model(GALLERY["beta regression"](), cache=False)
+{build}
+model = getattr(built, "model", built)
+start = time.perf_counter()
+density = compiled_model(model, cache=False).density
+density.parts(np.tile(density.layout.ravel(model.initial_point()), (32, 1)))
+print(time.perf_counter() - start)
+"""
+
+#: A latent GP whose lengthscale prior takes a value no run used before: a prior-sensitivity
+#: loop's next model.
+NEW_PRIOR = """
+rng = np.random.default_rng(0)
+x = np.sort(rng.uniform(0.0, 5.0, 30))
+with pm.Model() as built:
+    ell = pm.Gamma("ell", 4.0 + (time.time_ns() % 10**6) / 10**6, 4.0)
+    eta = pm.HalfNormal("eta", 1.0)
+    gp = pm.gp.Latent(cov_func=eta**2 * pm.gp.cov.ExpQuad(1, ls=ell))
+    pm.Normal("y", gp.prior("f", X=x[:, None]), 0.3, observed=np.sin(x))
+"""
+
+#: Models timed with ``--new-process``.
+NEW_PROCESS_MODELS = ("eight schools, centered", "random walk, T=60", "latent GP, 30 points",
+                      "normal mixture, 3 unsorted means", "latent GP on 2-D inputs")
 
 
 def fresh_seconds(code: str, repeats: int) -> float:
@@ -86,7 +125,22 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="*", help="substrings of suite model names")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-imports", action="store_true")
+    parser.add_argument("--new-process", action="store_true",
+                        help="each model's densities in a new interpreter, through their first "
+                             "call, and a latent GP with a prior value no run used before")
     args = parser.parse_args(argv)
+    if args.new_process:
+        builds = {name: f"built = {{**SUITE, **GALLERY}}[{name!r}]()"
+                  for name in NEW_PROCESS_MODELS}
+        builds["latent GP, a new prior value"] = NEW_PRIOR
+        for name, build in builds.items():
+            if args.only and not any(s.lower() in name.lower() for s in args.only):
+                continue
+            seconds = fresh_seconds(NEW_PROCESS.format(root=str(ROOT), build=build),
+                                    args.repeats)
+            print(f"{name:<36} densities through their first call {seconds:.2f} s (median "
+                  f"of {args.repeats} new interpreters)", flush=True)
+        return
     if not args.no_imports:
         print(f"import pymc_bdmc {fresh_seconds(IMPORT, args.repeats):.2f} s; first pool of 2 "
               f"workers with two tasks {fresh_seconds(POOL, args.repeats):.2f} s "
