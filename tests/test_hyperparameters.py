@@ -44,13 +44,15 @@ def test_a_model_with_other_prior_scales_loads_the_graph_and_computes_with_its_o
                                    rtol=1e-12)
 
 
-def test_only_floating_point_scalars_a_variable_takes_become_inputs():
+def test_scalar_parameters_become_inputs_and_integers_only_where_they_set_no_shape_or_support():
     with pm.Model() as model:
-        p = pm.Beta("p", 2.0, 3.0)
+        p = pm.Beta("p", 30, 30)  # integers of a continuous univariate variable: inputs
         pm.Normal("v", np.zeros(3), 1.5)  # the mean is an array: folded; the scale an input
-        pm.Binomial("k", n=10, p=p, observed=4)  # an integer: it sets the support
-        pm.Normal("w", pt.exp(p), 2.0 * 0.5)  # only the constant the variable takes
+        pm.Binomial("k", n=10, p=p, observed=4)  # an integer that sets the support: constant
+        pm.Gamma("g", 2.0, 4.0)  # PyMC turns the rate into a scale: the rate is the input
+        pm.LKJCorr("c", n=3, eta=2)  # multivariate: its integers may set its shape
     inputs = hyperparameter_inputs(model)
-    assert sorted(float(shared.get_value()) for shared in inputs.values()) == [1.0, 1.5, 2.0, 3.0]
+    assert sorted(float(shared.get_value()) for shared in inputs.values()) == [
+        1.5, 2.0, 4.0, 30.0, 30.0]
     assert all(shared.type.ndim == 0 for shared in inputs.values())
     assert all(constant.type.dtype == shared.type.dtype for constant, shared in inputs.items())
