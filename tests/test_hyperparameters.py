@@ -4,7 +4,6 @@ import logging
 
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 import pytest
 
 from pymc_bdmc.model import rewrite_cache

@@ -48,7 +48,7 @@ def hyperparameter_inputs(model: pm.Model) -> dict[TensorConstant, SharedVariabl
 
 
 def _scalar_constants(params) -> list[TensorConstant]:
-    """The scalar constants ``params`` are, or are computed from by scalar arithmetic alone.
+    """Return the scalar constants ``params`` are, or are computed from by scalar arithmetic.
 
     PyMC broadcasts a scalar against array parameters (``DimShuffle``) and turns some into
     others (a Gamma's rate into a scale): the constants beneath count.
