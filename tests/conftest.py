@@ -28,6 +28,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture
+def cache_dir(monkeypatch, tmp_path):
+    """An empty directory of this package's disk caches (rewritten graphs, batching choices)."""
+    from pymc_bdmc.model import rewrite_cache
+
+    monkeypatch.setattr(rewrite_cache, "CACHE_DIR", tmp_path)
+    return tmp_path
+
+
 @pytest.fixture(scope="module")
 def dask_client():
     """A local Dask cluster of 2 worker processes, shared by a module's tests that use Dask.

@@ -3,30 +3,12 @@
 import logging
 
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 import pytest
-from kernel_models import kernel_model
+from kernel_models import kernel_model, walk_model
 
-from pymc_bdmc.model import rewrite_cache
 from pymc_bdmc.model.cache import compiled_model
 
 LOADED = "Batching choice"
-
-
-@pytest.fixture
-def cache_dir(monkeypatch, tmp_path):
-    monkeypatch.setattr(rewrite_cache, "CACHE_DIR", tmp_path)
-    return tmp_path
-
-
-def _walk_model(data=None):
-    data = np.linspace(-1.0, 2.0, 10) if data is None else data
-    with pm.Model() as model:
-        sigma = pm.HalfNormal("sigma", 1.0)
-        steps = pm.Normal("steps", 0.0, sigma, shape=10)
-        pm.Normal("y", pt.cumsum(steps), 0.5, observed=data)
-    return model
 
 
 def _compile(model, caplog, **kwargs):
@@ -41,7 +23,7 @@ def _assert_same(first, second, n_rows=9):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize(("build", "batching"), [(_walk_model, "vectorized"),
+@pytest.mark.parametrize(("build", "batching"), [(walk_model, "vectorized"),
                                                  (kernel_model, "blockwise")])
 def test_a_recorded_choice_is_loaded_without_the_gradients_graph_and_gives_the_same_bits(
         cache_dir, caplog, build, batching):
@@ -56,27 +38,27 @@ def test_a_recorded_choice_is_loaded_without_the_gradients_graph_and_gives_the_s
 
 
 def test_other_data_or_a_users_mode_choose_again(cache_dir, caplog):
-    first = _compile(_walk_model(), caplog)
-    other = _compile(_walk_model(np.linspace(2.0, -1.0, 10)), caplog)
+    first = _compile(walk_model(), caplog)
+    other = _compile(walk_model(np.linspace(2.0, -1.0, 12)), caplog)
     assert LOADED not in caplog.text  # the choice was checked on the data: checked again
     assert "Rewritten graph loaded" in caplog.text  # the rewrites still come from the cache
     other.set_observed(first.observed_data())
     _assert_same(first, other)
-    _compile(_walk_model(), caplog, compile_kwargs={"mode": "FAST_COMPILE"})
+    _compile(walk_model(), caplog, compile_kwargs={"mode": "FAST_COMPILE"})
     assert LOADED not in caplog.text
 
 
 def test_a_record_whose_graph_is_gone_or_unreadable_means_choosing_again(cache_dir, caplog):
-    first = _compile(_walk_model(), caplog)
+    first = _compile(walk_model(), caplog)
     for pickled in cache_dir.glob("*.pkl"):
         pickled.unlink()
-    gone = _compile(_walk_model(), caplog)
+    gone = _compile(walk_model(), caplog)
     assert LOADED not in caplog.text
     _assert_same(first, gone)
     (record,) = (cache_dir / "batched").glob("*.json")
     record.write_text("{not json")
-    unreadable = _compile(_walk_model(), caplog)
+    unreadable = _compile(walk_model(), caplog)
     assert "unusable" in caplog.text and LOADED not in caplog.text
     _assert_same(first, unreadable)
-    _compile(_walk_model(), caplog)
+    _compile(walk_model(), caplog)
     assert LOADED in caplog.text  # recorded anew

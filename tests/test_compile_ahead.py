@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pymc as pm
-import pytest
 
 from pymc_bdmc.model import compile_ahead, rewrite_cache
 from pymc_bdmc.model import density as density_module
@@ -18,12 +17,6 @@ from pymc_bdmc.pipeline.settings import Parallel
 
 #: Seconds a helper may take to start compiling (importing PyMC takes a few).
 START_TIMEOUT = 120
-
-
-@pytest.fixture
-def cache_dir(monkeypatch, tmp_path):
-    monkeypatch.setattr(rewrite_cache, "CACHE_DIR", tmp_path)
-    return tmp_path
 
 
 def _schools():

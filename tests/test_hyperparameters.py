@@ -4,17 +4,9 @@ import logging
 
 import numpy as np
 import pymc as pm
-import pytest
 
-from pymc_bdmc.model import rewrite_cache
 from pymc_bdmc.model.cache import compiled_model
 from pymc_bdmc.model.hyperparameters import hyperparameter_inputs
-
-
-@pytest.fixture
-def cache_dir(monkeypatch, tmp_path):
-    monkeypatch.setattr(rewrite_cache, "CACHE_DIR", tmp_path)
-    return tmp_path
 
 
 def _intercepts(scale: float, noise: float):

@@ -9,25 +9,11 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from kernel_models import walk_model
 
 from pymc_bdmc.model import rewrite_cache
 from pymc_bdmc.model.cache import compiled_model
 from pymc_bdmc.model.rewrite_cache import compile_function, graph_key
-
-
-@pytest.fixture
-def cache_dir(monkeypatch, tmp_path):
-    monkeypatch.setattr(rewrite_cache, "CACHE_DIR", tmp_path)
-    return tmp_path
-
-
-def _walk_model(data=None):
-    data = np.linspace(-1.0, 2.0, 12) if data is None else data
-    with pm.Model() as model:
-        sigma = pm.HalfNormal("sigma", 1.0)
-        steps = pm.Normal("steps", 0.0, sigma, shape=12)
-        pm.Normal("y", pt.cumsum(steps), 0.5, observed=data)
-    return model
 
 
 def _points(density):
@@ -36,10 +22,10 @@ def _points(density):
 
 
 def test_a_cached_rewrite_gives_the_same_function_to_the_last_bit(cache_dir, caplog):
-    first = compiled_model(_walk_model(), cache=False).density
+    first = compiled_model(walk_model(), cache=False).density
     assert len(list(cache_dir.glob("*.pkl"))) >= 1
     with caplog.at_level(logging.DEBUG, logger="pymc_bdmc.model.density"):
-        again = compiled_model(_walk_model(), cache=False).density
+        again = compiled_model(walk_model(), cache=False).density
     assert "loaded from the cache" in caplog.text
     x = _points(first)
     for a, b in zip(first._parts_fn(x), again._parts_fn(x), strict=True):
@@ -51,15 +37,15 @@ def test_a_cached_rewrite_gives_the_same_function_to_the_last_bit(cache_dir, cap
 
 def test_other_data_of_the_same_shape_reuse_the_graph_and_read_their_own_values(cache_dir,
                                                                                 caplog):
-    compiled_model(_walk_model(), cache=False)
+    compiled_model(walk_model(), cache=False)
     other = np.linspace(3.0, -1.0, 12)
     with caplog.at_level(logging.DEBUG, logger="pymc_bdmc.model.density"):
-        cached = compiled_model(_walk_model(other), cache=False).density
+        cached = compiled_model(walk_model(other), cache=False).density
     assert "loaded from the cache" in caplog.text
     rewrite_cache_off = pytest.MonkeyPatch()
     rewrite_cache_off.setattr(rewrite_cache, "CACHE_DIR", "off")
     try:
-        fresh = compiled_model(_walk_model(other), cache=False).density
+        fresh = compiled_model(walk_model(other), cache=False).density
     finally:
         rewrite_cache_off.undo()
     x = _points(cached)
@@ -189,10 +175,10 @@ def test_what_an_operation_caches_when_asked_for_its_shape_does_not_change_the_k
 
 def test_a_models_first_compilation_says_why_it_lasts_once(cache_dir, caplog):
     with caplog.at_level(logging.INFO, logger="pymc_bdmc.model.density"):
-        compiled_model(_walk_model(), cache=False)
+        compiled_model(walk_model(), cache=False)
     assert caplog.text.count("first run on this machine") == 1
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="pymc_bdmc.model.density"):
-        compiled_model(_walk_model(), cache=False)  # the same model, built again
-        compiled_model(_walk_model(), cache=False, compile_kwargs={"mode": "FAST_COMPILE"})
+        compiled_model(walk_model(), cache=False)  # the same model, built again
+        compiled_model(walk_model(), cache=False, compile_kwargs={"mode": "FAST_COMPILE"})
     assert "first run on this machine" not in caplog.text
