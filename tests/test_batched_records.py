@@ -62,3 +62,15 @@ def test_a_record_whose_graph_is_gone_or_unreadable_means_choosing_again(cache_d
     _assert_same(first, unreadable)
     _compile(walk_model(), caplog)
     assert LOADED in caplog.text  # recorded anew
+
+
+def test_the_densities_without_gradients_are_not_taken_for_those_with(cache_dir, caplog):
+    # Both are keyed by the densities' graph: the record says which function it holds.
+    with_gradients = _compile(walk_model(), caplog)
+    without = _compile(walk_model(), caplog, gradients=False)
+    x = np.random.default_rng(2).normal(scale=0.5, size=(4, without.n_dim))
+    parts = without.parts(x)
+    np.testing.assert_array_equal(parts.grad_log_prior, 0.0)  # no gradients compiled
+    np.testing.assert_allclose(parts.log_prior, with_gradients.parts(x).log_prior, rtol=1e-12)
+    again = _compile(walk_model(), caplog)
+    assert LOADED in caplog.text and again.parts(x).grad_log_prior.any()

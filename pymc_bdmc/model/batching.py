@@ -233,10 +233,10 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
     ``remember`` (only where ``compile_fn`` compiles in the hot mode, with no mode of the
     user's), the choice is recorded, and a choice recorded before for the same graph, points
     and data is loaded without vectorizing or checking again (:mod:`.batched_records`). The
-    record is keyed by ``keyed_by`` where given: a graph of which ``outputs`` is a
-    deterministic function (the densities before their gradients), and ``outputs`` may then be
-    a function that builds them, called only where no recorded choice is loaded.
-    Returns ``(function, batching)``.
+    record is keyed by ``keyed_by`` where given: ``(graph, how)``, a graph of which ``outputs``
+    is a deterministic function and what that function is (the densities before their
+    gradients, ``"with gradients"``), and ``outputs`` may then be a function that builds them,
+    called only where no recorded choice is loaded. Returns ``(function, batching)``.
     """
     extra_inputs, extra_values = list(extra_inputs), list(extra_values)
     batch_x = pt.matrix("x_batch", dtype=x.dtype, shape=(None, x.type.shape[0]))
@@ -244,8 +244,9 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
     if remember and "mode" not in kwargs:
         checked_at = [points, *extra_values,
                       np.arange(points.shape[1]) if movable is None else movable]
-        record = choice_record([x, *extra_inputs], outputs if keyed_by is None else keyed_by,
-                               checked_at, repr(sorted(kwargs.items())))
+        key_graph, derived = (outputs, "") if keyed_by is None else keyed_by
+        record = choice_record([x, *extra_inputs], key_graph, checked_at,
+                               f"{sorted(kwargs.items())!r};outputs {derived}")
         with COMPILE_LOCK:
             loaded = load_choice(record, [batch_x, *extra_inputs], **kwargs)
         if loaded is not None:

@@ -265,7 +265,7 @@ class ModelDensity:
             # Keyed by the densities: a choice recorded before is loaded without their
             # gradients' graph, which is built where needed (hot_graph).
             self._parts_fn, self.batching = self._compile_batched(
-                x, lambda: self.hot_graph[1], keyed_by=outputs)
+                x, lambda: self.hot_graph[1], keyed_by=(outputs, "with gradients"))
             note_compiled(first)
             # Where rows cannot depend on the batch, two threads may share a large call.
             self._split_parts = row_split(self._parts_fn, self.batching,
