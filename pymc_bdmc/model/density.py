@@ -258,8 +258,7 @@ class ModelDensity:
         # helper compiles the map meanwhile, where it is new to this machine.
         self._scale_map_marker, self._ahead = self._scale_map_ahead(x, compile_ahead)
         outputs = [prior_x, lik_x]
-        self._densities = (x, outputs)
-        self._gradient_graph = None
+        self._densities, self._gradient_graph = (x, outputs), None
         if self.gradients:
             first = self._first_compilation(x, outputs)
             # Keyed by the densities: a choice recorded before is loaded without their
@@ -271,8 +270,7 @@ class ModelDensity:
             self._split_parts = row_split(self._parts_fn, self.batching,
                                           self._validation_points())
         else:
-            self._parts_fn, self.batching = None, "lazy"
-            self._split_parts = None
+            self._parts_fn, self.batching, self._split_parts = None, "lazy", None
         self._fused = self._terms_graph = self._terms_fn = self._split_terms = None
         self._terms_batching = self._constrain_fn = self._weighted_fn = None
         self._n_observations = None
@@ -321,11 +319,15 @@ class ModelDensity:
         return np.stack([x0, x0 + 0.1 * wiggle, x0 - 0.2 * reverse])
 
     def _compile_batched(self, x, outputs, extra_inputs=(), extra_values=(), **kwargs):
-        """Compile ``outputs(x)`` over a batch of ``x`` rows (see :func:`compile_batched`)."""
-        return compile_batched(self._compile, x, outputs, self._validation_points(),
-                               extra_inputs=extra_inputs, extra_values=extra_values,
-                               movable=self._continuous, remember=not self.compile_kwargs,
-                               **kwargs)
+        """Compile ``outputs(x)`` over a batch of rows (:func:`compile_batched`), in the model.
+
+        The model's context keys a recorded choice by ``check_bounds``, as its function is.
+        """
+        with self.model:
+            return compile_batched(self._compile, x, outputs, self._validation_points(),
+                                   extra_inputs=extra_inputs, extra_values=extra_values,
+                                   movable=self._continuous, remember=not self.compile_kwargs,
+                                   **kwargs)
 
     def _compile(self, inputs, outputs, **kwargs):
         self.n_compilations += 1
@@ -356,10 +358,9 @@ class ModelDensity:
     def fused_hmc(self):
         """The HMC transition compiled into one function, or None where it cannot be.
 
-        A :class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC`, kept (each of its forms is compiled
-        on first use): the same kernel as :func:`~pymc_bdmc.kernels.hmc.hmc_step` with far less
-        Python per transition. None unless the densities have gradients and a validated
-        vectorized graph (the per-chain loop fallback is not fused).
+        A :class:`~pymc_bdmc.kernels.fused_hmc.FusedHMC` (its forms compiled on first use):
+        :func:`~pymc_bdmc.kernels.hmc.hmc_step` with far less Python per transition. None
+        unless the densities have gradients and a vectorized graph (:attr:`can_fuse_hmc`).
         """
         if self._fused is None and self.can_fuse_hmc:
             self._fused = build_fused_hmc(*self.hot_graph, self._compile, self)
