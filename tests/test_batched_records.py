@@ -74,3 +74,21 @@ def test_the_densities_without_gradients_are_not_taken_for_those_with(cache_dir,
     np.testing.assert_allclose(parts.log_prior, with_gradients.parts(x).log_prior, rtol=1e-12)
     again = _compile(walk_model(), caplog)
     assert LOADED in caplog.text and again.parts(x).grad_log_prior.any()
+
+
+def test_without_the_choosing_code_to_read_the_records_still_key_by_version(monkeypatch):
+    from pathlib import Path
+
+    from pymc_bdmc.model import batched_records
+
+    def unreadable(self):
+        raise OSError("no source in this installation")
+
+    batched_records._chooser_digest.cache_clear()
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    try:
+        assert batched_records._chooser_digest() == "unread"
+    finally:
+        monkeypatch.undo()
+        batched_records._chooser_digest.cache_clear()
+    assert len(batched_records._chooser_digest()) == 16

@@ -21,7 +21,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,9 +37,16 @@ _FORMAT = 1
 
 @functools.cache
 def _chooser_digest() -> str:
-    """Digest of the code that makes the choice: a change to it makes every record stale."""
-    source = Path(__file__).with_name("batching.py")
-    return hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    """Digest of the code that makes the choice: a change to it makes every record stale.
+
+    Where the source cannot be read (an installation without it), the package's version stands
+    in for it (``rewrite_cache.environment`` holds it too).
+    """
+    try:
+        source = Path(__file__).with_name("batching.py").read_bytes()
+    except OSError:
+        return "unread"
+    return hashlib.sha256(source).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -118,10 +124,6 @@ def note_choice(record: ChoiceRecord | None, fn, batching: str) -> None:
     choice = {"batching": batching, "record": key,
               "shared": [position[id(variable)] for variable in shared]}
     try:
-        record.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = record.path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(choice))
-        os.replace(partial, record.path)
-        rewrite_cache.prune(record.path.parent, "*.json")
+        rewrite_cache.write_record(record.path, json.dumps(choice).encode())
     except OSError as err:
         logger.debug("Batching choice not recorded (%s).", err)

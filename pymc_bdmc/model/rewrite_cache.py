@@ -45,12 +45,13 @@ from pytensor.graph.rewriting.basic import SequentialGraphRewriter
 from pytensor.graph.traversal import io_toposort
 from pytensor.tensor.sharedvar import TensorSharedVariable
 
+from pymc_bdmc.model.inner_graphs import nodes_within
 from pymc_bdmc.model.threads import gil_releasing
 from pymc_bdmc.version import __version__
 
 __all__ = ["CACHE_DIR", "HOT_MODE_EXCLUDES", "MAX_RECORDS", "MAX_RECORD_BYTES", "cache_enabled",
            "compile_function", "compiled_before", "compiled_marker", "environment", "graph_key",
-           "hot_mode", "load_rewritten", "note_compiled", "prune", "rewrite_record"]
+           "hot_mode", "load_rewritten", "note_compiled", "rewrite_record", "write_record"]
 
 logger = logging.getLogger("pymc_bdmc.model.density")
 
@@ -287,23 +288,12 @@ def _contiguous_constants(fgraph) -> None:
     broadcast array a rewrite folded) changes. Constants of inner graphs are shared by equal
     graphs (PyTensor interns them), so the copy is made in place.
     """
-    seen: set[int] = set()
-    pending = [fgraph]
-    while pending:
-        graph = pending.pop()
-        if id(graph) in seen:
-            continue
-        seen.add(id(graph))
-        for node in graph.toposort():
-            for variable in node.inputs:
-                data = getattr(variable, "data", None)
-                if (isinstance(variable, Constant) and isinstance(data, np.ndarray)
-                        and data.size and data.strides != _fresh_strides(data)):
-                    variable.data = np.array(data, order="C", copy=True)
-            for op in (node.op, getattr(node.op, "core_op", None)):
-                inner = getattr(op, "fgraph", None)
-                if inner is not None:
-                    pending.append(inner)
+    for node in nodes_within(fgraph):
+        for variable in node.inputs:
+            data = getattr(variable, "data", None)
+            if (isinstance(variable, Constant) and isinstance(data, np.ndarray)
+                    and data.size and data.strides != _fresh_strides(data)):
+                variable.data = np.array(data, order="C", copy=True)
 
 
 def _roots(fn, inputs, shared) -> list[str] | None:
@@ -346,18 +336,27 @@ def _store(path: Path, fn, inputs, shared) -> bool:
     if buffer.tell() > MAX_RECORD_BYTES:
         return False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(buffer.getvalue())
-        os.replace(partial, path)
-        prune(path.parent, "*.pkl")
+        write_record(path, buffer.getvalue())
     except OSError as err:
         logger.debug("Rewritten graph not kept (%s).", err)
         return False
     return True
 
 
-def prune(directory: Path, pattern: str) -> None:
+def write_record(path: Path, data: bytes) -> None:
+    """Write a record of this cache at once (a reader sees the old one or the new), and prune.
+
+    Records of ``path``'s kind (its suffix) past :data:`MAX_RECORDS` in its directory are pruned,
+    the least recently used tenth. Raises ``OSError`` where the cache cannot be written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    _prune(path.parent, f"*{path.suffix}")
+
+
+def _prune(directory: Path, pattern: str) -> None:
     """Remove the least recently used tenth of the records ``pattern`` names, past too many."""
     records = list(directory.glob(pattern))
     if len(records) <= MAX_RECORDS:

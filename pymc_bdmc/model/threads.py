@@ -29,6 +29,8 @@ import numpy as np
 from pytensor.compile.mode import Mode
 from pytensor.link.numba.linker import NumbaLinker  # does not import Numba (0.3 s)
 
+from pymc_bdmc.model.inner_graphs import nodes_within
+
 __all__ = ["MIN_SPLIT_ROWS", "SPLIT_SECONDS", "GilReleasingNumbaLinker", "RowSplit",
            "density_threads", "gil_releasing", "row_split"]
 
@@ -171,23 +173,12 @@ def _uses_blas(fn) -> bool:
     many rows share the call (kernels for whole blocks of rows and for the remainder sum in
     other orders).
     """
-    pending, seen = [fn.maker.fgraph], set()
-    while pending:
-        graph = pending.pop()
-        if id(graph) in seen:
-            continue
-        seen.add(id(graph))
-        for node in graph.apply_nodes:
-            for op in (node.op, getattr(node.op, "core_op", None)):
-                if op is None:
-                    continue
-                kind = type(op)
-                if _BLAS_OP_NAMES.search(kind.__name__) or _BLAS_OP_MODULES.search(
-                        kind.__module__):
-                    return True
-                inner = getattr(op, "fgraph", None)
-                if inner is not None:
-                    pending.append(inner)
+    for node in nodes_within(fn.maker.fgraph):
+        for op in (node.op, getattr(node.op, "core_op", None)):
+            kind = type(op)
+            if op is not None and (_BLAS_OP_NAMES.search(kind.__name__)
+                                   or _BLAS_OP_MODULES.search(kind.__module__)):
+                return True
     return False
 
 
