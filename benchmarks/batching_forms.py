@@ -54,7 +54,7 @@ built = books[name]()
 model = getattr(built, "model", built)
 start = time.perf_counter()
 density = compiled_model(model, cache=False).density
-points = density._validation_points()
+points = density.validation_points()
 x = points[:1] + 0.01 * np.random.default_rng(0).normal(size=(32, points.shape[1]))
 density.parts(x)
 first = time.perf_counter() - start

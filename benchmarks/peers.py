@@ -94,7 +94,7 @@ def overhead_ratio(model: pm.Model, result) -> float:
         # A Gibbs sweep evaluates every value of a color at once: 2 rows per chain for binary
         # variables (the widest support sets the batch).
         rows_gibbs = np.repeat(x, 2, axis=0)
-        discrete = np.setdiff1d(np.arange(density.n_dim), density._continuous)
+        discrete = np.setdiff1d(np.arange(density.n_dim), density.continuous)
         rows_gibbs[:, discrete] = density.layout.ravel(model.initial_point())[discrete]
         model_seconds += attrs["term_evaluations"] * _seconds_per_call(density.terms,
                                                                         rows_gibbs)

@@ -6,9 +6,16 @@ import numpy as np
 import pytest
 from kernel_models import kernel_model, walk_model
 
+from pymc_bdmc.model import density as density_module
 from pymc_bdmc.model.cache import compiled_model
 
 LOADED = "Batching choice"
+
+
+@pytest.fixture(autouse=True)
+def _no_helpers(monkeypatch):
+    """Choices made in this process, as without helpers (those: test_compile_ahead.py)."""
+    monkeypatch.setattr(density_module, "start_compile_ahead", lambda recipe, label: None)
 
 
 def _compile(model, caplog, **kwargs):

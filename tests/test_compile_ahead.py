@@ -1,7 +1,14 @@
-"""A helper interpreter compiling a model's scale moves' map ahead: the same map, once."""
+"""Helper interpreters compiling what is new to this machine: the same functions, once.
+
+The densities of a model new to the machine, and its scale moves' map (ahead, where a second
+core may be used); this process then loads them from the caches, as a later process does.
+"""
 
 import os
+import subprocess
+import sys
 import tempfile
+import textwrap
 import threading
 from pathlib import Path
 
@@ -39,7 +46,6 @@ def test_a_helper_compiles_the_map_once_and_changes_nothing(cache_dir):
     density = ModelDensity(model, compile_ahead=True)
     helper = density._ahead
     assert helper is not None  # the map is new to this (empty) cache
-    assert helper._compiling.wait(START_TIMEOUT)
     assert helper._process.wait(timeout=START_TIMEOUT) == 0
     assert density._scale_map_marker.exists()  # recorded by the helper, once compiled
     moved, log_jacobian = density.location_scale_map(_pairs(density))
@@ -53,16 +59,37 @@ def test_a_helper_compiles_the_map_once_and_changes_nothing(cache_dir):
     assert ModelDensity(model, compile_ahead=True)._ahead is None
 
 
-def test_a_helper_still_starting_is_stopped(cache_dir):
+def test_a_helper_needed_at_once_is_waited_for(cache_dir):
     density = ModelDensity(_schools())
-    recipe = BatchedParts(None, [], {}, density._validation_points(), {},
+    recipe = BatchedParts(None, [], {}, density.validation_points(), {},
                           scale_map=density._scale_map(),
                           scale_map_marker=density._scale_map_marker)
-    helper = compile_ahead.start(recipe)
-    assert not helper.wait()  # needed at once: stopped while it imports
-    assert helper._process.returncode is not None
+    helper = compile_ahead.start(recipe, "the map")
+    assert helper.wait()  # through its start, then loaded from the caches
+    assert helper._process.returncode == 0
     assert not helper._path.exists()
-    assert not density._scale_map_marker.exists()
+    assert density._scale_map_marker.exists()
+
+
+def test_new_densities_are_compiled_by_a_helper_once(cache_dir, monkeypatch):
+    started = []
+
+    def start(recipe, label):
+        started.append(label)
+        return compile_ahead.start(recipe, label)
+
+    monkeypatch.setattr(density_module, "start_compile_ahead", start)
+    model = _schools()
+    density = ModelDensity(model)
+    assert started == ["the densities"]  # and the map after them, in the same helper
+    assert density._map_recipe is None and density._scale_map_marker.exists()
+    again = ModelDensity(model, compile_ahead=True)
+    assert started == ["the densities"]  # both recorded: no helper again
+    x = _pairs(density)[:, :density.n_dim]
+    mine, theirs = density.parts(x), again.parts(x)
+    np.testing.assert_array_equal(mine.log_prior, theirs.log_prior)
+    np.testing.assert_array_equal(mine.log_likelihood, theirs.log_likelihood)
+    np.testing.assert_array_equal(mine.grad_log_likelihood, theirs.grad_log_likelihood)
 
 
 class _Unloadable:
@@ -73,13 +100,13 @@ class _Unloadable:
 
 
 def test_a_failing_helper_only_means_compiling_here(cache_dir, monkeypatch):
-    helper = compile_ahead.start(_Unloadable())
+    helper = compile_ahead.start(_Unloadable(), "nothing")
     helper._process.wait(timeout=START_TIMEOUT)
     assert not helper.wait()
     assert not helper._path.exists()
     # A density whose helper failed compiles its map itself.
     monkeypatch.setattr(density_module, "start_compile_ahead",
-                        lambda recipe: compile_ahead.start(_Unloadable()))
+                        lambda recipe, label: compile_ahead.start(_Unloadable(), label))
     density = ModelDensity(_schools(), compile_ahead=True)
     density._ahead._process.wait(timeout=START_TIMEOUT)
     moved, _ = density.location_scale_map(_pairs(density))
@@ -98,7 +125,7 @@ class _Unpicklable:
 
 def test_a_recipe_that_does_not_pickle_starts_no_helper(cache_dir):
     before = set(Path(tempfile.gettempdir()).glob("pymc_bdmc_ahead_*"))
-    assert compile_ahead.start(_Unpicklable()) is None
+    assert compile_ahead.start(_Unpicklable(), "nothing") is None
     assert set(Path(tempfile.gettempdir()).glob("pymc_bdmc_ahead_*")) == before
 
 
@@ -117,3 +144,40 @@ def test_no_helper_without_a_second_local_core(cache_dir):
 def test_no_helper_with_the_cache_off(monkeypatch):
     monkeypatch.setattr(rewrite_cache, "CACHE_DIR", "off")
     assert ModelDensity(_schools(), compile_ahead=True)._ahead is None
+
+
+# A model new to an empty machine-wide cache, its densities evaluated in a new interpreter.
+FIRST_RUN = textwrap.dedent("""
+    import numpy as np
+    import pymc as pm
+    from pymc_bdmc.model.density import ModelDensity
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfNormal("tau", 5.0)
+        theta = pm.Normal("theta", mu, tau, shape=4)
+        pm.Normal("y", theta, [15.0, 10.0, 16.0, 11.0], observed=[28.0, 8.0, -3.0, 7.0])
+    density = ModelDensity(model)
+    x = np.random.default_rng(1).normal(size=(16, density.n_dim))
+    parts = density.parts(x)
+    print([float(v) for v in (*parts.log_prior, *parts.log_likelihood)])
+""")
+
+
+def test_a_first_run_gives_the_numbers_of_every_later_run(tmp_path):
+    """Numba's code compiled in a process rounds otherwise than the same code loaded later.
+
+    So a helper compiles what is new, and the first run loads it as later runs do.
+    """
+    env = {**os.environ, "PYTENSOR_FLAGS": f"base_compiledir={tmp_path}"}
+    env.pop("PYMC_BDMC_REWRITE_CACHE", None)  # under that compile directory
+
+    def run() -> str:
+        proc = subprocess.run([sys.executable, "-c", FIRST_RUN], capture_output=True,
+                              text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    first = run()
+    assert (tmp_path / "pymc_bdmc_rewrites" / "batched").is_dir()  # compiled, recorded
+    assert run() == first

@@ -103,26 +103,17 @@ def test_a_notebook_cell_runs_once_with_worker_processes(tmp_path):
     _check(log, out)
 
 
-# A model with a scale group, on an empty cache of rewritten graphs: a helper interpreter
-# compiles its scale moves' map ahead (pymc_bdmc/model/compile_ahead.py). The call is made to
-# wait for the helper to compile (else it stops a helper still starting, on a warm machine).
+# A model with a scale group, on an empty cache of rewritten graphs: helper interpreters
+# compile its densities and its scale moves' map (pymc_bdmc/model/compile_ahead.py).
 HELPER_CODE = textwrap.dedent("""
     import logging, os, sys
     import pymc as pm
     import pymc_bdmc as pmb
-    from pymc_bdmc.model import compile_ahead
 
     with open({log!r}, "a") as log:
         log.write(f"{{os.getpid()}}\\n")
     logging.basicConfig(stream=sys.stderr)
     logging.getLogger("pymc_bdmc.model.density").setLevel(logging.DEBUG)
-    wait = compile_ahead.AheadCompile.wait
-
-    def wait_until_compiling(helper):
-        helper._compiling.wait(300)
-        return wait(helper)
-
-    compile_ahead.AheadCompile.wait = wait_until_compiling
     with pm.Model():
         mu = pm.Normal("mu", 0, 5)
         tau = pm.HalfNormal("tau", 5)
@@ -140,5 +131,6 @@ def test_the_compiling_helper_never_runs_the_users_script(tmp_path):
                           text=True, timeout=600,
                           env={**os.environ, "PYMC_BDMC_REWRITE_CACHE": str(tmp_path / "rw")})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "The helper compiled the densities" in proc.stderr, proc.stderr[-3000:]
     assert "The helper compiled the scale moves' map" in proc.stderr, proc.stderr[-3000:]
     assert len(log.read_text().split()) == 1

@@ -476,7 +476,7 @@ class CaseDensity:
     def _check_term_shapes(self, x, terms, names, n_cases) -> None:
         shape_fn = self.density._compile([x], [t.shape for t in terms], mode=ONE_SHOT_MODE,
                                          on_unused_input="ignore")
-        point = self.density._validation_points()[0]
+        point = self.density.validation_points()[0]
         shapes = [tuple(int(d) for d in s) for s in shape_fn(point)]
         bad = {name: shape for name, shape in zip(names, shapes, strict=True)
                if _leading(shape) != n_cases}
@@ -519,7 +519,7 @@ class CaseDensity:
         n_cases = layout.n_cases
         if n_cases < 2:
             return
-        base = self.density._validation_points()[1]
+        base = self.density.validation_points()[1]
         cases = np.unique(np.linspace(0, n_cases - 1, min(n_cases, INDEPENDENCE_CHECK_CASES))
                           .round().astype(int))
         x = np.tile(base, (len(cases) + 1, 1))

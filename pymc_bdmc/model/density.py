@@ -55,15 +55,17 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
     register_fused_kernel,
 )
 from pymc_bdmc.model.compile_ahead import start as start_compile_ahead
+from pymc_bdmc.model.first_compile import (
+    DensitiesRecipe,
+    compile_densities,
+    first_compilation,
+    gradient_outputs,
+    scale_map_recipe,
+)
 from pymc_bdmc.model.hyperparameters import hyperparameter_inputs
 from pymc_bdmc.model.layout import DensityParts, FlatLayout, ObservationParts
 from pymc_bdmc.model.location_scale import LocationScaleStructure, find_location_scale
-from pymc_bdmc.model.rewrite_cache import (
-    compile_function,
-    compiled_before,
-    compiled_marker,
-    note_compiled,
-)
+from pymc_bdmc.model.rewrite_cache import compile_function, note_compiled
 from pymc_bdmc.model.threads import row_split
 
 __all__ = ["COMPILE_LOCK", "DensityParts", "FlatLayout", "ModelDensity", "ObservationParts",
@@ -191,8 +193,9 @@ class ModelDensity:
         innovations).
     compile_ahead : bool, default False
         Where the model's scale moves' map was never compiled on this machine, let a helper
-        interpreter compile it while this one compiles the densities
-        (:mod:`pymc_bdmc.model.compile_ahead`).
+        interpreter compile it meanwhile (:mod:`pymc_bdmc.model.compile_ahead`); else one
+        compiles it where first needed. Densities new to this machine are compiled by a helper
+        either way (:mod:`pymc_bdmc.model.first_compile`).
 
     Notes
     -----
@@ -256,19 +259,18 @@ class ModelDensity:
         self._scale_map_fn = None
         # Where compiling the scale moves' map is recorded, keyed before anything compiles; a
         # helper compiles the map meanwhile, where it is new to this machine.
-        self._scale_map_marker, self._ahead = self._scale_map_ahead(x, compile_ahead)
+        self._scale_map_marker, self._map_recipe = scale_map_recipe(self, x)
+        self._ahead = None  # the helper compiling the map, where one was started
+        if compile_ahead and self._map_recipe is not None:
+            self._ahead = start_compile_ahead(self._map_recipe, "the scale moves' map")
+            self._map_recipe = None
         outputs = [prior_x, lik_x]
         self._densities, self._gradient_graph = (x, outputs), None
         if self.gradients:
-            first = self._first_compilation(x, outputs)
-            # Keyed by the densities: a choice recorded before is loaded without their
-            # gradients' graph, which is built where needed (hot_graph).
-            self._parts_fn, self.batching = self._compile_batched(
-                x, lambda: self.hot_graph[1], keyed_by=(outputs, "with gradients"))
-            note_compiled(first)
+            self._compile_densities(x, outputs)
             # Where rows cannot depend on the batch, two threads may share a large call.
             self._split_parts = row_split(self._parts_fn, self.batching,
-                                          self._validation_points())
+                                          self.validation_points())
         else:
             self._parts_fn, self.batching, self._split_parts = None, "lazy", None
         self._fused = self._terms_graph = self._terms_fn = self._split_terms = None
@@ -286,14 +288,28 @@ class ModelDensity:
         ``(x, [log_prior, log_likelihood, grad_log_prior, grad_log_likelihood])``.
         """
         if self._gradient_graph is None:
-            x, (prior_x, lik_x) = self._densities
-            # One rewrite pass for both graphs (it is a large share of compile time on small
-            # models). A likelihood free of the parameters is legitimate: its gradient is zero.
-            pre_prior, pre_lik = rewrite_pregrad([prior_x, lik_x])
-            grads = [pytensor.grad(pre, x, disconnected_inputs="ignore")
-                     for pre in (pre_prior, pre_lik)]
-            self._gradient_graph = (x, [prior_x, lik_x, *grads])
+            x, densities = self._densities
+            self._gradient_graph = (x, gradient_outputs(x, densities))
         return self._gradient_graph
+
+    def _compile_densities(self, x, densities) -> None:
+        """Compile the batched densities and gradients, by a helper where new to this machine.
+
+        Keyed by the densities: a choice recorded before is loaded without their gradients'
+        graph, which is built where needed (:attr:`hot_graph`).
+        """
+        first = None if self.compile_kwargs else first_compilation(x, densities)
+        if first is not None:
+            recipe = DensitiesRecipe(x, densities, self.validation_points(), self.continuous,
+                                     self.model.check_bounds, then=self._map_recipe)
+            helper = start_compile_ahead(recipe, "the densities")
+            if helper is not None and helper.wait():
+                self._map_recipe = None  # compiled after the densities
+        with self.model:
+            self._parts_fn, self.batching = compile_densities(
+                self._compile, x, densities, self.validation_points(), self.continuous,
+                build=lambda: self.hot_graph[1], remember=not self.compile_kwargs)
+        note_compiled(first)
 
     def _replace_data(self, outputs):
         if not self._data_replace:
@@ -301,18 +317,20 @@ class ModelDensity:
         return list(graph_replace(list(outputs), self._data_replace, strict=False))
 
     @property
-    def _continuous(self) -> np.ndarray:
+    def continuous(self) -> np.ndarray:
         """Flat indices of the continuous coordinates."""
         discrete = np.zeros(self.n_dim, dtype=bool)
         for name, slc in zip(self.layout.names, self.layout.slices, strict=True):
             discrete[slc] = self.layout.is_discrete(name)
         return np.flatnonzero(~discrete)
 
-    def _validation_points(self) -> np.ndarray:
-        # Three distinct points near the initial point, made without any random generator.
-        # Discrete coordinates stay at their (valid, integer) initial values.
+    def validation_points(self) -> np.ndarray:
+        """Three distinct points near the initial point, where compiled functions are checked.
+
+        Made without any random generator; discrete coordinates keep their initial values.
+        """
         x0 = self.layout.ravel(self._initial_point)
-        continuous = self._continuous
+        continuous = self.continuous
         wiggle, reverse = np.zeros(self.n_dim), np.zeros(self.n_dim)
         wiggle[continuous] = np.sin(np.arange(1, continuous.size + 1) * 1.7)
         reverse[continuous] = wiggle[continuous][::-1]
@@ -324,9 +342,9 @@ class ModelDensity:
         The model's context keys a recorded choice by ``check_bounds``, as its function is.
         """
         with self.model:
-            return compile_batched(self._compile, x, outputs, self._validation_points(),
+            return compile_batched(self._compile, x, outputs, self.validation_points(),
                                    extra_inputs=extra_inputs, extra_values=extra_values,
-                                   movable=self._continuous, remember=not self.compile_kwargs,
+                                   movable=self.continuous, remember=not self.compile_kwargs,
                                    **kwargs)
 
     def _compile(self, inputs, outputs, **kwargs):
@@ -409,65 +427,26 @@ class ModelDensity:
         if self._scale_map_fn is None:
             if not self.location_scale:
                 raise ValueError("This model has no scale groups.")
+            if self._ahead is None and self._map_recipe is not None:
+                self._ahead = start_compile_ahead(self._map_recipe, "the scale moves' map")
+                self._map_recipe = None
             if self._ahead is not None:
                 self._ahead.wait()  # its compilation is then loaded from the caches
                 self._ahead = None
             self._scale_map_fn = compile_scale_map(self._compile, self._scale_map()[1],
-                                                   self._validation_points(), self._continuous,
+                                                   self.validation_points(), self.continuous,
                                                    self._scale_map_marker,
                                                    remember=not self.compile_kwargs)
         return self._scale_map_fn(np.ascontiguousarray(z, dtype=float))
-
-    def _first_compilation(self, x, outputs):
-        """Say so where the densities were never compiled on this machine; return the record.
-
-        A model's first run compiles them with Numba, which can take a minute (later runs load
-        them from the caches): the bar only says "Compiling", so the log says why it lasts.
-        Returns the record to note once compiled (:func:`~.rewrite_cache.compiled_marker`), or
-        None where it exists or nothing is recorded (cache off, or a mode of the user's).
-        """
-        if self.compile_kwargs:
-            return None
-        marker = compiled_marker([x], outputs, "densities")
-        if compiled_before(marker) is not False:
-            return None
-        logger.info("Compiling this model's densities with Numba: its first run on this machine "
-                    "can take a minute; later runs load them from the cache.")
-        return marker
-
-    def _scale_map_ahead(self, x, compile_ahead: bool):
-        """Return the scale moves' map's record of compilation and a helper compiling it.
-
-        ``(marker, helper)``: the record's place (:func:`~.rewrite_cache.compiled_marker`, None
-        without scale groups) and the :class:`~pymc_bdmc.model.compile_ahead.AheadCompile`, only
-        where ``compile_ahead`` and the map was never compiled on this machine (else None). The
-        map's graph built here is not kept (it is built again where the map is used): graphs
-        kept by every model compiled in a process made its garbage collections slower.
-        """
-        if not self.location_scale:
-            return None, None
-        try:
-            z, outputs = self.location_scale.map_graph(self.model, self.layout)
-        except Exception as err:  # the map is then built, and fails, where used
-            logger.debug("No scale map to compile ahead (%s).", err)
-            return None, None
-        marker = compiled_marker([z], outputs, SCALE_MAP)
-        if not compile_ahead or compiled_before(marker) is not False:
-            return marker, None
-        recipe = BatchedParts(x, [], {}, self._validation_points(), self.compile_kwargs,
-                              movable=self._continuous,
-                              scale_map=(self.location_scale.groups, (z, outputs)),
-                              scale_map_marker=marker)
-        return marker, start_compile_ahead(recipe)
 
     def batched_parts(self) -> BatchedParts:
         """The hot path alone, as a picklable :class:`BatchedParts` (for worker processes)."""
         if not self.gradients:
             raise ValueError("Only a density compiled with gradients has a batched hot path.")
         x, outputs = self.hot_graph
-        return BatchedParts(x, outputs, self._data_shared, self._validation_points(),
+        return BatchedParts(x, outputs, self._data_shared, self.validation_points(),
                             self.compile_kwargs, terms_graph=self._terms_graph,
-                            movable=self._continuous, scale_map=self._scale_map(),
+                            movable=self.continuous, scale_map=self._scale_map(),
                             scale_map_marker=self._scale_map_marker)
 
     # -- elementwise terms (Gibbs updates of discrete variables) ----------------------------
@@ -505,7 +484,7 @@ class ModelDensity:
             self._terms_fn, self._terms_batching = self._compile_batched(*self._terms_graph)
             # A Gibbs update evaluates every chain at each value: large calls, split if exact.
             self._split_terms = row_split(self._terms_fn, self._terms_batching,
-                                          self._validation_points())
+                                          self.validation_points())
         return self._terms_fn
 
     @property
@@ -548,7 +527,7 @@ class ModelDensity:
         shape_fn = self._compile([x], [t.shape for t in terms], mode=ONE_SHOT_MODE,
                                  on_unused_input="ignore")
         shapes = [tuple(int(d) for d in shape)
-                  for shape in shape_fn(self._validation_points()[0])]
+                  for shape in shape_fn(self.validation_points()[0])]
         leading = {name: shape[0] if shape else None
                    for name, shape in zip(self.observed_names, shapes, strict=True)}
         if any(size is None for size in leading.values()) or len(set(leading.values())) != 1:
@@ -575,7 +554,7 @@ class ModelDensity:
         )
         self._n_observations = int(n_obs)
         # The per-observation terms must add up to the model's own log-likelihood.
-        points = self._validation_points()
+        points = self.validation_points()
         total = self._weighted_fn(points, np.ones(n_obs))[1].sum(axis=1)
         if not np.allclose(total, self.parts(points).log_likelihood, rtol=1e-8, atol=1e-8,
                            equal_nan=True):
