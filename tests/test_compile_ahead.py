@@ -59,8 +59,19 @@ def test_a_helper_compiles_the_map_once_and_changes_nothing(cache_dir):
     assert ModelDensity(model, compile_ahead=True)._ahead is None
 
 
-def test_a_helper_needed_at_once_is_waited_for(cache_dir):
+def _without_helpers(monkeypatch, started=None):
+    """Start no helper from a density; record what it would have started."""
+    def start(recipe, label):
+        if started is not None:
+            started.append(label)
+
+    monkeypatch.setattr(density_module, "start_compile_ahead", start)
+
+
+def test_a_helper_needed_at_once_is_waited_for(cache_dir, monkeypatch):
+    _without_helpers(monkeypatch)
     density = ModelDensity(_schools())
+    assert not density._scale_map_marker.exists()
     recipe = BatchedParts(None, [], {}, density.validation_points(), {},
                           scale_map=density._scale_map(),
                           scale_map_marker=density._scale_map_marker)
@@ -129,16 +140,22 @@ def test_a_recipe_that_does_not_pickle_starts_no_helper(cache_dir):
     assert set(Path(tempfile.gettempdir()).glob("pymc_bdmc_ahead_*")) == before
 
 
-def test_no_helper_without_a_second_local_core(cache_dir):
+def test_no_map_helper_ahead_without_a_second_local_core(cache_dir, monkeypatch):
     assert not helpers_allowed(Parallel(cores=1))
     assert helpers_allowed(Parallel(cores=2))
     assert not helpers_allowed(Parallel(cores=4, executor=object()))
     assert helpers_allowed(Parallel(cores=None)) == ((os.cpu_count() or 1) > 1)
-    assert ModelDensity(_schools())._ahead is None  # not asked for
+    started = []
+    _without_helpers(monkeypatch, started)
+    density = ModelDensity(_schools())
+    assert started == ["the densities"]  # not the map: not asked for
+    assert density._map_recipe is not None  # compiled by a helper where first needed
     with pm.Model() as no_groups:
         mu = pm.Normal("mu")
         pm.Normal("y", mu, 1.0, observed=[0.1, 0.3])
-    assert ModelDensity(no_groups, compile_ahead=True)._ahead is None
+    started.clear()
+    assert ModelDensity(no_groups, compile_ahead=True)._map_recipe is None
+    assert started == ["the densities"]
 
 
 def test_no_helper_with_the_cache_off(monkeypatch):

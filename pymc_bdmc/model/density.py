@@ -60,6 +60,7 @@ from pymc_bdmc.model.first_compile import (
     compile_densities,
     first_compilation,
     gradient_outputs,
+    import_backend,
     scale_map_recipe,
 )
 from pymc_bdmc.model.hyperparameters import hyperparameter_inputs
@@ -303,6 +304,7 @@ class ModelDensity:
             recipe = DensitiesRecipe(x, densities, self.validation_points(), self.continuous,
                                      self.model.check_bounds, then=self._map_recipe)
             helper = start_compile_ahead(recipe, "the densities")
+            import_backend()  # meanwhile
             if helper is not None and helper.wait():
                 self._map_recipe = None  # compiled after the densities
         with self.model:

@@ -21,6 +21,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 from pymc.pytensorf import rewrite_pregrad
+from pytensor.link.numba.linker import NumbaLinker  # does not import Numba
 
 from pymc_bdmc.model.batching import (
     COMPILE_LOCK,
@@ -29,10 +30,15 @@ from pymc_bdmc.model.batching import (
     compile_batched,
     without_stack_traces,
 )
-from pymc_bdmc.model.rewrite_cache import compile_function, compiled_before, compiled_marker
+from pymc_bdmc.model.rewrite_cache import (
+    compile_function,
+    compiled_before,
+    compiled_marker,
+    hot_mode,
+)
 
 __all__ = ["DENSITIES_KEY", "DensitiesRecipe", "compile_densities", "first_compilation",
-           "gradient_outputs", "scale_map_recipe"]
+           "gradient_outputs", "import_backend", "scale_map_recipe"]
 
 logger = logging.getLogger("pymc_bdmc.model.density")
 
@@ -65,6 +71,15 @@ def first_compilation(x, densities: list) -> Path | None:
     logger.info("Compiling this model's densities with Numba: its first run on this machine "
                 "can take a minute; later runs load them from the cache.")
     return marker
+
+
+def import_backend() -> None:
+    """Import PyTensor's Numba backend (0.4 s), which loading the densities needs.
+
+    Called while a helper compiles them: the import is then off the call's critical path.
+    """
+    if isinstance(hot_mode().linker, NumbaLinker):
+        import pytensor.link.numba.dispatch  # noqa: F401
 
 
 def compile_densities(compile_fn, x, densities: list, points: np.ndarray, movable, build=None,
