@@ -158,6 +158,25 @@ def test_compilation_flags_key_another_record(cache_dir):
     assert len(list(cache_dir.glob("*.pkl"))) == 2
 
 
+def test_a_graph_sent_to_a_helper_or_a_worker_keeps_its_key():
+    # Pickled (a helper interpreter's recipe, a worker's densities), a graph's operations lose
+    # the hash their frozendicts cached and the objects their attributes shared: the key must
+    # not see either, or a helper's records would never be found by the process it works for.
+    import cloudpickle
+
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfNormal("tau", 5.0)
+        theta = pm.Normal("theta", mu, tau, shape=4)
+        pm.Normal("y", theta, 10.0, observed=[28.0, 8.0, -3.0, 7.0])
+    outputs = [m.varlogp, m.observedlogp]
+    for out in outputs:
+        hash(out.owner.op)  # asked for its hash, as rewriting does
+    before = graph_key(m.value_vars, outputs)[0]
+    inputs, outputs = cloudpickle.loads(cloudpickle.dumps((m.value_vars, outputs)))
+    assert graph_key(inputs, outputs)[0] == before
+
+
 def test_what_an_operation_caches_when_asked_for_its_shape_does_not_change_the_key():
     # ``pt.diag`` of a vector is an OpFromGraph that keeps its inner shape graph once a shape
     # is asked for, and a constant keeps its unique value once read: a model built again in a

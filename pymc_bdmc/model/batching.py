@@ -217,7 +217,7 @@ def _batched_matrix(node) -> bool:
 
 def compile_batched(compile_fn, x, outputs, points: np.ndarray,
                     extra_inputs=(), extra_values=(), movable=None, remember: bool = False,
-                    keyed_by=None, **kwargs):
+                    keyed_by=None, before_choosing=None, **kwargs):
     """Compile ``outputs(x)`` over a batch of ``x`` rows: one call for all chains.
 
     ``vectorize_graph`` gives the fastest graph where the model's linear algebra is shared by all
@@ -236,7 +236,9 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
     record is keyed by ``keyed_by`` where given: ``(graph, how)``, a graph of which ``outputs``
     is a deterministic function and what that function is (the densities before their
     gradients, ``"with gradients"``), and ``outputs`` may then be a function that builds them,
-    called only where no recorded choice is loaded. Returns ``(function, batching)``.
+    called only where no recorded choice is loaded. Where none is, ``before_choosing()`` (if
+    given) may have it made elsewhere (a helper interpreter, :mod:`.first_compile`): where it
+    returns True, the record is looked up again. Returns ``(function, batching)``.
     """
     extra_inputs, extra_values = list(extra_inputs), list(extra_values)
     batch_x = pt.matrix("x_batch", dtype=x.dtype, shape=(None, x.type.shape[0]))
@@ -249,6 +251,9 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
                                f"{sorted(kwargs.items())!r};outputs {derived}")
         with COMPILE_LOCK:
             loaded = load_choice(record, [batch_x, *extra_inputs], **kwargs)
+        if loaded is None and before_choosing is not None and before_choosing():
+            with COMPILE_LOCK:
+                loaded = load_choice(record, [batch_x, *extra_inputs], **kwargs)
         if loaded is not None:
             return loaded
     if callable(outputs):

@@ -470,7 +470,7 @@ class CaseDensity:
             pytensor.grad(pre_prior, x, disconnected_inputs="ignore"),
             pytensor.grad(pre_lik, x, disconnected_inputs="ignore"),
         ]
-        self._fn, self.batching = self.density._compile_batched(x, outputs)
+        self._fn, self.batching = self.density.batched_function(x, outputs)
         self._check_independent_cases()
 
     def _check_term_shapes(self, x, terms, names, n_cases) -> None:

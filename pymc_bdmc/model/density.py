@@ -56,6 +56,7 @@ from pymc_bdmc.model.batching import (  # noqa: F401  (re-exported: the model la
 )
 from pymc_bdmc.model.compile_ahead import start as start_compile_ahead
 from pymc_bdmc.model.first_compile import (
+    BatchedRecipe,
     DensitiesRecipe,
     compile_densities,
     first_compilation,
@@ -338,16 +339,24 @@ class ModelDensity:
         reverse[continuous] = wiggle[continuous][::-1]
         return np.stack([x0, x0 + 0.1 * wiggle, x0 - 0.2 * reverse])
 
-    def _compile_batched(self, x, outputs, extra_inputs=(), extra_values=(), **kwargs):
+    def batched_function(self, x, outputs, extra_inputs=(), extra_values=(), **kwargs):
         """Compile ``outputs(x)`` over a batch of rows (:func:`compile_batched`), in the model.
 
-        The model's context keys a recorded choice by ``check_bounds``, as its function is.
+        The model's context keys a recorded choice by ``check_bounds``, as its function is. A
+        function new to this machine is compiled by a helper (:mod:`.first_compile`).
         """
+        def by_a_helper() -> bool:
+            recipe = BatchedRecipe(x, list(outputs), self.validation_points(), self.continuous,
+                                   self.model.check_bounds, tuple(extra_inputs),
+                                   tuple(extra_values))
+            helper = start_compile_ahead(recipe, "a batched function")
+            return helper is not None and helper.wait()
+
         with self.model:
             return compile_batched(self._compile, x, outputs, self.validation_points(),
                                    extra_inputs=extra_inputs, extra_values=extra_values,
                                    movable=self.continuous, remember=not self.compile_kwargs,
-                                   **kwargs)
+                                   before_choosing=by_a_helper, **kwargs)
 
     def _compile(self, inputs, outputs, **kwargs):
         self.n_compilations += 1
@@ -370,7 +379,7 @@ class ModelDensity:
             prior, lik, grad_prior, grad_lik = (self._split_parts or self._parts_fn)(x)
         else:
             if self._parts_fn is None:
-                self._parts_fn, self.batching = self._compile_batched(*self._densities)
+                self._parts_fn, self.batching = self.batched_function(*self._densities)
             (prior, lik), grad_prior = self._parts_fn(x), np.zeros(x.shape)
             grad_lik = grad_prior
         return finite_parts(prior, lik, grad_prior, grad_lik)
@@ -483,7 +492,7 @@ class ModelDensity:
         if self._terms_fn is None:
             if self._terms_graph is None:
                 self._terms_graph = self._build_terms_graph()
-            self._terms_fn, self._terms_batching = self._compile_batched(*self._terms_graph)
+            self._terms_fn, self._terms_batching = self.batched_function(*self._terms_graph)
             # A Gibbs update evaluates every chain at each value: large calls, split if exact.
             self._split_terms = row_split(self._terms_fn, self._terms_batching,
                                           self.validation_points())
@@ -550,7 +559,7 @@ class ModelDensity:
         grad_prior = pytensor.grad(rewrite_pregrad(prior_x), x, disconnected_inputs="ignore")
         grad_lik = pytensor.grad(rewrite_pregrad(weighted), x, disconnected_inputs="ignore")
         check_weights = np.linspace(0.1, 1.0, n_obs)
-        self._weighted_fn, _ = self._compile_batched(
+        self._weighted_fn, _ = self.batched_function(
             x, [prior_x, per_obs, grad_prior, grad_lik], extra_inputs=[weights],
             extra_values=[check_weights],
         )
@@ -621,7 +630,7 @@ class ModelDensity:
             graph = self._replace_data(new_outs)
             fn = compile_per_row(
                 self._compile, x_in, graph, on_unused_input="ignore",
-                batched=lambda: self._compile_batched(x_in, graph, mode=ONE_SHOT_MODE,
+                batched=lambda: self.batched_function(x_in, graph, mode=ONE_SHOT_MODE,
                                                       on_unused_input="ignore")[0])
             self._constrain_fn = ([o.name for o in outs], fn)
         names, fn = self._constrain_fn

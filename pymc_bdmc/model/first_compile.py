@@ -37,8 +37,8 @@ from pymc_bdmc.model.rewrite_cache import (
     hot_mode,
 )
 
-__all__ = ["DENSITIES_KEY", "DensitiesRecipe", "compile_densities", "first_compilation",
-           "gradient_outputs", "import_backend", "scale_map_recipe"]
+__all__ = ["DENSITIES_KEY", "BatchedRecipe", "DensitiesRecipe", "compile_densities",
+           "first_compilation", "gradient_outputs", "import_backend", "scale_map_recipe"]
 
 logger = logging.getLogger("pymc_bdmc.model.density")
 
@@ -128,6 +128,31 @@ class DensitiesRecipe:
             fn = compile_function(inputs, outputs, **kwargs)
         fn.trust_input = True
         return fn
+
+
+@dataclass
+class BatchedRecipe:
+    """What a helper compiles: any batched function of a density (:func:`compile_batched`).
+
+    Its elementwise terms (Gibbs updates), its densities without gradients, its weighted
+    likelihood: the arguments a :class:`~pymc_bdmc.model.density.ModelDensity` compiles them
+    with, so that the choice is recorded where that density looks it up.
+    """
+
+    x: object
+    outputs: list
+    points: np.ndarray
+    movable: np.ndarray
+    check_bounds: bool
+    extra_inputs: tuple = ()
+    extra_values: tuple = ()
+
+    def compile_ahead(self) -> None:
+        """Compile the function and record its choice in the disk caches (the helper's work)."""
+        with pm.Model(check_bounds=self.check_bounds), without_stack_traces():
+            compile_batched(DensitiesRecipe._compile, self.x, self.outputs, self.points,
+                            extra_inputs=self.extra_inputs, extra_values=self.extra_values,
+                            movable=self.movable, remember=True)
 
 
 def scale_map_recipe(density, x):

@@ -43,6 +43,7 @@ from pytensor.graph.basic import Constant, NominalVariable, Variable
 from pytensor.graph.fg import AbstractFunctionGraph
 from pytensor.graph.rewriting.basic import SequentialGraphRewriter
 from pytensor.graph.traversal import io_toposort
+from pytensor.misc.frozendict import frozendict
 from pytensor.tensor.sharedvar import TensorSharedVariable
 
 from pymc_bdmc.model.inner_graphs import nodes_within
@@ -82,7 +83,9 @@ class _KeyPickler(pickle.Pickler):
     Variables inside operations lose their automatic names; inner graphs (an ``OpFromGraph``'s,
     a ``Scan``'s) are described by their own :func:`graph_key`, since a ``FunctionGraph``'s
     state holds timings and traversal-ordered bookkeeping; compiled functions an operation keeps
-    are left out, and so are the private attributes of an ``OpFromGraph`` and of variables
+    are left out, and so are a ``frozendict``'s cached hash (set once it is hashed, absent from
+    a graph unpickled in a helper or worker), the private attributes of an ``OpFromGraph`` and
+    of variables
     (caches filled when asked for shapes, gradients or a constant's unique value, which would
     otherwise key one graph two ways in one process).
     """
@@ -99,6 +102,8 @@ class _KeyPickler(pickle.Pickler):
             return str, (f"inner graph {inner[0]}",)
         if isinstance(obj, Function):
             return str, ("compiled function",)
+        if isinstance(obj, frozendict):  # by its items: not whether its hash was asked for
+            return frozendict, (dict(obj),)
         # Nominal variables (inner graphs' inputs) are named by position already.
         if isinstance(obj, Variable) and not isinstance(obj, NominalVariable):
             state = {k: v for k, v in obj.__dict__.items()
@@ -108,8 +113,15 @@ class _KeyPickler(pickle.Pickler):
 
 
 def _op_bytes(op) -> bytes:
+    """An operation's bytes for the key: by value, whatever objects its attributes share.
+
+    Without pickle's memo, two equal operations give the same bytes where one shares an object
+    between attributes and the other holds equal copies (as after unpickling in a helper).
+    """
     buffer = io.BytesIO()
-    _KeyPickler(buffer, protocol=5).dump(op)
+    pickler = _KeyPickler(buffer, protocol=5)
+    pickler.fast = True
+    pickler.dump(op)
     return buffer.getvalue()
 
 
@@ -154,7 +166,7 @@ def graph_key(inputs, outputs, extra: str = "") -> tuple[str, list] | None:
             for k, out in enumerate(node.outputs):
                 token[out] = f"n{n}.{k}"
                 digest.update(f"->{out.type};".encode())
-    except (pickle.PicklingError, TypeError, AttributeError):
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
         return None
     for out in outputs:
         if out not in token:  # an output that is an input or constant itself
