@@ -327,13 +327,15 @@ def test_a_walks_gradient_is_vectorized_with_its_lengths_folded():
     _assert_parts_are_pymcs(model, density, rng)
 
 
-def test_a_fold_that_fails_leaves_the_graph_vectorized_as_it_is(monkeypatch):
+def test_a_fold_that_fails_leaves_the_graph_vectorized_as_it_is(cache_dir, monkeypatch):
     from pymc_bdmc.model import batching
+    from pymc_bdmc.model import density as density_module
 
     def failing(outputs):
         raise RuntimeError("a rewrite failed")
 
     monkeypatch.setattr(batching, "fold_static_shapes", failing)
+    monkeypatch.setattr(density_module, "start_compile_ahead", lambda recipe, label: None)
     rng = np.random.default_rng(4)
     model = _walk_model(rng)
     density = ModelDensity(model)
