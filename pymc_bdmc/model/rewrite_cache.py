@@ -113,7 +113,7 @@ class _KeyPickler(pickle.Pickler):
 
 
 def _op_bytes(op) -> bytes:
-    """An operation's bytes for the key: by value, whatever objects its attributes share.
+    """Return an operation's bytes for the key: by value, whatever objects its attributes share.
 
     Without pickle's memo, two equal operations give the same bytes where one shares an object
     between attributes and the other holds equal copies (as after unpickling in a helper).
