@@ -5,7 +5,8 @@ its ``base_compiledir``, ``~/.pytensor``), as this package keeps its rewritten g
 A model's first run pays for compiling; later runs, in any process, load it. Every other table
 times warm runs; this one times each side's first run in a new interpreter with an empty
 ``base_compiledir`` of its own, then a second run in another new interpreter with that
-directory as the first left it.
+directory as the first left it, and says whether pymc_bdmc's two runs gave the same bounds to
+the last bit (they must: :mod:`pymc_bdmc.model.first_compile`).
 
 Run from the repository root::
 
@@ -40,8 +41,10 @@ DEMO = ("from pymc_bdmc import known_evidence; "
 CALLS = {
     "pymc_bdmc": ("import pymc_bdmc as pmb\n"
                   "with model:\n"
-                  "    pmb.sample_bdmc(random_seed=0, progressbar=False)\n"
-                  "    pmb.sample_ais(random_seed=100, progressbar=False)\n"),
+                  "    bd = pmb.sample_bdmc(random_seed=0, progressbar=False)\n"
+                  "    ais = pmb.sample_ais(random_seed=100, progressbar=False)\n"
+                  "numbers = [float(bd['evidence'][k]) for k in ('lower', 'upper')]\n"
+                  "numbers.append(float(ais['evidence']['lower']))\n"),
     # One core: no helper interpreter compiles the scale moves' map ahead (``--one-core``).
     "pymc_bdmc, cores=1": ("import pymc_bdmc as pmb\n"
                            "with model:\n"
@@ -62,17 +65,25 @@ sys.path.insert(0, {root!r})
 model = getattr(built, "model", built)
 start = time.perf_counter()
 {call}
-print(time.perf_counter() - start)
+seconds = time.perf_counter() - start
+print(repr(globals().get("numbers")))  # the bounds, to the last bit (pymc_bdmc's calls)
+print(seconds)
 """
 
 
-def seconds(build: str, call: str, compiledir: str) -> float:
-    """Seconds of ``call`` on the model ``build`` makes, in a new interpreter."""
+def run(build: str, call: str, compiledir: str) -> tuple[float, str]:
+    """Seconds of ``call`` on the model ``build`` makes, in a new interpreter, and its bounds."""
     env = {**os.environ, "PYTENSOR_FLAGS": f"base_compiledir={compiledir}"}
     code = CHILD.format(root=str(ROOT), build=build, call=call)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env)
-    return float(out.stdout.split()[-1])
+    numbers, seconds_taken = out.stdout.splitlines()[-2:]
+    return float(seconds_taken), numbers
+
+
+def seconds(build: str, call: str, compiledir: str) -> float:
+    """Seconds of ``call`` on the model ``build`` makes, in a new interpreter."""
+    return run(build, call, compiledir)[0]
 
 
 def main(argv=None) -> None:
@@ -97,18 +108,21 @@ def main(argv=None) -> None:
     for name, build in MODELS.items():
         if args.only and not any(s in name for s in args.only):
             continue
-        times = {}
+        times, numbers = {}, {}
         for label in ("pymc_bdmc", "pm.sample_smc"):
             call = CALLS[label]
             with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
                 if args.after_demo:
                     seconds(DEMO, call, compiledir)
-                times[label] = (seconds(build, call, compiledir),
-                                seconds(build, call, compiledir))
+                (cold, numbers[label]), (warm, again) = (run(build, call, compiledir),
+                                                         run(build, call, compiledir))
+                times[label] = (cold, warm)
+                numbers[label] = "yes" if numbers[label] == again else "NO"
         (ours_cold, ours_warm), (smc_cold, smc_warm) = times["pymc_bdmc"], times["pm.sample_smc"]
         print(f"{name:28s} first run {ours_cold:6.1f} s against {smc_cold:6.1f} s (ratio "
               f"{ours_cold / smc_cold:.2f}); second {ours_warm:5.1f} s against {smc_warm:5.1f} s "
-              f"(ratio {ours_warm / smc_warm:.2f})", flush=True)
+              f"(ratio {ours_warm / smc_warm:.2f}); first run's bounds the second's to the "
+              f"last bit: {numbers['pymc_bdmc']}", flush=True)
 
 
 def helper_or_not(only, after_demo: bool, repeats: int) -> None:
