@@ -301,18 +301,28 @@ class ModelDensity:
         graph, which is built where needed (:attr:`hot_graph`).
         """
         first = None if self.compile_kwargs else first_compilation(x, densities)
-        if first is not None:
+
+        def by_a_helper() -> bool:
             recipe = DensitiesRecipe(x, densities, self.validation_points(), self.continuous,
                                      self.model.check_bounds, then=self._map_recipe)
-            helper = start_compile_ahead(recipe, "the densities")
-            import_backend()  # meanwhile
-            if helper is not None and helper.wait():
-                self._map_recipe = None  # compiled after the densities
+            if not self._by_a_helper(recipe, "the densities"):
+                return False
+            self._map_recipe = None  # compiled after the densities
+            return True
+
         with self.model:
             self._parts_fn, self.batching = compile_densities(
                 self._compile, x, densities, self.validation_points(), self.continuous,
-                build=lambda: self.hot_graph[1], remember=not self.compile_kwargs)
+                build=lambda: self.hot_graph[1], remember=not self.compile_kwargs,
+                before_choosing=by_a_helper)
         note_compiled(first)
+
+    @staticmethod
+    def _by_a_helper(recipe, label: str) -> bool:
+        """Return whether a helper compiled ``recipe`` into the caches (:mod:`.first_compile`)."""
+        helper = start_compile_ahead(recipe, label)
+        import_backend()  # meanwhile
+        return helper is not None and helper.wait()
 
     def _replace_data(self, outputs):
         if not self._data_replace:
@@ -346,11 +356,10 @@ class ModelDensity:
         function new to this machine is compiled by a helper (:mod:`.first_compile`).
         """
         def by_a_helper() -> bool:
-            recipe = BatchedRecipe(x, list(outputs), self.validation_points(), self.continuous,
-                                   self.model.check_bounds, tuple(extra_inputs),
-                                   tuple(extra_values))
-            helper = start_compile_ahead(recipe, "a batched function")
-            return helper is not None and helper.wait()
+            return self._by_a_helper(BatchedRecipe(
+                x, list(outputs), self.validation_points(), self.continuous,
+                self.model.check_bounds, tuple(extra_inputs), tuple(extra_values)),
+                "a batched function")
 
         with self.model:
             return compile_batched(self._compile, x, outputs, self.validation_points(),

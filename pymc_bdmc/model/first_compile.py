@@ -38,7 +38,8 @@ from pymc_bdmc.model.rewrite_cache import (
 )
 
 __all__ = ["DENSITIES_KEY", "BatchedRecipe", "DensitiesRecipe", "compile_densities",
-           "first_compilation", "gradient_outputs", "import_backend", "scale_map_recipe"]
+           "compile_here", "first_compilation", "gradient_outputs", "import_backend",
+           "scale_map_recipe"]
 
 logger = logging.getLogger("pymc_bdmc.model.density")
 
@@ -83,19 +84,27 @@ def import_backend() -> None:
 
 
 def compile_densities(compile_fn, x, densities: list, points: np.ndarray, movable, build=None,
-                      remember: bool = True):
+                      remember: bool = True, before_choosing=None):
     """Compile the batched densities and gradients: ``(function, batching)``.
 
     :func:`compile_batched`, keyed by the densities (:data:`DENSITIES_KEY`), so that a choice
     recorded before loads without building their gradients; ``build`` builds the outputs of
-    :func:`gradient_outputs` where they are needed (by default, here). Call in the model's
-    context: its ``check_bounds`` keys the record.
+    :func:`gradient_outputs` where they are needed (by default, here); ``before_choosing`` is
+    :func:`compile_batched`'s. Call in the model's context: its ``check_bounds`` keys the record.
     """
     if build is None:
         def build():
             return gradient_outputs(x, densities)
     return compile_batched(compile_fn, x, build, points, movable=movable, remember=remember,
-                           keyed_by=(densities, DENSITIES_KEY))
+                           keyed_by=(densities, DENSITIES_KEY), before_choosing=before_choosing)
+
+
+def compile_here(inputs, outputs, **kwargs):
+    """Compile in this (the helper's) process, in the hot mode, with the disk caches."""
+    with COMPILE_LOCK:
+        fn = compile_function(inputs, outputs, **kwargs)
+    fn.trust_input = True
+    return fn
 
 
 @dataclass
@@ -118,16 +127,9 @@ class DensitiesRecipe:
     def compile_ahead(self) -> None:
         """Compile the densities into the disk caches (the helper's work), then ``then``'s."""
         with pm.Model(check_bounds=self.check_bounds), without_stack_traces():
-            compile_densities(self._compile, self.x, self.densities, self.points, self.movable)
+            compile_densities(compile_here, self.x, self.densities, self.points, self.movable)
         if self.then is not None:
             self.then.compile_ahead()
-
-    @staticmethod
-    def _compile(inputs, outputs, **kwargs):
-        with COMPILE_LOCK:
-            fn = compile_function(inputs, outputs, **kwargs)
-        fn.trust_input = True
-        return fn
 
 
 @dataclass
@@ -150,7 +152,7 @@ class BatchedRecipe:
     def compile_ahead(self) -> None:
         """Compile the function and record its choice in the disk caches (the helper's work)."""
         with pm.Model(check_bounds=self.check_bounds), without_stack_traces():
-            compile_batched(DensitiesRecipe._compile, self.x, self.outputs, self.points,
+            compile_batched(compile_here, self.x, self.outputs, self.points,
                             extra_inputs=self.extra_inputs, extra_values=self.extra_values,
                             movable=self.movable, remember=True)
 
