@@ -42,11 +42,13 @@ def _chooser_digest() -> str:
     Where the source cannot be read (an installation without it), the package's version stands
     in for it (``rewrite_cache.environment`` holds it too).
     """
+    digest = hashlib.sha256()
     try:
-        source = Path(__file__).with_name("batching.py").read_bytes()
+        for module in ("batching.py", "native_batching.py"):
+            digest.update(Path(__file__).with_name(module).read_bytes())
     except OSError:
         return "unread"
-    return hashlib.sha256(source).hexdigest()[:16]
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

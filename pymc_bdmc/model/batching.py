@@ -32,6 +32,7 @@ from pytensor.tensor.shape import Shape, Shape_i
 
 from pymc_bdmc.model.batched_records import choice_record, load_choice, note_choice
 from pymc_bdmc.model.layout import DensityParts
+from pymc_bdmc.model.native_batching import inline_symbolic, join_along_batch
 from pymc_bdmc.model.rewrite_cache import compile_function, compiled_marker, note_compiled
 
 __all__ = [
@@ -267,9 +268,9 @@ def compile_batched(compile_fn, x, outputs, points: np.ndarray,
 def _choose_batched(compile_fn, x, batch_x, outputs, points, extra_inputs, extra_values,
                     movable, kwargs):
     """:func:`compile_batched`'s choice between the vectorized graph and the loop over chains."""
-    per_chain = checks_to_switches(outputs)
+    per_chain = inline_symbolic(checks_to_switches(outputs))
     try:
-        vectorized = vectorize_graph(per_chain, replace={x: batch_x})
+        vectorized = join_along_batch(vectorize_graph(per_chain, replace={x: batch_x}))
     except Exception as err:  # any failure means: use the safe fallback
         logger.debug("vectorize_graph failed (%s); looping over chains.", err)
         return _checked_loop(compile_fn, x, batch_x, outputs, extra_inputs, kwargs, points,
@@ -282,7 +283,8 @@ def _choose_batched(compile_fn, x, batch_x, outputs, points, extra_inputs, extra
             logger.debug("The loop over chains failed (%s); trying the vectorized graph.", err)
     if carries_shape_arithmetic(per_chain):
         try:
-            vectorized = vectorize_graph(fold_static_shapes(per_chain), replace={x: batch_x})
+            vectorized = join_along_batch(
+                vectorize_graph(fold_static_shapes(per_chain), replace={x: batch_x}))
         except Exception as err:  # the graph as it is still serves
             logger.debug("Folding its shapes failed (%s); vectorizing the graph as it is.", err)
     try:
