@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parent
 #: Models of the geometry suite and one of the gallery, built by code run in the child process.
 MODELS = {name: f"from geometry import SUITE; built = SUITE[{name!r}]()"
           for name in ("eight schools, centered", "random walk, T=60", "latent GP, 30 points")}
-MODELS["categorical draws, Dirichlet probabilities"] = ("from gallery import categorical_draws; "
-                                                       "built = categorical_draws()")
+MODELS |= {name: f"from gallery import GALLERY; built = GALLERY[{name!r}]()"
+           for name in ("categorical draws, Dirichlet probabilities",
+                        "normal mixture, 3 unsorted means", "Dirichlet-multinomial counts")}
 
 #: The model a machine has run before, with ``--after-demo``.
 DEMO = ("from pymc_bdmc import known_evidence; "
