@@ -5,6 +5,7 @@ import time
 import warnings
 
 import arviz_base
+import numba
 import numpy as np
 import pymc as pm
 
@@ -17,6 +18,18 @@ import pymc_bdmc as pmb
 # Likewise ArviZ's import and its first conversion (about 0.7 s): pymc_bdmc and pm.sample_smc
 # both import it on first use, so whichever returns a result first would pay for it.
 arviz_base.from_dict({"posterior": {"x": np.zeros((1, 2))}}, sample_dims=["chain", "draw"])
+
+
+# Likewise Numba's first compilation in a process (its typing and lowering registries, and
+# LLVM's object mode, which PyTensor's LAPACK and BLAS calls use: about 0.5 s).
+@numba.njit
+def _first_compilation(x):
+    with numba.objmode(y="float64"):
+        y = x + 1.0
+    return y
+
+
+_first_compilation(1.0)
 
 
 def seconds_per_call(fn, *args, repeat: int = 300) -> float:
