@@ -6,6 +6,7 @@ Run from the repository root::
     python3 benchmarks/compile_costs.py               # imports, pool start, every suite model
     python3 benchmarks/compile_costs.py --only "GP"   # one model (substring of its name)
     python3 benchmarks/compile_costs.py --new-process # each model in a new interpreter
+    python3 benchmarks/compile_costs.py --calls       # both calls, in a new interpreter
 
 The import and the pool start are timed in fresh processes (median of ``--repeats``). Each
 model is compiled twice in this process (the first fills PyTensor's and Numba's caches) and
@@ -14,7 +15,11 @@ default Numba mode: densities, scale maps), ``reference`` (the per-chain graph a
 is checked against), ``one-shot`` (simulators, results' constraining). With ``--new-process``,
 each model's densities are compiled in a new interpreter (after another model's) through their
 first 32-chain call, the median of ``--repeats``; the last row is a latent GP whose prior takes
-a value no run used before (a prior-sensitivity loop's next model). To compare commits, run
+a value no run used before (a prior-sensitivity loop's next model). Of that time, it also
+reports the object-mode blocks Numba compiles on the first call in a process of a function
+loaded from its cache: PyTensor's LAPACK and BLAS calls fetch each routine's address in one,
+per routine and function. ``--calls`` times ``sample_bdmc()`` and ``sample_ais()`` on a model
+new to an interpreter that ran both on another. To compare commits, run
 this file with ``PYTHONPATH`` pointing at another checkout (``git worktree add``).
 """
 
@@ -52,11 +57,53 @@ from pymc_bdmc.model.cache import compiled_model
 compiled_model(GALLERY["beta regression"](), cache=False)
 {build}
 model = getattr(built, "model", built)
+{count_object_mode}
 start = time.perf_counter()
 density = compiled_model(model, cache=False).density
 density.parts(np.tile(density.layout.ravel(model.initial_point()), (32, 1)))
-print(time.perf_counter() - start)
+print(len(object_mode), sum(object_mode), time.perf_counter() - start)
 """
+
+#: Counts and times the object-mode blocks Numba compiles from here on (``object_mode``).
+COUNT_OBJECT_MODE = """
+from numba.core.dispatcher import ObjModeLiftedWith
+object_mode, original = [], ObjModeLiftedWith.compile
+def counted(self, sig):
+    start = time.perf_counter()
+    try:
+        return original(self, sig)
+    finally:
+        object_mode.append(time.perf_counter() - start)
+ObjModeLiftedWith.compile = counted
+"""
+
+#: ``sample_bdmc()`` then ``sample_ais()`` at the defaults in a new interpreter, after both
+#: calls on another model: what a model's first calls in a process pay.
+NEW_PROCESS_CALLS = """
+import sys, time, logging
+sys.path.insert(0, {root!r})
+logging.disable(logging.WARNING)
+import numpy as np, pymc as pm
+import _common
+import pymc_bdmc as pmb
+from gallery import GALLERY
+from time_to_certificate import CLOSED_FORM
+with GALLERY["beta regression"]():
+    pmb.sample_bdmc(random_seed=1, progressbar=False)
+    pmb.sample_ais(random_seed=1, progressbar=False)
+built = {{**CLOSED_FORM, **GALLERY}}[{name!r}]()
+model = getattr(built, "model", built)
+{count_object_mode}
+start = time.perf_counter()
+with model:
+    pmb.sample_bdmc(random_seed=0, progressbar=False)
+    pmb.sample_ais(random_seed=0, progressbar=False)
+print(len(object_mode), sum(object_mode), time.perf_counter() - start)
+"""
+
+#: Models timed with ``--calls``.
+CALLS_MODELS = ("regression, 5 coefficients, N=50", "regression, 20 coefficients, N=500",
+                "latent GP on 2-D inputs")
 
 #: A latent GP whose lengthscale prior takes a value no run used before: a prior-sensitivity
 #: loop's next model.
@@ -75,11 +122,17 @@ NEW_PROCESS_MODELS = ("eight schools, centered", "random walk, T=60", "latent GP
                       "normal mixture, 3 unsorted means", "latent GP on 2-D inputs")
 
 
+def fresh_values(code: str, repeats: int) -> list[float]:
+    """Medians of the numbers ``code`` prints on its last line, each run in a new interpreter."""
+    runs = [[float(v) for v in subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True,
+        check=True).stdout.splitlines()[-1].split()] for _ in range(repeats)]
+    return [statistics.median(column) for column in zip(*runs, strict=True)]
+
+
 def fresh_seconds(code: str, repeats: int) -> float:
-    """Median seconds ``code`` prints, each run in a new interpreter."""
-    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                 check=True).stdout.split()[-1]) for _ in range(repeats)]
-    return statistics.median(runs)
+    """Median seconds ``code`` prints last, each run in a new interpreter."""
+    return fresh_values(code, repeats)[-1]
 
 
 def compile_seconds(build) -> dict[str, list[float]]:
@@ -128,7 +181,19 @@ def main(argv=None) -> None:
     parser.add_argument("--new-process", action="store_true",
                         help="each model's densities in a new interpreter, through their first "
                              "call, and a latent GP with a prior value no run used before")
+    parser.add_argument("--calls", action="store_true",
+                        help="both calls at the defaults on a model new to the interpreter")
     args = parser.parse_args(argv)
+    if args.calls:
+        for name in CALLS_MODELS:
+            if args.only and not any(s.lower() in name.lower() for s in args.only):
+                continue
+            n_object_mode, object_mode, seconds = fresh_values(NEW_PROCESS_CALLS.format(
+                root=str(ROOT), name=name, count_object_mode=COUNT_OBJECT_MODE), args.repeats)
+            print(f"{name:<36} sample_bdmc and sample_ais {seconds:.2f} s, of which "
+                  f"{n_object_mode:.0f} object-mode blocks compiled {object_mode:.2f} s "
+                  f"(medians of {args.repeats} new interpreters)", flush=True)
+        return
     if args.new_process:
         builds = {name: f"built = {{**SUITE, **GALLERY}}[{name!r}]()"
                   for name in NEW_PROCESS_MODELS}
@@ -136,10 +201,12 @@ def main(argv=None) -> None:
         for name, build in builds.items():
             if args.only and not any(s.lower() in name.lower() for s in args.only):
                 continue
-            seconds = fresh_seconds(NEW_PROCESS.format(root=str(ROOT), build=build),
-                                    args.repeats)
-            print(f"{name:<36} densities through their first call {seconds:.2f} s (median "
-                  f"of {args.repeats} new interpreters)", flush=True)
+            n_object_mode, object_mode, seconds = fresh_values(
+                NEW_PROCESS.format(root=str(ROOT), build=build,
+                                   count_object_mode=COUNT_OBJECT_MODE), args.repeats)
+            print(f"{name:<36} densities through their first call {seconds:.2f} s, of which "
+                  f"{n_object_mode:.0f} object-mode blocks compiled {object_mode:.2f} s "
+                  f"(medians of {args.repeats} new interpreters)", flush=True)
         return
     if not args.no_imports:
         print(f"import pymc_bdmc {fresh_seconds(IMPORT, args.repeats):.2f} s; first pool of 2 "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from pymc_bdmc.methods.protocol import Job, Problem
 from pymc_bdmc.model.cache import written_simulator
 from pymc_bdmc.model.checks import check_finite_start
@@ -68,6 +70,9 @@ def model_problem(job: Job, *, other: bool = False, gradients: bool = True,
     if other:
         truth = draw_in_other_form(truth, source.layout, density)
     if check_start:
-        check_finite_start(density.parts(truth.x[None, :]), "simulated parameters",
-                           density.layout, truth.x[None, :], hint=SIMULATED_START_HINT)
+        # Two rows, as the runs' batches: one row takes other BLAS routines, and each routine
+        # costs Numba a compilation at its first call in a process (compile_costs.py).
+        parts = density.parts(np.repeat(truth.x[None, :], 2, axis=0)).select(np.arange(1))
+        check_finite_start(parts, "simulated parameters", density.layout, truth.x[None, :],
+                           hint=SIMULATED_START_HINT)
     return Problem(density, simulator, truth, compile_time, attrs)
