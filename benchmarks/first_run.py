@@ -14,6 +14,7 @@ Run from the repository root::
     python3 benchmarks/first_run.py --only "eight"    # substrings of their names
     python3 benchmarks/first_run.py --after-demo      # after another model's run
     python3 benchmarks/first_run.py --shared-cache    # the models in turn, one cache per tool
+    python3 benchmarks/first_run.py --one-session     # the models in turn in one interpreter
     python3 benchmarks/first_run.py --one-core --repeats 3   # with and without the helper
 """
 
@@ -99,7 +100,13 @@ def main(argv=None) -> None:
     parser.add_argument("--shared-cache", action="store_true",
                         help="first runs of the models in turn, sharing one cache per tool "
                              "(as when a user tries variants of a model): no second runs")
+    parser.add_argument("--one-session", action="store_true",
+                        help="first runs of the models in turn in one interpreter, sharing one "
+                             "cache per tool (as in a notebook comparing them)")
     args = parser.parse_args(argv)
+    if args.one_session:
+        one_session(args.only)
+        return
     if args.shared_cache:
         in_turn(args.only)
         return
@@ -155,7 +162,41 @@ def in_turn(only=None) -> None:
               f"{smc:6.1f} s (ratio {ours / smc:.2f})", flush=True)
 
 
-#: Models run in turn by ``--shared-cache``: variants of the same kinds, as a user compares.
+SESSION = """
+import sys, time, warnings, logging
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+sys.path.insert(0, {root!r})
+for build in {builds!r}:
+    exec(build)
+    model = getattr(built, "model", built)
+    start = time.perf_counter()
+    exec({call!r})
+    print(time.perf_counter() - start, flush=True)
+"""
+
+
+def one_session(only=None) -> None:
+    """Each model's first run after the models before it, all in one interpreter per tool."""
+    names = [name for name in SHARED if not only or any(s in name for s in only)]
+    times = {}
+    for label in ("pymc_bdmc", "pm.sample_smc"):
+        with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
+            env = {**os.environ, "PYTENSOR_FLAGS": f"base_compiledir={compiledir}"}
+            code = SESSION.format(root=str(ROOT), builds=[SHARED[name] for name in names],
+                                  call=CALLS[label])
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True, env=env)
+            times[label] = [float(line) for line in out.stdout.splitlines()[-len(names):]]
+    for name, ours, smc in zip(names, times["pymc_bdmc"], times["pm.sample_smc"], strict=True):
+        print(f"{name:36s} first run after the models above, in one interpreter {ours:6.1f} s "
+              f"against {smc:6.1f} s (ratio {ours / smc:.2f})", flush=True)
+    print(f"{'all':36s} {sum(times['pymc_bdmc']):6.1f} s against "
+          f"{sum(times['pm.sample_smc']):6.1f} s", flush=True)
+
+
+#: Models run in turn by ``--shared-cache`` and ``--one-session``: variants of the same kinds,
+#: as a user compares.
 SHARED = {name: f"from geometry import SUITE; built = SUITE[{name!r}]()"
           for name in ("random walk, T=60", "random walk, T=200", "eight schools, centered",
                        "eight schools, non-centered", "random intercepts 15 x 6, centered")}

@@ -4,12 +4,14 @@ The densities of a model new to the machine, and its scale moves' map (ahead, wh
 core may be used); this process then loads them from the caches, as a later process does.
 """
 
+import io
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +23,6 @@ from pymc_bdmc.model.batching import BatchedParts
 from pymc_bdmc.model.density import ModelDensity
 from pymc_bdmc.pipeline.compile import helpers_allowed
 from pymc_bdmc.pipeline.settings import Parallel
-
-#: Seconds a helper may take to start compiling (importing PyMC takes a few).
-START_TIMEOUT = 120
 
 
 def _schools():
@@ -46,7 +45,7 @@ def test_a_helper_compiles_the_map_once_and_changes_nothing(cache_dir):
     density = ModelDensity(model, compile_ahead=True)
     helper = density._ahead
     assert helper is not None  # the map is new to this (empty) cache
-    assert helper._process.wait(timeout=START_TIMEOUT) == 0
+    assert helper.wait()
     assert density._scale_map_marker.exists()  # recorded by the helper, once compiled
     moved, log_jacobian = density.location_scale_map(_pairs(density))
     assert density._ahead is None
@@ -77,7 +76,6 @@ def test_a_helper_needed_at_once_is_waited_for(cache_dir, monkeypatch):
                           scale_map_marker=density._scale_map_marker)
     helper = compile_ahead.start(recipe, "the map")
     assert helper.wait()  # through its start, then loaded from the caches
-    assert helper._process.returncode == 0
     assert not helper._path.exists()
     assert density._scale_map_marker.exists()
 
@@ -112,16 +110,48 @@ class _Unloadable:
 
 def test_a_failing_helper_only_means_compiling_here(cache_dir, monkeypatch):
     helper = compile_ahead.start(_Unloadable(), "nothing")
-    helper._process.wait(timeout=START_TIMEOUT)
     assert not helper.wait()
     assert not helper._path.exists()
+    assert helper._helper.process.poll() is None  # it waits for the next recipe
     # A density whose helper failed compiles its map itself.
     monkeypatch.setattr(density_module, "start_compile_ahead",
                         lambda recipe, label: compile_ahead.start(_Unloadable(), label))
     density = ModelDensity(_schools(), compile_ahead=True)
-    density._ahead._process.wait(timeout=START_TIMEOUT)
+    assert not density._ahead.wait()
     moved, _ = density.location_scale_map(_pairs(density))
     assert np.all(np.isfinite(moved)) and density._scale_map_marker.exists()
+
+
+def test_a_helper_waits_for_the_next_recipe_of_the_same_caches(cache_dir, monkeypatch,
+                                                                tmp_path_factory):
+    first = compile_ahead.start(_Unloadable(), "nothing")
+    assert not first.wait()
+    again = compile_ahead.start(_Unloadable(), "nothing again")
+    assert again._helper is first._helper  # the same interpreter, waiting since
+    assert not again.wait()
+    # Killed while idle: the next recipe goes to a new helper.
+    first._helper.process.kill()
+    first._helper.process.wait()
+    third = compile_ahead.start(_Unloadable(), "a third")
+    assert third._helper is not first._helper and not third.wait()
+    # Other caches: another helper, and the idle one of the former caches is stopped.
+    monkeypatch.setattr(rewrite_cache, "CACHE_DIR", tmp_path_factory.mktemp("other"))
+    other = compile_ahead.start(_Unloadable(), "elsewhere")
+    assert other._helper is not third._helper
+    assert third._helper.process.poll() is not None
+    assert not other.wait()
+
+
+def test_a_helper_stops_at_the_end_of_its_input_or_when_idle(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a.pkl\n\nb.pkl\n"))
+    assert list(compile_ahead._recipe_paths()) == [Path("a.pkl"), Path("b.pkl")]
+    read, write = os.pipe()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read))
+    monkeypatch.setattr(compile_ahead, "IDLE_SECONDS", 0.2)
+    started = time.perf_counter()
+    assert list(compile_ahead._recipe_paths()) == []  # nothing came: idle
+    assert time.perf_counter() - started < 5
+    os.close(write)
 
 
 class _Unpicklable:
