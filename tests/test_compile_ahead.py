@@ -195,10 +195,16 @@ def test_no_helper_with_the_cache_off(monkeypatch):
 
 # A model new to an empty machine-wide cache, its densities evaluated in a new interpreter.
 FIRST_RUN = textwrap.dedent("""
+    import sys
     import numpy as np
     import pymc as pm
     from pymc_bdmc.model.density import ModelDensity
 
+    if sys.argv[1:] == ["after-another"]:  # its helper has compiled another model before
+        with pm.Model() as another:
+            slope = pm.Normal("slope", 0.0, 1.0)
+            pm.StudentT("z", nu=4.0, mu=slope * np.arange(5.0), sigma=1.0, observed=np.ones(5))
+        ModelDensity(another)
     with pm.Model() as model:
         mu = pm.Normal("mu", 0.0, 5.0)
         tau = pm.HalfNormal("tau", 5.0)
@@ -219,8 +225,8 @@ def test_a_first_run_gives_the_numbers_of_every_later_run(tmp_path):
     env = {**os.environ, "PYTENSOR_FLAGS": f"base_compiledir={tmp_path}"}
     env.pop("PYMC_BDMC_REWRITE_CACHE", None)  # under that compile directory
 
-    def run() -> str:
-        proc = subprocess.run([sys.executable, "-c", FIRST_RUN], capture_output=True,
+    def run(*args, env=env) -> str:
+        proc = subprocess.run([sys.executable, "-c", FIRST_RUN, *args], capture_output=True,
                               text=True, timeout=600, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc.stdout
@@ -228,3 +234,9 @@ def test_a_first_run_gives_the_numbers_of_every_later_run(tmp_path):
     first = run()
     assert (tmp_path / "pymc_bdmc_rewrites" / "batched").is_dir()  # compiled, recorded
     assert run() == first
+    # Compiled on another empty cache by a helper that compiled another model first: the
+    # same code (a helper waits for the next model new to the machine).
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert run("after-another",
+               env={**env, "PYTENSOR_FLAGS": f"base_compiledir={elsewhere}"}) == first
