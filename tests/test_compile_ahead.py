@@ -146,12 +146,20 @@ def test_a_helper_stops_at_the_end_of_its_input_or_when_idle(monkeypatch, tmp_pa
     monkeypatch.setattr(sys, "stdin", io.StringIO("a.pkl\n\nb.pkl\n"))
     assert list(compile_ahead._recipe_paths()) == [Path("a.pkl"), Path("b.pkl")]
     read, write = os.pipe()
+    os.write(write, b"a.pkl\n")
     monkeypatch.setattr(sys, "stdin", os.fdopen(read))
     monkeypatch.setattr(compile_ahead, "IDLE_SECONDS", 0.2)
     started = time.perf_counter()
-    assert list(compile_ahead._recipe_paths()) == []  # nothing came: idle
+    assert list(compile_ahead._recipe_paths()) == [Path("a.pkl")]  # then nothing came: idle
     assert time.perf_counter() - started < 5
     os.close(write)
+    # PYMC_BDMC_HELPER_IDLE=0: one recipe, then it exits; this process keeps none idle.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a.pkl\nb.pkl\n"))
+    monkeypatch.setattr(compile_ahead, "IDLE_SECONDS", 0.0)
+    assert list(compile_ahead._recipe_paths()) == [Path("a.pkl")]
+    helper = compile_ahead.start(_Unloadable(), "nothing")
+    assert not helper.wait()
+    assert helper._helper.process.poll() is not None
 
 
 class _Unpicklable:

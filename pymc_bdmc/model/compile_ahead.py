@@ -42,8 +42,9 @@ logger = logging.getLogger("pymc_bdmc.model.density")
 
 #: Seconds this process waits for a helper before compiling the function itself.
 HELPER_TIMEOUT = 600.0
-#: Seconds a helper waits for its next recipe before it exits.
-IDLE_SECONDS = 300.0
+#: Seconds a helper waits for its next recipe before it exits (``PYMC_BDMC_HELPER_IDLE``; 0:
+#: it exits once it has compiled one).
+IDLE_SECONDS = float(os.environ.get("PYMC_BDMC_HELPER_IDLE", 300.0))
 #: A helper idle this long is not given another recipe (it may be about to exit).
 _REUSE_SECONDS = 0.8 * IDLE_SECONDS
 #: The helper's answers on its output, after each recipe.
@@ -142,8 +143,11 @@ def _acquire() -> _Helper:
 def _release(helper: _Helper) -> None:
     helper.idle_since = time.monotonic()
     with _LOCK:
-        if helper in _STARTED:
+        keep = helper in _STARTED and IDLE_SECONDS > 0
+        if keep:
             _IDLE.append(helper)
+    if not keep:
+        helper.stop()
 
 
 class AheadCompile:
@@ -233,15 +237,19 @@ def _recipe_paths():
         lines.put(None)
 
     threading.Thread(target=read, daemon=True).start()
+    timeout = None  # the first recipe comes as the helper starts
     while True:
         try:
-            line = lines.get(timeout=IDLE_SECONDS)
+            line = lines.get(timeout=timeout)
         except queue.Empty:
             return
         if line is None:
             return
         if line:
             yield Path(line)
+            if IDLE_SECONDS <= 0:
+                return
+            timeout = IDLE_SECONDS
 
 
 def main() -> None:
