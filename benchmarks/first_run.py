@@ -104,11 +104,8 @@ def main(argv=None) -> None:
                         help="first runs of the models in turn in one interpreter, sharing one "
                              "cache per tool (as in a notebook comparing them)")
     args = parser.parse_args(argv)
-    if args.one_session:
-        one_session(args.only)
-        return
-    if args.shared_cache:
-        in_turn(args.only)
+    if args.shared_cache or args.one_session:
+        in_turn(args.only, one_interpreter=args.one_session)
         return
     if args.one_core:
         helper_or_not(args.only, args.after_demo, args.repeats)
@@ -150,18 +147,6 @@ def helper_or_not(only, after_demo: bool, repeats: int) -> None:
             for label, runs in times.items()), flush=True)
 
 
-def in_turn(only=None) -> None:
-    """Each model's first run after the models before it, with one cache per tool."""
-    names = [name for name in SHARED if not only or any(s in name for s in only)]
-    times = {}
-    for label in ("pymc_bdmc", "pm.sample_smc"):
-        with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
-            times[label] = [seconds(SHARED[name], CALLS[label], compiledir) for name in names]
-    for name, ours, smc in zip(names, times["pymc_bdmc"], times["pm.sample_smc"], strict=True):
-        print(f"{name:36s} first run after the models above {ours:6.1f} s against "
-              f"{smc:6.1f} s (ratio {ours / smc:.2f})", flush=True)
-
-
 SESSION = """
 import sys, time, warnings, logging
 warnings.simplefilter("ignore")
@@ -176,21 +161,29 @@ for build in {builds!r}:
 """
 
 
-def one_session(only=None) -> None:
-    """Each model's first run after the models before it, all in one interpreter per tool."""
+def in_turn(only=None, one_interpreter: bool = False) -> None:
+    """Each model's first run after the models before it, with one cache per tool.
+
+    Each run in a new interpreter, or (``one_interpreter``) all of them in one.
+    """
     names = [name for name in SHARED if not only or any(s in name for s in only)]
     times = {}
     for label in ("pymc_bdmc", "pm.sample_smc"):
         with tempfile.TemporaryDirectory(prefix="pytensor_") as compiledir:
+            if not one_interpreter:
+                times[label] = [seconds(SHARED[name], CALLS[label], compiledir)
+                                for name in names]
+                continue
             env = {**os.environ, "PYTENSOR_FLAGS": f"base_compiledir={compiledir}"}
             code = SESSION.format(root=str(ROOT), builds=[SHARED[name] for name in names],
                                   call=CALLS[label])
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                  check=True, env=env)
             times[label] = [float(line) for line in out.stdout.splitlines()[-len(names):]]
+    where = ", in one interpreter" if one_interpreter else ""
     for name, ours, smc in zip(names, times["pymc_bdmc"], times["pm.sample_smc"], strict=True):
-        print(f"{name:36s} first run after the models above, in one interpreter {ours:6.1f} s "
-              f"against {smc:6.1f} s (ratio {ours / smc:.2f})", flush=True)
+        print(f"{name:36s} first run after the models above{where} {ours:6.1f} s against "
+              f"{smc:6.1f} s (ratio {ours / smc:.2f})", flush=True)
     print(f"{'all':36s} {sum(times['pymc_bdmc']):6.1f} s against "
           f"{sum(times['pm.sample_smc']):6.1f} s", flush=True)
 

@@ -162,6 +162,17 @@ def test_a_helper_stops_at_the_end_of_its_input_or_when_idle(monkeypatch, tmp_pa
     assert helper._helper.process.poll() is not None
 
 
+def test_the_idle_wait_is_read_from_the_environment(monkeypatch, caplog):
+    for text, seconds in (("", 300.0), ("0", 0.0), ("12.5", 12.5)):
+        monkeypatch.setenv(compile_ahead.IDLE_VARIABLE, text)
+        assert compile_ahead._idle_seconds() == seconds
+    for text in ("soon", "-1", "nan", "inf"):
+        monkeypatch.setenv(compile_ahead.IDLE_VARIABLE, text)
+        caplog.clear()
+        assert compile_ahead._idle_seconds() == 300.0
+        assert "is not a number of seconds" in caplog.text
+
+
 class _Unpicklable:
     """A recipe that cannot be pickled (a custom operation holding a lock, say)."""
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import queue
 import subprocess
@@ -36,15 +37,35 @@ import cloudpickle
 
 from pymc_bdmc.model import rewrite_cache
 
-__all__ = ["HELPER_TIMEOUT", "IDLE_SECONDS", "AheadCompile", "main", "start"]
+__all__ = ["HELPER_TIMEOUT", "IDLE_SECONDS", "IDLE_VARIABLE", "AheadCompile", "main", "start"]
 
 logger = logging.getLogger("pymc_bdmc.model.density")
 
 #: Seconds this process waits for a helper before compiling the function itself.
 HELPER_TIMEOUT = 600.0
-#: Seconds a helper waits for its next recipe before it exits (``PYMC_BDMC_HELPER_IDLE``; 0:
-#: it exits once it has compiled one).
-IDLE_SECONDS = float(os.environ.get("PYMC_BDMC_HELPER_IDLE", 300.0))
+#: What sets :data:`IDLE_SECONDS`.
+IDLE_VARIABLE = "PYMC_BDMC_HELPER_IDLE"
+
+
+def _idle_seconds(default: float = 300.0) -> float:
+    """Return ``PYMC_BDMC_HELPER_IDLE`` in seconds (a value that is not one warns, unused)."""
+    text = os.environ.get(IDLE_VARIABLE, "").strip()
+    if not text:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if math.isfinite(seconds) and seconds >= 0:
+        return seconds
+    logger.warning("%s=%r is not a number of seconds (0 or more); helpers wait %.0f s.",
+                   IDLE_VARIABLE, text, default)
+    return default
+
+
+#: Seconds a helper waits for its next recipe before it exits (0: it exits once it has
+#: compiled one).
+IDLE_SECONDS = _idle_seconds()
 #: A helper idle this long is not given another recipe (it may be about to exit).
 _REUSE_SECONDS = 0.8 * IDLE_SECONDS
 #: The helper's answers on its output, after each recipe.
