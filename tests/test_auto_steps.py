@@ -529,8 +529,8 @@ def _search_settings(kernels, monkeypatch):
 @pytest.mark.parametrize("kernels", ["built-in", "step methods"])
 def test_default_sample_bdmc_certifies_an_easy_model_at_the_first_length(kernels, monkeypatch):
     am = known_evidence.linear_regression(n_obs=20, n_coef=2, seed=5)
-    with am.model:
-        result = pmb.sample_bdmc(random_seed=3, progressbar=False,
+    with am.model:  # no budget: on a loaded machine 1000 Python-loop steps may not fit 60 s
+        result = pmb.sample_bdmc(random_seed=3, progressbar=False, max_time=None,
                                  **_search_settings(kernels, monkeypatch))
     attrs = result["evidence"].attrs
     assert (attrs["kernel"] == "pymc_step_methods") == (kernels == "step methods")
