@@ -26,7 +26,6 @@ from pymc_bdmc.model.threads import density_threads
 from pymc_bdmc.parallel.executors import local_cores
 from pymc_bdmc.pipeline.auto_steps import Attempt, FormSwitch, LengthSearch
 from pymc_bdmc.pipeline.diagnostics import deferred_warnings, replay_warnings
-from pymc_bdmc.pipeline.heap import objects_frozen
 from pymc_bdmc.pipeline.interrupts import no_bound_if_interrupted
 from pymc_bdmc.pipeline.lower_bound_search import (
     CertifiedLength,
@@ -133,11 +132,10 @@ def run(method: EvidenceMethod, job: Job) -> xr.DataTree:
     xarray.DataTree
     """
     with call_scope(job.progressbar) as (bar, outermost), call_clock() as clock, \
-            pytensor.config.change_flags(traceback__limit=0), objects_frozen(), \
+            pytensor.config.change_flags(traceback__limit=0), \
             density_threads(2 if local_cores(job.parallel.cores) > 1 else 1):
         # The graphs built and rewritten here are ours, not the user's: recording each new
         # variable's creation stack (for PyTensor's error messages) only costs compile time.
-        # The process's objects stay out of the call's full garbage collections (heap.py).
         result = _run(method, job, bar)
         record_time(result, clock, time.perf_counter() - job.started)
         if outermost:
