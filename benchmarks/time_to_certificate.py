@@ -8,6 +8,7 @@ Run from the repository root::
     python3 benchmarks/time_to_certificate.py --huge --no-exact --no-smc --max-time 900
     python3 benchmarks/time_to_certificate.py --million --no-exact --no-smc --max-time 900
     python3 benchmarks/time_to_certificate.py --gallery --no-exact  # models as users write them
+    python3 benchmarks/time_to_certificate.py --wide --no-exact     # 420-452 coordinates
     python3 benchmarks/time_to_certificate.py --paper --no-exact --no-smc  # the BDMC paper's
     python3 benchmarks/time_to_certificate.py --ais-alone          # sample_ais with no certificate
 
@@ -38,7 +39,7 @@ import pymc as pm
 import xarray as xr
 from _common import quiet, smc_log_ml
 from gallery import GALLERY
-from geometry import COAL_DISASTERS, PAPER, SUITE
+from geometry import COAL_DISASTERS, PAPER, SUITE, wide_hierarchy, wide_logistic
 
 import pymc_bdmc as pmb
 from pymc_bdmc import known_evidence
@@ -91,6 +92,10 @@ HUGE = {
     "centred hierarchy, 5000 groups x 20 (data from the model)":
         lambda: known_evidence.group_intercepts(5000, 20, seed=0),
 }
+
+#: Above 400 coordinates, no exact evidence (``--wide``: gap only).
+WIDE = {"centered hierarchy, 450 groups x 3": wide_hierarchy,
+        "logistic regression, 420 coefficients": wide_logistic}
 
 #: 10^6 observations (``--million``).
 MILLION = {"regression, 20 coefficients, N=1000000": lambda: big_regression(1_000_000)}
@@ -174,6 +179,9 @@ def main(argv=None) -> None:
                         help="max_time of both pymc_bdmc calls (default: theirs, 60 s)")
     parser.add_argument("--large", action="store_true",
                         help="also the 500-step walk, a 500-group hierarchy, a 100k regression")
+    parser.add_argument("--wide", action="store_true",
+                        help="also geometry.py's 450-group hierarchy and 420-coefficient logistic "
+                             "regression (gap only)")
     parser.add_argument("--gallery", action="store_true",
                         help="also benchmarks/gallery.py (no exact evidence: gap only)")
     parser.add_argument("--paper", action="store_true",
@@ -191,6 +199,7 @@ def main(argv=None) -> None:
     models |= LARGE if args.large else {}
     models |= HUGE if args.huge else {}
     models |= MILLION if args.million else {}
+    models |= WIDE if args.wide else {}
     models |= GALLERY if args.gallery else {}
     models |= PAPER if args.paper else {}
     print(f"# {time.strftime('%Y-%m-%d')}, pymc_bdmc {pmb.__version__}, {tuning}", flush=True)
