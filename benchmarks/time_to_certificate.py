@@ -39,7 +39,7 @@ import pymc as pm
 import xarray as xr
 from _common import quiet, smc_log_ml
 from gallery import GALLERY
-from geometry import COAL_DISASTERS, PAPER, SUITE, wide_hierarchy, wide_logistic
+from geometry import COAL_DISASTERS, PAPER, SUITE, WIDE
 
 import pymc_bdmc as pmb
 from pymc_bdmc import known_evidence
@@ -92,10 +92,6 @@ HUGE = {
     "centred hierarchy, 5000 groups x 20 (data from the model)":
         lambda: known_evidence.group_intercepts(5000, 20, seed=0),
 }
-
-#: Above 400 coordinates, no exact evidence (``--wide``: gap only).
-WIDE = {"centered hierarchy, 450 groups x 3": wide_hierarchy,
-        "logistic regression, 420 coefficients": wide_logistic}
 
 #: 10^6 observations (``--million``).
 MILLION = {"regression, 20 coefficients, N=1000000": lambda: big_regression(1_000_000)}
